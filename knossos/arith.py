@@ -1,0 +1,92 @@
+"""Scalar semantics shared by the interpreter and the native functions.
+
+Floats behave as C++ ``double`` does (IEEE: division by zero gives an infinity or NaN, overflow
+gives an infinity) rather than raising as Python does; Integer division truncates towards zero as in
+C++, and dividing an Integer by zero is a run-time error.
+"""
+
+from __future__ import annotations
+
+import math
+
+from knossos.errors import KsEvalError
+
+INF = math.inf
+
+
+def fdiv(a: float, b: float) -> float:
+    try:
+        return a / b
+    except ZeroDivisionError:
+        if a != a or a == 0.0:
+            return math.nan
+        return math.copysign(INF, a) * math.copysign(1.0, b)
+
+
+def idiv(a: int, b: int) -> int:
+    if b == 0:
+        raise KsEvalError("Integer division by zero")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def fexp(a: float) -> float:
+    try:
+        return math.exp(a)
+    except OverflowError:
+        return INF
+
+
+def flog(a: float) -> float:
+    if a > 0.0:
+        return math.log(a)
+    if a == 0.0:
+        return -INF
+    return math.nan
+
+
+def fpow(a: float, b: float) -> float:
+    try:
+        return math.pow(a, b)
+    except OverflowError:
+        return INF
+    except ValueError:
+        if a == 0.0 and b < 0:
+            return INF
+        return math.nan
+
+
+def fcosh(a: float) -> float:
+    try:
+        return math.cosh(a)
+    except OverflowError:
+        return INF
+
+
+def flgamma(a: float) -> float:
+    try:
+        return math.lgamma(a)
+    except (OverflowError, ValueError):
+        return INF
+
+
+def cmax(a: float, b: float) -> float:
+    """``std::max``: the first argument unless it is less than the second."""
+    return b if a < b else a
+
+
+_MASK = (1 << 64) - 1
+
+
+def ranhashdoub(v: int) -> float:
+    """The reference runtime's hash of an integer to a double in [0, 1) (Numerical Recipes' ranhash)."""
+    x = v & _MASK
+    x = (x * 3935559000370003845 + 2691343689449507681) & _MASK
+    x ^= x >> 21
+    x ^= (x << 37) & _MASK
+    x ^= x >> 4
+    x = (x * 4768777513237032717) & _MASK
+    x ^= (x << 20) & _MASK
+    x ^= x >> 41
+    x ^= (x << 5) & _MASK
+    return 5.42101086242752217e-20 * x

@@ -1,0 +1,259 @@
+"""The ``knossos`` command: check, print, cost and evaluate programs.
+
+Every command that takes a FILE also takes ``--expr "(...)"``, a bare expression whose free
+variables are Floats.  Problems are reported as one line ``FILE:LINE:COL: error: ...`` with exit
+status 1; a bug in this program is reported in one line with exit status 3 (set KNOSSOS_DEBUG=1 for
+the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from knossos.errors import KsError, KsUsageError, Pos
+from knossos.expr import Expr
+from knossos.interpreter import Interpreter
+from knossos.parser import load_program, parse_expr, read_source
+from knossos.printer import format_expr, format_program
+from knossos.program import Def, Program
+from knossos.sized_cost import SizedCost, parse_sizes, sized_def_cost
+from knossos.values import from_python, to_json
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+@dataclass
+class Source:
+    """What a command works on: a program file, or one bare expression."""
+
+    label: str
+    program: Program | None = None
+    expr: Expr | None = None
+    free: Sequence[Expr] = ()
+
+
+def load_source(args: argparse.Namespace) -> Source:
+    if args.expr is not None:
+        if getattr(args, "file", None):
+            raise KsUsageError("give either FILE or --expr, not both")
+        expr, free = parse_expr(args.expr)
+        return Source("<expr>", expr=expr, free=free)
+    if not getattr(args, "file", None):
+        raise KsUsageError("give a FILE or --expr \"(...)\"")
+    return Source(args.file, program=load_program(args.file))
+
+
+def find_def(program: Program, name: str, file: str) -> Def:
+    d = program.defs.get(name)
+    if d is None:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(program.defs), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise KsUsageError(f"no def named '{name}'{hint}", None, file)
+    return d
+
+
+# -- commands --------------------------------------------------------------------------------------
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.expr is not None:
+        expr, _ = parse_expr(args.expr)
+        print(f"<expr>: ok: {expr.type}, {expr.size} nodes")
+        return 0
+    if not args.files:
+        raise KsUsageError("give one or more FILEs or --expr \"(...)\"")
+    failed = 0
+    for file in args.files:
+        try:
+            program = load_program(file)
+        except KsError as err:
+            print(err.located(file=file).render(), file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{file}: ok: {len(program.defs)} defs, {len(program.edefs)} edefs, {program.node_count()} nodes")
+    return 1 if failed else 0
+
+
+def cmd_print(args: argparse.Namespace) -> int:
+    src = load_source(args)
+    if src.expr is not None:
+        print(format_expr(src.expr, args.width))
+    else:
+        assert src.program is not None
+        sys.stdout.write(format_program(src.program, args.width))
+    return 0
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    src = load_source(args)
+    sizes = parse_sizes(args.size or [])
+    if src.expr is not None:
+        env = {v.data: None for v in src.free}
+        cost = SizedCost().cost(src.expr, env)[0] if sizes else src.expr.cost
+        _emit({"cost": _round(cost)}, args.json, lambda o: f"{o['cost']}")
+        return 0
+    program = src.program
+    assert program is not None
+    names = [find_def(program, args.def_name, src.label).name] if args.def_name else [d.name for d in program.targets]
+    _check_sizes_known(program, names, sizes, src.label)
+    costs = {n: _round(sized_def_cost(program, n, sizes) if sizes else program.def_cost(n)) for n in names}
+    out: dict[str, Any] = {"defs": costs}
+    if sizes:
+        out["sizes"] = {k: list(v) if isinstance(v, tuple) else v for k, v in sizes.items()}
+    width = max((len(n) for n in names), default=0)
+    _emit(out, args.json, lambda o: "\n".join(f"{n:<{width}}  {c}" for n, c in o["defs"].items()))
+    return 0
+
+
+def _check_sizes_known(program: Program, names: list[str], sizes: dict[str, Any], file: str) -> None:
+    known: set[str] = set()
+    for n in names:
+        for d in program.closure(n):
+            known.update(p.name for p in d.params)
+            known.update(d.size_vars)
+    unknown = sorted(set(sizes) - known)
+    if unknown:
+        raise KsUsageError(f"--size names {', '.join(unknown)}, which no parameter or vector size of the def(s) is called", None, file)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    if args.expr is not None:
+        if args.file or args.def_name:
+            raise KsUsageError("give either FILE DEF or --expr, not both")
+        expr, free = parse_expr(args.expr)
+        raw = _read_args(args.args)
+        env = _expr_env(free, raw, args.args)
+        result = Interpreter(args.max_steps).eval_expr(expr, env)
+        print(json.dumps(to_json(result, expr.type)))
+        return 0
+    if not args.file or not args.def_name:
+        raise KsUsageError("give FILE DEF (or --expr) and --args ARGS.json")
+    program = load_program(args.file)
+    d = find_def(program, args.def_name, args.file)
+    raw = _read_args(args.args)
+    if not isinstance(raw, list):
+        raise KsUsageError(f"arguments must be a JSON list with one item per parameter of '{d.name}'", None, args.args)
+    if len(raw) != len(d.params):
+        raise KsUsageError(f"'{d.name}' takes {len(d.params)} argument(s), the list has {len(raw)}", None, args.args)
+    result = Interpreter(args.max_steps).call(d, raw)
+    print(json.dumps(to_json(result, d.ret_type)))
+    return 0
+
+
+def _read_args(spec: str | None) -> Any:
+    if spec is None:
+        raise KsUsageError("give the arguments with --args ARGS.json (a JSON list, one item per parameter)")
+    text = spec if spec.lstrip().startswith(("[", "{")) else read_source(spec)
+    label = "<args>" if text is spec else spec
+    try:
+        return _decode_json(json.loads(text))
+    except json.JSONDecodeError as err:
+        raise KsUsageError(f"bad JSON: {err.msg}", Pos(err.lineno, err.colno), label) from None
+    except RecursionError:
+        raise KsUsageError("the JSON is nested too deeply", None, label) from None
+
+
+def _decode_json(value: Any) -> Any:
+    """JSON tuples are ``{"tuple": [...]}``: make them Python tuples."""
+    if isinstance(value, dict) and set(value) == {"tuple"} and isinstance(value["tuple"], list):
+        return tuple(_decode_json(v) for v in value["tuple"])
+    if isinstance(value, list):
+        return [_decode_json(v) for v in value]
+    return value
+
+
+def _expr_env(free: Sequence[Expr], raw: Any, label: str | None) -> dict[str, Any]:
+    names = [v.data for v in free]
+    if isinstance(raw, dict):
+        missing = [n for n in names if n not in raw]
+        extra = [n for n in raw if n not in names]
+        if missing or extra:
+            raise KsUsageError(f"expected values for {', '.join(names) or 'nothing'}; missing {missing}, unknown {extra}", None, label)
+        values = [raw[n] for n in names]
+    elif isinstance(raw, list):
+        if len(raw) != len(names):
+            raise KsUsageError(f"the expression has {len(names)} free variable(s) ({', '.join(names)}), the list has {len(raw)}", None, label)
+        values = raw
+    else:
+        raise KsUsageError("arguments must be a JSON list (free variables in order of appearance) or an object by name", None, label)
+    return {v.data: from_python(x, v.type, f"'{v.data}'") for v, x in zip(free, values, strict=True)}
+
+
+def _round(x: float) -> float:
+    return round(x, 6)
+
+
+def _emit(obj: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], str]) -> None:
+    print(json.dumps(obj) if as_json else human(obj))
+
+
+# -- wiring ----------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog="knossos", description="Knossos IR tools: check, print, cost and evaluate programs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+
+    def expr_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--expr", metavar="'(...)'", help="a bare expression instead of a file (free variables are Floats)")
+
+    p = sub.add_parser("check", help="parse and type-check files")
+    p.add_argument("files", nargs="*", metavar="FILE")
+    expr_option(p)
+    p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser("print", help="print a program or expression, formatted")
+    p.add_argument("file", nargs="?", metavar="FILE")
+    p.add_argument("--width", type=int, default=100, help="line width (default 100)")
+    expr_option(p)
+    p.set_defaults(run=cmd_print)
+
+    p = sub.add_parser("cost", help="cost of each def (reference cost model, or real sizes with --size)")
+    p.add_argument("file", nargs="?", metavar="FILE")
+    p.add_argument("--def", dest="def_name", metavar="NAME", help="only this def")
+    p.add_argument("--json", action="store_true", help='print {"defs": {NAME: cost}}')
+    p.add_argument("--size", action="append", metavar="NAME=N", help="a real size: a size variable, Integer or vector parameter (x=NxM); repeatable")
+    expr_option(p)
+    p.set_defaults(run=cmd_cost)
+
+    p = sub.add_parser("eval", help="evaluate a def on arguments with the reference interpreter")
+    p.add_argument("file", nargs="?", metavar="FILE")
+    p.add_argument("def_name", nargs="?", metavar="DEF")
+    p.add_argument("--args", metavar="ARGS.json", help="JSON list, one item per parameter (vectors as lists, tuples as {\"tuple\": [...]}); a file or inline JSON")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many evaluation steps")
+    expr_option(p)
+    p.set_defaults(run=cmd_eval)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except KsError as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("knossos: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as err:  # a bug: say so in one line, keep the traceback for those who ask
+        if os.environ.get("KNOSSOS_DEBUG"):
+            traceback.print_exc()
+        print(f"knossos: internal error: {type(err).__name__}: {err} (set KNOSSOS_DEBUG=1 for details)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

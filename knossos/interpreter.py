@@ -1,0 +1,304 @@
+"""The reference interpreter: the meaning of every Knossos program.
+
+Every rewrite rule and the C++ backend are checked against it.  Evaluation is strict except for the
+branches of ``if`` and the right operands of ``and``/``or``.  It keeps an explicit stack of
+generators (one per node being evaluated), so deep expressions do not reach Python's recursion
+limit; each generator reads like the recursive evaluator it replaces (``value = yield child``).
+
+Variables live in one mutable dictionary per function activation: a binder sets its variable,
+evaluates its body and restores the previous binding, which is exact because evaluation is
+strictly nested.  A ``lam`` value captures a copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from knossos import arith, trampoline
+from knossos.callee import CalleeKind
+from knossos.errors import KsEvalError, KsUsageError
+from knossos.expr import Expr
+from knossos.natives import NATIVES
+from knossos.ops import Op
+from knossos.program import Def, SizeTree
+from knossos.types import FLOAT, Kind, Type
+from knossos.values import ARITHMETIC, Value, add, elementwise, from_python, zero_like, zero_of
+
+Env = dict[str, Value]
+Step = Generator[tuple[Expr, Env], Value, Value]
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Closure:
+    """The value of a ``lam``."""
+
+    param: str
+    body: Expr
+    env: Env
+
+
+def _unary_float(fn: Any) -> Any:
+    return lambda node, v: fn(v[0])
+
+
+def _neg(node: Expr, v: list[Value]) -> Value:
+    return _negate(node.type, v[0])
+
+
+def _negate(t: Type, v: Value) -> Value:
+    if t.kind is Kind.VEC:
+        return [_negate(t.elem, x) for x in v]
+    if t.kind is Kind.TUPLE:
+        return tuple(_negate(c, x) for c, x in zip(t.children, v, strict=True))
+    return -v
+
+
+def _arith(name: str) -> Any:
+    f_float, f_int = ARITHMETIC[name]
+    return lambda node, v: elementwise(f_float, f_int, node.args[0].type, node.args[1].type, v[0], v[1])
+
+
+def _index(node: Expr, v: list[Value]) -> Value:
+    i, vector = v
+    if not 0 <= i < len(vector):
+        raise KsEvalError(f"index {i} is out of range for a vector of size {len(vector)}")
+    return vector[i]
+
+
+def _sum(node: Expr, v: list[Value]) -> Value:
+    return _total(node.type, v[0])
+
+
+def _total(t: Type, items: Sequence[Value]) -> Value:
+    if not items:
+        return zero_of(t)
+    if t is FLOAT:
+        return math.fsum(items)
+    acc = items[0]
+    for x in items[1:]:
+        acc = add(t, acc, x)
+    return acc
+
+
+def _const_vec(node: Expr, v: list[Value]) -> Value:
+    n, x = v
+    _check_size(n, "constVec")
+    return [x] * n
+
+
+def _delta_vec(node: Expr, v: list[Value]) -> Value:
+    n, i, x = v
+    _check_size(n, "deltaVec")
+    zero = zero_like(x)
+    return [x if k == i else zero for k in range(n)]
+
+
+def _check_size(n: int, what: str) -> None:
+    if n < 0:
+        raise KsEvalError(f"{what} of negative size {n}")
+
+
+def _get(node: Expr, v: list[Value]) -> Value:
+    return v[0][node.data[0] - 1]
+
+
+def _cmp(fn: Any) -> Any:
+    return lambda node, v: fn(v[0], v[1])
+
+
+#: Ops whose arguments are all evaluated first: op -> f(node, argument values).
+STRICT: dict[Op, Any] = {
+    Op.ADD: _arith("add"),
+    Op.SUB: _arith("sub"),
+    Op.MUL: _arith("mul"),
+    Op.DIV: _arith("div"),
+    Op.MAX: _arith("max"),
+    Op.NEG: _neg,
+    Op.EXP: _unary_float(arith.fexp),
+    Op.LOG: _unary_float(arith.flog),
+    Op.TANH: _unary_float(math.tanh),
+    Op.ABS: lambda node, v: abs(v[0]),
+    Op.POW: lambda node, v: arith.fpow(v[0], v[1]),
+    Op.EQ: _cmp(lambda a, b: a == b),
+    Op.NE: _cmp(lambda a, b: a != b),
+    Op.GT: _cmp(lambda a, b: a > b),
+    Op.GTE: _cmp(lambda a, b: a >= b),
+    Op.LT: _cmp(lambda a, b: a < b),
+    Op.LTE: _cmp(lambda a, b: a <= b),
+    Op.TO_FLOAT: lambda node, v: float(v[0]),
+    Op.INDEX: _index,
+    Op.SIZE: lambda node, v: len(v[0]),
+    Op.SUM: _sum,
+    Op.CONSTVEC: _const_vec,
+    Op.DELTAVEC: _delta_vec,
+    Op.TUPLE: lambda node, v: tuple(v),
+    Op.GET: _get,
+}
+
+
+class Interpreter:
+    """Evaluates expressions and defs."""
+
+    def __init__(self, max_steps: int | None = None) -> None:
+        #: Stop with an error after this many evaluated nodes (``None``: no limit).
+        self.max_steps = max_steps
+
+    # -- entry points -----------------------------------------------------------------------
+    def eval_expr(self, expr: Expr, env: Env) -> Value:
+        """Evaluate ``expr`` with its free variables taken from ``env``."""
+        missing = [n for n in expr.free if n not in env]
+        if missing:
+            raise KsUsageError(f"no value given for {', '.join(sorted(missing))}")
+        return self._run(expr, dict(env))
+
+    def call(self, d: Def, args: Sequence[object]) -> Value:
+        """Call def ``d`` on arguments given as Python values (lists or numpy arrays for vectors)."""
+        if len(args) != len(d.params):
+            raise KsUsageError(f"'{d.name}' takes {len(d.params)} argument(s), not {len(args)}")
+        env: Env = {}
+        for p, a in zip(d.params, args, strict=True):
+            env[p.name] = from_python(a, p.type, f"argument '{p.name}'")
+        for p in d.params:
+            _bind_sizes(p.sizes, env[p.name], env, p.name)
+        return self._run(d.body, env)
+
+    # -- the machine ------------------------------------------------------------------------
+    def _run(self, root: Expr, env: Env) -> Value:
+        try:
+            return trampoline.run(lambda item: self._start(*item), (root, env), max_steps=self.max_steps)
+        except trampoline.StepLimitExceeded as err:
+            raise KsEvalError(f"evaluation took more than {err.limit} steps") from None
+
+    def _start(self, node: Expr, env: Env) -> Value | Step:
+        op = node.op
+        if op is Op.CONST:
+            return node.data
+        if op is Op.VAR:
+            try:
+                return env[node.data]
+            except KeyError:
+                raise KsEvalError(f"variable '{node.data}' has no value") from None
+        if op in STRICT:
+            return self._strict(node, env)
+        return getattr(self, f"_{op.name.lower()}")(node, env)  # type: ignore[no-any-return]
+
+    def _strict(self, node: Expr, env: Env) -> Step:
+        values: list[Value] = []
+        for a in node.args:
+            if a.op is Op.CONST:
+                values.append(a.data)
+            elif a.op is Op.VAR and a.data in env:
+                values.append(env[a.data])
+            else:
+                values.append((yield a, env))
+        return STRICT[node.op](node, values)
+
+    def _if(self, node: Expr, env: Env) -> Step:
+        cond = yield node.args[0], env
+        return (yield node.args[1] if cond else node.args[2], env)
+
+    def _and(self, node: Expr, env: Env) -> Step:
+        left = yield node.args[0], env
+        return (yield node.args[1], env) if left else False
+
+    def _or(self, node: Expr, env: Env) -> Step:
+        left = yield node.args[0], env
+        return True if left else (yield node.args[1], env)
+
+    def _assert(self, node: Expr, env: Env) -> Step:
+        if not (yield node.args[0], env):
+            raise KsEvalError("assertion failed")
+        return (yield node.args[1], env)
+
+    def _let(self, node: Expr, env: Env) -> Step:
+        var, rhs, body = node.args
+        value = yield rhs, env
+        saved = env.get(var.data, _MISSING)
+        env[var.data] = value
+        result = yield body, env
+        _restore(env, var.data, saved)
+        return result
+
+    def _lam(self, node: Expr, env: Env) -> Step:
+        return Closure(node.args[0].data, node.args[1], dict(env))
+        yield  # pragma: no cover  (makes this a generator like the others)
+
+    def _apply(self, node: Expr, env: Env) -> Step:
+        closure = yield node.args[0], env
+        arg = yield node.args[1], env
+        inner = dict(closure.env)
+        inner[closure.param] = arg
+        return (yield closure.body, inner)
+
+    def _build(self, node: Expr, env: Env) -> Step:
+        n_expr, var, body = node.args
+        n = yield n_expr, env
+        _check_size(n, "build")
+        saved = env.get(var.data, _MISSING)
+        out: list[Value] = []
+        for i in range(n):
+            env[var.data] = i
+            out.append((yield body, env))
+        _restore(env, var.data, saved)
+        return out
+
+    def _sumbuild(self, node: Expr, env: Env) -> Step:
+        items = yield from self._build(node, env)
+        return _total(node.type, items)
+
+    def _call(self, node: Expr, env: Env) -> Step:
+        values: list[Value] = []
+        for a in node.args:
+            values.append((yield a, env))
+        callee = node.data
+        if callee.kind is CalleeKind.DEF:
+            d: Def = callee.definition
+            inner: Env = {p.name: v for p, v in zip(d.params, values, strict=True)}
+            for p in d.params:
+                _bind_sizes(p.sizes, inner[p.name], inner, p.name)
+            return (yield d.body, inner)
+        native = NATIVES.get(callee.name)
+        if native is None:
+            raise KsEvalError(f"edef '{callee.name}' has no implementation in the interpreter")
+        return native(*values)
+
+
+def _restore(env: Env, name: str, saved: object) -> None:
+    if saved is _MISSING:
+        del env[name]
+    else:
+        env[name] = saved
+
+
+def _bind_sizes(sizes: SizeTree, value: Value, env: Env, where: str) -> None:
+    """Bind the size variables of a sized parameter type, checking that they agree."""
+    stack: list[tuple[SizeTree, Value, str]] = [(sizes, value, where)]
+    while stack:
+        tree, v, path = stack.pop()
+        if tree is None:
+            continue
+        if tree[0] == "vec":
+            name, inner = tree[1], tree[2]  # type: ignore[misc]
+            if name is not None:
+                have = env.get(name, _MISSING)
+                if have is not _MISSING and have != len(v):
+                    raise KsUsageError(f"{path} has {len(v)} elements but size '{name}' is already {have}")
+                env[name] = len(v)
+            if inner is not None:
+                stack.extend((inner, x, f"{path}[{i}]") for i, x in enumerate(v))
+        else:
+            stack.extend((t, x, f"{path}.{i + 1}") for i, (t, x) in enumerate(zip(tree[1], v, strict=True)))  # type: ignore[arg-type]
+
+
+def evaluate(expr: Expr, env: Env) -> Value:
+    """Evaluate a bare expression (free variables from ``env``)."""
+    return Interpreter().eval_expr(expr, env)
+
+
+def call_def(d: Def, *args: object) -> Value:
+    """Call a def on Python arguments."""
+    return Interpreter().call(d, list(args))

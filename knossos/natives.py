@@ -1,0 +1,84 @@
+"""Python implementations of functions that programs declare with ``edef`` or take from the prelude.
+
+An edef has no body, so the interpreter needs its meaning from here; an edef that is missing from
+:data:`NATIVES` can be parsed, typed and costed but not evaluated.  Arguments arrive in the
+interpreter's value representation (:mod:`knossos.values`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from knossos import arith
+from knossos.types import FLOAT, vec
+from knossos.values import Value, add
+
+Native = Callable[..., Value]
+
+
+def _dotv(a: list[float], b: list[float]) -> float:
+    return math.fsum(x * y for x, y in zip(a, b, strict=True))
+
+
+def _mul_mat_vec(m: list[list[float]], v: list[float]) -> list[float]:
+    return [_dotv(row, v) for row in m]
+
+
+def _rev_mul_mat_vec(m: list[list[float]], v: list[float], dr: list[float]) -> tuple[Value, Value]:
+    d_m = [[d * x for x in v] for d in dr]
+    d_v = [math.fsum(dr[i] * m[i][j] for i in range(len(m))) for j in range(len(v))]
+    return (d_m, d_v)
+
+
+def digamma(x: float) -> float:
+    """The derivative of lgamma (for fwd$lgamma and rev$lgamma)."""
+    if x <= 0 and x == math.floor(x):
+        return math.nan
+    result = 0.0
+    if x < 0:  # reflection
+        return digamma(1 - x) - math.pi / math.tan(math.pi * x)
+    while x < 6:
+        result -= 1 / x
+        x += 1
+    inv = 1 / x
+    inv2 = inv * inv
+    return result + math.log(x) - 0.5 * inv - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 / 132))))
+
+
+_VF = vec(FLOAT)
+
+NATIVES: dict[str, Native] = {
+    "abs": lambda x: abs(x),
+    "max": arith.cmax,
+    "pow": arith.fpow,
+    "tanh": math.tanh,
+    "cosh": arith.fcosh,
+    "exp": arith.fexp,
+    "log": arith.flog,
+    "lgamma": arith.flgamma,
+    "fwd$lgamma": lambda x, dx: digamma(x) * dx,
+    "rev$lgamma": lambda x, dr: digamma(x) * dr,
+    "dotv": _dotv,
+    "mul$Mat$Vec": _mul_mat_vec,
+    "rev$mul$Mat$Vec": _rev_mul_mat_vec,
+    # the prelude
+    "add$ii": lambda a, b: a + b,
+    "add$ff": lambda a, b: a + b,
+    "add$vfvf": lambda a, b: add(_VF, a, b),
+    "sub$ii": lambda a, b: a - b,
+    "sub$ff": lambda a, b: a - b,
+    "mul$ii": lambda a, b: a * b,
+    "mul$ff": lambda a, b: a * b,
+    "div$ii": arith.idiv,
+    "div$ff": arith.fdiv,
+    "exp$f": arith.fexp,
+    "log$f": arith.flog,
+    "eq$ii": lambda a, b: a == b,
+    "eq$ff": lambda a, b: a == b,
+    "gt$ii": lambda a, b: a > b,
+    "gt$ff": lambda a, b: a > b,
+    "gte$ii": lambda a, b: a >= b,
+    "gte$ff": lambda a, b: a >= b,
+    "$ranhashdoub": arith.ranhashdoub,
+}

@@ -1,0 +1,237 @@
+"""The cost model with real vector sizes.
+
+The reference model assumes every vector has 16 elements.  Wall-clock time depends on the real
+sizes, so here the same per-op costs are charged with sizes found by a small abstract interpretation:
+integers whose values are known (literals, given sizes, arithmetic on them, ``size`` of a vector of
+known size) and vector shapes (from sized parameters ``(Vec n Float)`` or sizes given per parameter,
+through ``build``, ``index``, ``let``, calls...).  Wherever a size cannot be known, the reference's
+16 is used.  Sizes are given by name: a size variable or Integer parameter (``n=1000``), or a vector
+parameter (``x=1000`` or, for a matrix, ``x=1000x500``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import Union
+
+from knossos import trampoline
+from knossos.arith import idiv
+from knossos.callee import CalleeKind
+from knossos.cost import (
+    ASSUMED_VECTOR_SIZE,
+    LET_COST,
+    MALLOC_COST,
+    OWN_COST,
+    call_overhead,
+    if_cost,
+)
+from knossos.errors import KsEvalError, KsUsageError
+from knossos.expr import Expr
+from knossos.ops import ARITHMETIC, Op
+from knossos.program import Def, Program, SizeTree
+from knossos.types import INTEGER, Kind, Type
+
+
+@dataclass(frozen=True)
+class VecShape:
+    """A vector of ``length`` (``None``: unknown) elements, each described by ``elem``."""
+
+    length: int | None
+    elem: Abstract
+
+
+Abstract = Union[int, None, VecShape, tuple["Abstract", ...]]
+Sizes = Mapping[str, Union[int, tuple[int, ...]]]
+Env = dict[str, Abstract]
+Step = Generator[tuple[Expr, Env], tuple[float, Abstract], tuple[float, Abstract]]
+
+
+def elements(t: Type, a: Abstract, default: int = ASSUMED_VECTOR_SIZE) -> int:
+    """Number of scalars in a value of type ``t`` described by ``a``."""
+    if t.kind is Kind.VEC:
+        length = a.length if isinstance(a, VecShape) and a.length is not None else default
+        inner = a.elem if isinstance(a, VecShape) else None
+        return length * elements(t.elem, inner, default)
+    if t.kind is Kind.TUPLE:
+        parts = a if isinstance(a, tuple) else (None,) * len(t.children)
+        return sum(elements(c, p, default) for c, p in zip(t.children, parts, strict=True))
+    return 1
+
+
+def shape_from_dims(dims: tuple[int, ...]) -> Abstract:
+    out: Abstract = None
+    for d in reversed(dims):
+        out = VecShape(d, out)
+    return out
+
+
+def _from_sizes(tree: SizeTree, sizes: Sizes) -> Abstract:
+    if tree is None:
+        return None
+    if tree[0] == "vec":
+        name, inner = tree[1], tree[2]  # type: ignore[misc]
+        length = sizes.get(name) if name is not None else None
+        return VecShape(length if isinstance(length, int) else None, _from_sizes(inner, sizes))  # type: ignore[arg-type]
+    return tuple(_from_sizes(t, sizes) for t in tree[1])  # type: ignore[union-attr]
+
+
+def param_env(d: Def, sizes: Sizes) -> Env:
+    """What the given sizes say about the parameters and size variables of ``d``."""
+    env: Env = {}
+    for name in d.size_vars:
+        value = sizes.get(name)
+        env[name] = value if isinstance(value, int) else None
+    for p in d.params:
+        given = sizes.get(p.name)
+        if given is not None and p.type.kind is Kind.VEC:
+            dims = (given,) if isinstance(given, int) else tuple(given)
+            if len(dims) > p.type.vec_rank:
+                raise KsUsageError(f"size {p.name}={'x'.join(map(str, dims))} has more dimensions than {p.type}")
+            env[p.name] = shape_from_dims(dims)
+        elif given is not None and p.type is INTEGER and isinstance(given, int):
+            env[p.name] = given
+        elif given is not None:
+            raise KsUsageError(f"a size cannot be given for '{p.name}', which is {p.type}")
+        else:
+            env[p.name] = _from_sizes(p.sizes, sizes)
+    return env
+
+
+class SizedCost:
+    """Costs expressions with the sizes of an abstract environment."""
+
+    def __init__(self, default: int = ASSUMED_VECTOR_SIZE) -> None:
+        self.default = default
+
+    def cost(self, expr: Expr, env: Env) -> tuple[float, Abstract]:
+        result: tuple[float, Abstract] = trampoline.run(lambda item: self._start(*item), (expr, dict(env)))
+        return result
+
+    def _length(self, a: Abstract) -> int:
+        return a if isinstance(a, int) and a >= 0 else self.default
+
+    def _start(self, node: Expr, env: Env) -> tuple[float, Abstract] | Step:
+        if node.op is Op.CONST:
+            return 0.0, node.data if node.type is INTEGER else None
+        if node.op is Op.VAR:
+            return 0.0, env.get(node.data)
+        return self._node(node, env)
+
+    def _node(self, node: Expr, env: Env) -> Step:
+        op, args = node.op, node.args
+        if op is Op.LET:
+            var, rhs, body = args
+            c_rhs, a_rhs = yield rhs, env
+            c_body, a_body = yield body, {**env, var.data: a_rhs}
+            return LET_COST + c_rhs + c_body, a_body
+        if op in (Op.BUILD, Op.SUMBUILD):
+            n, var, body = args
+            c_n, a_n = yield n, env
+            c_body, a_body = yield body, {**env, var.data: None}
+            length = self._length(a_n)
+            if op is Op.BUILD:
+                return MALLOC_COST + c_n + length * c_body, VecShape(a_n if isinstance(a_n, int) else None, a_body)
+            adds = (length - 1) * elements(body.type, a_body, self.default)
+            return adds + c_n + length * c_body, a_body
+        if op is Op.IF:
+            c_c, _ = yield args[0], env
+            c_t, a_t = yield args[1], env
+            c_f, a_f = yield args[2], env
+            return if_cost(c_c, c_t, c_f), a_t if a_t == a_f else None
+        if op is Op.LAM:
+            c_body, _ = yield args[1], {**env, args[0].data: None}
+            return c_body, None
+        costs: list[float] = []
+        abstracts: list[Abstract] = []
+        for a in args:
+            c, ab = yield a, env
+            costs.append(c)
+            abstracts.append(ab)
+        if op is Op.CALL:
+            return (yield from self._call(node, costs, abstracts))
+        own, result = self._own(node, abstracts)
+        return own + sum(costs), result
+
+    def _call(self, node: Expr, costs: list[float], abstracts: list[Abstract]) -> Step:
+        callee = node.data
+        overhead = call_overhead(len(node.args)) + sum(costs)
+        if callee.kind is not CalleeKind.DEF:
+            return overhead + callee.body_cost, None
+        d: Def = callee.definition
+        inner: Env = {p.name: a for p, a in zip(d.params, abstracts, strict=True)}
+        for name in d.size_vars:
+            inner.setdefault(name, None)
+        c_body, a_body = yield d.body, inner
+        return overhead + d.unpack_cost + c_body, a_body
+
+    def _own(self, node: Expr, a: list[Abstract]) -> tuple[float, Abstract]:
+        op, args = node.op, node.args
+        if op in ARITHMETIC or op is Op.NEG:
+            types = [x.type for x in args]
+            sizes = [elements(t, ab, self.default) for t, ab in zip(types, a, strict=True)]
+            biggest = max(sizes)
+            own = OWN_COST[op] * biggest + (MALLOC_COST if biggest > 1 else 0.0)
+            return own, _arith_abstract(op, node.type, args, a)
+        if op is Op.SIZE:
+            return OWN_COST[op], a[0].length if isinstance(a[0], VecShape) else None
+        if op is Op.INDEX:
+            return OWN_COST[op], a[1].elem if isinstance(a[1], VecShape) else None
+        if op is Op.SUM:
+            length = self._length(a[0].length if isinstance(a[0], VecShape) else None)
+            elem = a[0].elem if isinstance(a[0], VecShape) else None
+            return float(length - 1), elem  # the reference charges one add per element, whatever its type
+        if op is Op.CONSTVEC:
+            return MALLOC_COST, VecShape(a[0] if isinstance(a[0], int) else None, a[1])
+        if op is Op.DELTAVEC:
+            return MALLOC_COST, VecShape(a[0] if isinstance(a[0], int) else None, a[2])
+        if op is Op.TUPLE:
+            return LET_COST * len(args), tuple(a)
+        if op is Op.GET:
+            part = a[0][node.data[0] - 1] if isinstance(a[0], tuple) else None
+            return 0.0, part
+        if op is Op.ASSERT:
+            return OWN_COST[op], a[1]
+        if op is Op.APPLY:
+            return 2.0, None
+        return OWN_COST[op], None
+
+
+def _arith_abstract(op: Op, t: Type, args: tuple[Expr, ...], a: list[Abstract]) -> Abstract:
+    if t is INTEGER and len(a) == 2 and isinstance(a[0], int) and isinstance(a[1], int):
+        x, y = a
+        try:
+            return {Op.ADD: x + y, Op.SUB: x - y, Op.MUL: x * y, Op.DIV: idiv(x, y)}[op]
+        except KsEvalError:
+            return None
+    if t is INTEGER and op is Op.NEG and isinstance(a[0], int):
+        return -a[0]
+    if t.is_scalar:
+        return None
+    for x, ab in zip(args, a, strict=True):
+        if x.type is t and ab is not None:
+            return ab  # element-wise: the result has the shape of the structured operand
+    return None
+
+
+def sized_def_cost(program: Program, name: str, sizes: Sizes, default: int = ASSUMED_VECTOR_SIZE) -> float:
+    """Cost of a def when its vectors have the given sizes (others: ``default``)."""
+    d = program.defs[name]
+    body_cost, _ = SizedCost(default).cost(d.body, param_env(d, sizes))
+    return LET_COST * len(program.closure(name)) + d.unpack_cost + body_cost
+
+
+def parse_sizes(specs: list[str]) -> dict[str, int | tuple[int, ...]]:
+    """``["n=1000", "x=10x20"]`` -> ``{"n": 1000, "x": (10, 20)}``; one-line errors otherwise."""
+    out: dict[str, int | tuple[int, ...]] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        try:
+            dims = tuple(int(v) for v in value.lower().split("x"))
+        except ValueError:
+            dims = ()
+        if not sep or not name or not dims or any(d < 0 for d in dims):
+            raise KsUsageError(f"bad size '{spec}': expected NAME=N or NAME=NxM with non-negative integers")
+        out[name] = dims[0] if len(dims) == 1 else dims
+    return out
+

@@ -1,0 +1,158 @@
+"""Knossos types: ``Integer``, ``Float``, ``Bool``, ``(Vec T)``, ``(Tuple T...)`` and ``(Lam S T)``.
+
+Types are interned: each distinct type exists once, so ``is`` is type equality and hashing is
+O(1).  Build them with :data:`INTEGER`, :data:`FLOAT`, :data:`BOOL`, :func:`vec`, :func:`tuple_of`
+and :func:`lam`.  The sizes of the paper's sized vectors ``(Vec n T)`` are not part of a type; a
+def's signature keeps them (see :mod:`knossos.program`).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+
+class Kind(enum.IntEnum):
+    INTEGER = 1
+    FLOAT = 2
+    BOOL = 3
+    VEC = 4
+    TUPLE = 5
+    LAM = 6
+
+
+class Type:
+    """An interned Knossos type.  Compare with ``is`` (``==`` is identity too)."""
+
+    __slots__ = ("kind", "children", "h", "_text", "leaves", "elements16")
+
+    _table: ClassVar[dict[tuple[Kind, tuple[Type, ...]], Type]] = {}
+
+    kind: Kind
+    children: tuple[Type, ...]
+    h: int
+    leaves: frozenset[Kind]
+    elements16: int
+
+    def __new__(cls, kind: Kind, children: tuple[Type, ...] = ()) -> Type:
+        key = (kind, children)
+        found = cls._table.get(key)
+        if found is not None:
+            return found
+        self = super().__new__(cls)
+        self.kind = kind
+        self.children = children
+        self.h = hash((int(kind), *(c.h for c in children)))
+        self._text = ""
+        self.leaves = _leaves(kind, children)
+        self.elements16 = self.num_elements(16)
+        cls._table[key] = self
+        return self
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickling (multiprocessing, checkpoints) must come back through the intern table.
+        return (Type, (self.kind, self.children))
+
+    def __hash__(self) -> int:
+        return self.h
+
+    # -- structure ---------------------------------------------------------------------------
+    @property
+    def elem(self) -> Type:
+        """Element type of a ``Vec``."""
+        assert self.kind is Kind.VEC
+        return self.children[0]
+
+    @property
+    def lam_arg(self) -> Type:
+        assert self.kind is Kind.LAM
+        return self.children[0]
+
+    @property
+    def lam_ret(self) -> Type:
+        assert self.kind is Kind.LAM
+        return self.children[1]
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.kind in _SCALARS
+
+    @property
+    def is_number(self) -> bool:
+        """Integer or Float."""
+        return self.kind is Kind.INTEGER or self.kind is Kind.FLOAT
+
+    @property
+    def is_numeric_structure(self) -> bool:
+        """Vectors and tuples of numbers (all the types that arithmetic works on)."""
+        return bool(self.leaves) and self.leaves <= _NUMBER_KINDS
+
+    def num_elements(self, vector_size: int = 16) -> int:
+        """Scalars in a value of this type when every vector has ``vector_size`` elements."""
+        if self.kind is Kind.VEC:
+            return vector_size * self.children[0].num_elements(vector_size)
+        if self.kind is Kind.TUPLE:
+            return sum(c.num_elements(vector_size) for c in self.children)
+        return 1
+
+    @property
+    def vec_rank(self) -> int:
+        """Number of nested ``Vec`` levels at the top of this type."""
+        rank, t = 0, self
+        while t.kind is Kind.VEC:
+            rank, t = rank + 1, t.children[0]
+        return rank
+
+    # -- text --------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        if not self._text:
+            self._text = _render(self)
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"Type({self})"
+
+
+_SCALARS = frozenset({Kind.INTEGER, Kind.FLOAT, Kind.BOOL})
+_NUMBER_KINDS = frozenset({Kind.INTEGER, Kind.FLOAT})
+
+
+def _leaves(kind: Kind, children: tuple[Type, ...]) -> frozenset[Kind]:
+    """The scalar kinds at the leaves of a type (empty if a ``Lam`` is inside)."""
+    if kind in _SCALARS:
+        return frozenset({kind})
+    if kind is Kind.LAM:
+        return frozenset({Kind.LAM})
+    out: frozenset[Kind] = frozenset()
+    for c in children:
+        out = out | c.leaves
+    return out
+
+
+def _render(t: Type) -> str:
+    if t.kind is Kind.INTEGER:
+        return "Integer"
+    if t.kind is Kind.FLOAT:
+        return "Float"
+    if t.kind is Kind.BOOL:
+        return "Bool"
+    head = {Kind.VEC: "Vec", Kind.TUPLE: "Tuple", Kind.LAM: "Lam"}[t.kind]
+    return "(" + " ".join([head, *(str(c) for c in t.children)]) + ")"
+
+
+INTEGER = Type(Kind.INTEGER)
+FLOAT = Type(Kind.FLOAT)
+BOOL = Type(Kind.BOOL)
+
+
+def vec(elem: Type) -> Type:
+    return Type(Kind.VEC, (elem,))
+
+
+def tuple_of(*elems: Type) -> Type:
+    return Type(Kind.TUPLE, tuple(elems))
+
+
+def lam(arg: Type, ret: Type) -> Type:
+    return Type(Kind.LAM, (arg, ret))
+

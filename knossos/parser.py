@@ -17,7 +17,7 @@ from typing import Union
 
 from knossos import expr as E
 from knossos import trampoline
-from knossos.callee import Callee, CalleeKind
+from knossos.callee import Callee, def_callee, edef_callee
 from knossos.cost import DEFAULT_EDEF_COST
 from knossos.errors import KsError, KsSyntaxError, KsTypeError, KsUsageError, Pos
 from knossos.expr import Expr
@@ -144,7 +144,7 @@ class Parser:
         if body.type is not ret_type:
             raise self.type_error(f"'{name}' is declared to return {ret_type} but its body has type {body.type}", form[4])
         d = Def(name, ret_type, params, body, ret_sizes, form.pos)
-        self.program.add(d, Callee(name, CalleeKind.DEF, tuple(p.type for p in params), ret_type, d.call_cost, d))
+        self.program.add(d, def_callee(d))
 
     def _params(self, form: Form) -> tuple[Param, ...]:
         if not isinstance(form, SList):
@@ -194,7 +194,7 @@ class Parser:
         else:
             param_types = (self.parse_type(arg_form)[0],)
         cost = self._edef_costs.get(name, DEFAULT_EDEF_COST)
-        self.program.add(Edef(name, ret_type, param_types, form.pos), Callee(name, CalleeKind.EDEF, param_types, ret_type, cost))
+        self.program.add(Edef(name, ret_type, param_types, form.pos), edef_callee(name, param_types, ret_type, cost))
 
     # -- types ---------------------------------------------------------------------------------
     def parse_type(self, form: Form, depth: int = 0) -> tuple[Type, SizeTree]:

@@ -7,7 +7,7 @@ corresponding primitive op; :mod:`knossos.natives` implements them.
 
 from __future__ import annotations
 
-from knossos.callee import Callee, CalleeKind
+from knossos.callee import Callee, CalleeKind, edef_callee
 from knossos.cost import ASSUMED_VECTOR_SIZE, MALLOC_COST
 from knossos.types import BOOL, FLOAT, INTEGER, Type, vec
 
@@ -36,5 +36,5 @@ _PRELUDE: dict[str, tuple[tuple[Type, ...], Type, float]] = {
 }
 
 PRELUDE: dict[str, Callee] = {
-    name: Callee(name, CalleeKind.BUILTIN, params, ret, cost) for name, (params, ret, cost) in _PRELUDE.items()
+    name: edef_callee(name, params, ret, cost, CalleeKind.BUILTIN) for name, (params, ret, cost) in _PRELUDE.items()
 }

@@ -150,11 +150,26 @@ def format_expr(root: Expr, width: int = WIDTH, indent: int = 0) -> str:
             w.newline(item)
             continue
         flat = texts.get(id(item))
-        if flat is not None and w.col + len(flat) <= width:
+        if not item.args:
+            w.emit(_flat(item, texts))
+            continue
+        if flat is not None and w.col + len(flat) + _closers_after(stack, width) <= width:
             w.emit(flat)
             continue
         stack.extend(reversed(_broken(item, min(w.col, MAX_INDENT))))
     return w.text()
+
+
+def _closers_after(stack: list[_Item], limit: int) -> int:
+    """Length of the run of closing parentheses that will follow on the same line (at most ``limit``)."""
+    total = 0
+    for item in reversed(stack):
+        if not (isinstance(item, str) and item and item.strip(")") == ""):
+            break
+        total += len(item)
+        if total > limit:
+            break
+    return total
 
 
 def _broken(node: Expr, base: int) -> list[_Item]:
@@ -189,10 +204,14 @@ def _broken(node: Expr, base: int) -> list[_Item]:
 
 
 def format_def(d: Def, width: int = WIDTH) -> str:
-    params = " ".join(_param(p) for p in d.params)
-    head = f"(def {quote_name(d.name)} {format_type(d.ret_type, d.ret_sizes)} ({params})"
+    params = [_param(p) for p in d.params]
+    head = f"(def {quote_name(d.name)} {format_type(d.ret_type, d.ret_sizes)} ({' '.join(params)})"
+    if len(head) > width:  # the parameters on a line of their own, or one per line
+        first = f"(def {quote_name(d.name)} {format_type(d.ret_type, d.ret_sizes)}"
+        one_line = f"     ({' '.join(params)})"
+        head = f"{first}\n{one_line}" if len(one_line) <= width else f"{first}\n     (" + "\n      ".join(params) + ")"
     body = format_expr(d.body, width, indent=2)
-    if "\n" not in body and len(head) + 1 + len(body) + 1 <= width:
+    if "\n" not in body and "\n" not in head and len(head) + 1 + len(body) + 1 <= width:
         return f"{head} {body})"
     return f"{head}\n  {body})"
 

@@ -49,18 +49,19 @@ GEMM_DEFS = [
     "gemm_climbed_inner_prod",
     "gemm_half_inlined",
 ]
-GEMM_SHAPES = [(2, 2, 2), (3, 4, 5), (5, 4, 3), (1, 3, 2), (4, 1, 3)]  # (l, m, n): a is l x m, b m x n
+GEMM_SHAPES = [(2, 2, 2), (3, 4, 5), (5, 4, 3), (1, 3, 2), (4, 1, 3)]  # (rows, inner, cols) of a @ b
 
 
 @pytest.mark.parametrize("def_name", GEMM_DEFS)
 @pytest.mark.parametrize("shape", GEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_gemm_matches_numpy(def_name: str, shape: tuple[int, int, int]) -> None:
-    l, m, n = shape
-    rng = np.random.default_rng(1000 + 100 * l + 10 * m + n)
-    a, b, c = rng.standard_normal((l, m)), rng.standard_normal((m, n)), rng.standard_normal((l, n))
+    rows, inner, cols = shape
+    rng = np.random.default_rng(1000 + 100 * rows + 10 * inner + cols)
+    a, b = rng.standard_normal((rows, inner)), rng.standard_normal((inner, cols))
+    c = rng.standard_normal((rows, cols))
     alpha, beta = float(rng.standard_normal()), float(rng.standard_normal())
     result = _call("blas_test.kso", def_name, alpha, a, b, beta, c)
-    assert result.shape == (l, n)
+    assert result.shape == (rows, cols)
     _close(result, alpha * a @ b + beta * c)
 
 
@@ -271,9 +272,10 @@ CONV_SHAPES = [(2, 3, 5, 3), (1, 2, 4, 4), (3, 1, 2, 3), (2, 2, 6, 1), (1, 1, 3,
 
 
 def _conv_inputs(shape: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    k, l, n, kn = shape
+    n_kernels, channels, width, kernel_width = shape
     rng = np.random.default_rng(sum(v * 10**i for i, v in enumerate(shape)))
-    return rng.standard_normal((k, l, kn)), rng.standard_normal((l, n)), rng.standard_normal((k, n))
+    kernels = rng.standard_normal((n_kernels, channels, kernel_width))
+    return kernels, rng.standard_normal((channels, width)), rng.standard_normal((n_kernels, width))
 
 
 CONV_IDS = ["K{}L{}N{}KN{}".format(*s) for s in CONV_SHAPES]

@@ -21,6 +21,7 @@ from knossos.errors import KsError, KsUsageError, Pos
 from knossos.expr import Expr
 from knossos.interpreter import Interpreter
 from knossos.parser import load_program, parse_expr, read_source
+from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr, format_program
 from knossos.program import Def, Program
 from knossos.sized_cost import SizedCost, parse_sizes, sized_def_cost
@@ -239,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.run(args))
+        with fewer_gc_pauses():
+            return int(args.run(args))
     except KsError as err:
         print(err.render(), file=sys.stderr)
         return 1

@@ -115,19 +115,26 @@ class Expr:
 _set = object.__setattr__
 
 # -- interning ---------------------------------------------------------------------------------
+class _Ref(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference that remembers its table key (cheaper than weakref.KeyedRef)."""
+
+    __slots__ = ("key",)
+    key: tuple[object, ...]
+
+
 # Exact table: (op, data key, ids of children) -> weak ref to the node.  Children are kept alive by
 # the node, so their ids cannot be reused while the entry exists; the entry dies with the node.
-_table: dict[tuple[object, ...], weakref.KeyedRef] = {}
+_table: dict[tuple[object, ...], _Ref] = {}
 # Binders by alpha-hash: (hash, slot) -> weak ref, to find alpha-variants.
-_alpha_table: dict[tuple[int, int], weakref.KeyedRef] = {}
+_alpha_table: dict[tuple[int, int], _Ref] = {}
 
 
-def _forget(ref: weakref.KeyedRef) -> None:
+def _forget(ref: _Ref) -> None:
     if _table.get(ref.key) is ref:
         del _table[ref.key]
 
 
-def _forget_alpha(ref: weakref.KeyedRef) -> None:
+def _forget_alpha(ref: _Ref) -> None:
     if _alpha_table.get(ref.key) is ref:
         del _alpha_table[ref.key]
 
@@ -168,23 +175,38 @@ def _lookup(key: tuple[object, ...]) -> Expr | None:
 
 
 def _register(node: Expr, key: tuple[object, ...]) -> None:
-    _table[key] = weakref.KeyedRef(node, _forget, key)
+    ref = _Ref(node, _forget)
+    ref.key = key
+    _table[key] = ref
+
+
+class _Fresh(Expr):
+    """The same layout as Expr without the immutability guard, used only while filling a new node.
+
+    Setting nine slots through ``object.__setattr__`` costs several times more than plain stores;
+    a node is built as a ``_Fresh``, filled, and then becomes an ``Expr`` (same layout, so CPython
+    allows the class change).
+    """
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__
 
 
 def _new(op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: frozenset[str], h: int) -> Expr:
-    node = object.__new__(Expr)
-    _set(node, "op", op)
-    _set(node, "args", args)
-    _set(node, "data", data)
-    _set(node, "type", t)
-    _set(node, "cost", cost)
+    node = object.__new__(_Fresh)
+    node.op = op
+    node.args = args
+    node.data = data
+    node.type = t
+    node.cost = cost
     size = 1
     for a in args:
         size += a.size
-    _set(node, "size", size)
-    _set(node, "free", free)
-    _set(node, "h", h)
-    _set(node, "_memo", None)
+    node.size = size
+    node.free = free
+    node.h = h
+    node._memo = None
+    node.__class__ = Expr
     return node
 
 
@@ -218,9 +240,18 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
             return found
     t = TYPE_RULES[op](args, data)
     cost = COST_RULES[op](args, data, t)
-    h = hash((op, _data_hash(op, data, t), *[a.h for a in args]))
-    node = _new(op, args, data, t, cost, _union_free(args), h)
-    _table[key] = weakref.KeyedRef(node, _forget, key)
+    if n == 2:
+        a, b = args
+        h = hash((op, 0 if data is None else _data_hash(op, data, t), a.h, b.h))
+        fa, fb = a.free, b.free
+        free = fa if (not fb or fb is fa or fb <= fa) else (fb if not fa or fa <= fb else fa | fb)
+    else:
+        h = hash((op, 0 if data is None else _data_hash(op, data, t), *[a.h for a in args]))
+        free = _union_free(args)
+    node = _new(op, args, data, t, cost, free, h)
+    ref = _Ref(node, _forget)
+    ref.key = key
+    _table[key] = ref
     return node
 
 
@@ -253,7 +284,9 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
         ref = _alpha_table.get(akey)
         other = ref() if ref is not None else None
         if other is None:
-            _alpha_table[akey] = weakref.KeyedRef(node, _forget_alpha, akey)
+            ref = _Ref(node, _forget_alpha)
+            ref.key = akey
+            _alpha_table[akey] = ref
             break
         if alpha_equal(other, node):
             return other
@@ -274,12 +307,18 @@ def _shift(env: Env, name: str) -> Env:
 def _child_envs(node_op: Op, args: tuple[Expr, ...], env: Env) -> list[Env | None]:
     """The environment of each child (``None`` for a binding occurrence), restricted to its free names."""
     binder = BINDERS.get(node_op)
+    if binder is None:
+        if len(env) == 1:
+            name = env[0][0]
+            return [env if name in a.free else () for a in args]
+        return [_restrict(env, a.free) if env else () for a in args]
+    var_index, scope_index = binder
     out: list[Env | None] = []
     for i, a in enumerate(args):
-        if binder is not None and i == binder[0]:
+        if i == var_index:
             out.append(None)
-        elif binder is not None and i == binder[1]:
-            out.append(_restrict(_shift(env, args[binder[0]].data), a.free))
+        elif i == scope_index:
+            out.append(_restrict(_shift(env, args[var_index].data), a.free))
         else:
             out.append(_restrict(env, a.free) if env else ())
     return out
@@ -293,13 +332,18 @@ def _combine(op: Op, args: tuple[Expr, ...], data: Any, t: Type, child_hashes: l
 
 
 def _hash_binder(op: Op, args: tuple[Expr, ...], env: Env) -> int:
-    """Hash of a binder node under ``env`` (``()`` at the top), its bound variable anonymised."""
+    """Hash of a binder node at the top (``env == ()``), its bound variable anonymised."""
+    var_index, scope_index = BINDERS[op]
+    bound = args[var_index]
     hashes: list[int] = []
-    for a, cenv in zip(args, _child_envs(op, args, env), strict=True):
-        if cenv is None:
+    for i, a in enumerate(args):
+        if i == var_index:
             continue
-        hashes.append(_hash_under(a, cenv) if cenv else a.h)
-    return hash((op, args[BINDERS[op][0]].type.h, *hashes))
+        if i == scope_index and bound.data in a.free:
+            hashes.append(_hash_under(a, ((bound.data, 0),)))
+        else:
+            hashes.append(a.h)
+    return hash((op, bound.type.h, *hashes))
 
 
 def _hash_under(root: Expr, env: Env) -> int:
@@ -312,6 +356,9 @@ def _hash_under(root: Expr, env: Env) -> int:
     memo = root._memo
     if memo is not None and env in memo:
         return memo[env]
+    direct = _hash_if_children_ready(root, env)
+    if direct is not None:
+        return direct
     stack: list[tuple[Expr, Env]] = [(root, env)]
     while stack:
         node, nenv = stack[-1]
@@ -343,6 +390,29 @@ def _hash_under(root: Expr, env: Env) -> int:
         memo[nenv] = _combine(node.op, node.args, node.data, node.type, hashes)
         stack.pop()
     return root._memo[env]  # type: ignore[index]
+
+
+def _hash_if_children_ready(node: Expr, env: Env) -> int | None:
+    """Hash ``node`` under ``env`` at once if no child needs work of its own; else ``None``."""
+    hashes: list[int] = []
+    for a, cenv in zip(node.args, _child_envs(node.op, node.args, env), strict=True):
+        if cenv is None:
+            continue
+        if not cenv:
+            hashes.append(a.h)
+        elif a.op is Op.VAR:
+            hashes.append(_var_hash_under(a, cenv))
+        else:
+            memo = a._memo
+            if memo is None or cenv not in memo:
+                return None
+            hashes.append(memo[cenv])
+    h = _combine(node.op, node.args, node.data, node.type, hashes)
+    if node._memo is None:
+        _set(node, "_memo", {env: h})
+    else:
+        node._memo[env] = h
+    return h
 
 
 def _var_hash_under(v: Expr, env: Env) -> int:

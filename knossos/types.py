@@ -24,7 +24,7 @@ class Kind(enum.IntEnum):
 class Type:
     """An interned Knossos type.  Compare with ``is`` (``==`` is identity too)."""
 
-    __slots__ = ("kind", "children", "h", "_text", "leaves", "elements16")
+    __slots__ = ("_text", "children", "elements16", "h", "is_number", "is_numeric_structure", "is_scalar", "kind", "leaves")
 
     _table: ClassVar[dict[tuple[Kind, tuple[Type, ...]], Type]] = {}
 
@@ -33,6 +33,12 @@ class Type:
     h: int
     leaves: frozenset[Kind]
     elements16: int
+    #: Integer, Float or Bool.
+    is_scalar: bool
+    #: Integer or Float.
+    is_number: bool
+    #: Numbers, and vectors and tuples of numbers (all the types that arithmetic works on).
+    is_numeric_structure: bool
 
     def __new__(cls, kind: Kind, children: tuple[Type, ...] = ()) -> Type:
         key = (kind, children)
@@ -46,6 +52,9 @@ class Type:
         self._text = ""
         self.leaves = _leaves(kind, children)
         self.elements16 = self.num_elements(16)
+        self.is_scalar = kind in _SCALARS
+        self.is_number = kind is Kind.INTEGER or kind is Kind.FLOAT
+        self.is_numeric_structure = bool(self.leaves) and self.leaves <= _NUMBER_KINDS
         cls._table[key] = self
         return self
 
@@ -72,20 +81,6 @@ class Type:
     def lam_ret(self) -> Type:
         assert self.kind is Kind.LAM
         return self.children[1]
-
-    @property
-    def is_scalar(self) -> bool:
-        return self.kind in _SCALARS
-
-    @property
-    def is_number(self) -> bool:
-        """Integer or Float."""
-        return self.kind is Kind.INTEGER or self.kind is Kind.FLOAT
-
-    @property
-    def is_numeric_structure(self) -> bool:
-        """Vectors and tuples of numbers (all the types that arithmetic works on)."""
-        return bool(self.leaves) and self.leaves <= _NUMBER_KINDS
 
     def num_elements(self, vector_size: int = 16) -> int:
         """Scalars in a value of this type when every vector has ``vector_size`` elements."""

@@ -42,7 +42,13 @@ def arithmetic_type(op: Op, left: Type, right: Type) -> Type:
 
 
 def _arith(op: Op) -> TypeRule:
-    return lambda args, data: arithmetic_type(op, args[0].type, args[1].type)
+    def rule(args: tuple[Expr, ...], data: Any) -> Type:
+        left = args[0].type
+        if left is args[1].type and left.is_number:
+            return left
+        return arithmetic_type(op, left, args[1].type)
+
+    return rule
 
 
 def _neg(args: tuple[Expr, ...], data: Any) -> Type:

@@ -8,12 +8,14 @@ Prints, for this machine:
     and warm (an equal program alive, so every node is found in the intern table);
   * time to compare two equal large expressions built separately (target: constant, under 1 us),
     against the size of the expressions, to show it does not grow;
-  * time to build one new node (add of two variables, a let) for reference.
+  * time to build one new node (an add; a let with its body) and to find an existing one, with the
+    default garbage-collector thresholds and with knossos.perf.fewer_gc_pauses() as search uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import statistics
 import sys
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from knossos import expr as E  # noqa: E402
 from knossos.ops import Op  # noqa: E402
 from knossos.parser import parse_program, read_source  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.types import FLOAT  # noqa: E402
 
 PROGRAMS = sorted((ROOT / "experiments" / "data" / "programs").glob("*.kso"))
@@ -99,29 +102,35 @@ def main() -> None:
         print(f"  {a.size:>7} nodes: == {eq * 1e9:6.0f} ns, is {ident * 1e9:6.0f} ns   (target < 1000 ns, constant)")
 
     x, y = E.var("x", FLOAT), E.var("y", FLOAT)
-    samples = []
-    for k in range(5):
-        consts = [E.const(float(i) + 0.5 + k * 10_000) for i in range(20_000)]
-        t0 = time.perf_counter()
-        built = [E.op(Op.ADD, x, c) for c in consts]
-        samples.append((time.perf_counter() - t0) / len(consts))
-        del built
-    print(f"build one new node (add x c): {statistics.median(samples) * 1e6:.2f} us")
-    samples = []
-    for k in range(5):
-        bodies = [E.op(Op.MUL, E.var("t", FLOAT), E.const(float(i) + 0.25 + k * 10_000)) for i in range(20_000)]
-        t0 = time.perf_counter()
-        lets = [E.let(E.var("t", FLOAT), y, b) for b in bodies]
-        samples.append((time.perf_counter() - t0) / len(bodies))
-        del lets
-    print(f"build one new binder (let t y (mul t c)): {statistics.median(samples) * 1e6:.2f} us")
+    for label, ctx in (("default GC thresholds", contextlib.nullcontext()), ("fewer_gc_pauses()", fewer_gc_pauses())):
+        with ctx:
+            add_us = _per_node(lambda c: E.op(Op.ADD, x, c))
+            let_us = _per_node(lambda c: E.let(E.var("t", FLOAT), y, E.op(Op.MUL, E.var("t", FLOAT), c)), per=2)
+        print(f"build a new node, {label}: add {add_us:.2f} us, let (with its new body) {let_us:.2f} us per node")
+    keep = E.op(Op.ADD, x, y)
+    n = 200_000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        E.op(Op.ADD, x, y)
+    print(f"find an existing node (add x y): {(time.perf_counter() - t0) / n * 1e6:.2f} us")
+    del keep
+
+
+_serial = 0
+
+
+def _per_node(build: Callable[[E.Expr], E.Expr], count: int = 50_000, per: int = 1) -> float:
+    """Median time per new node of ``build(fresh constant)`` over five batches (microseconds)."""
+    global _serial
     samples = []
     for _ in range(5):
+        consts = [E.const(float(_serial + i) + 0.5) for i in range(count)]
+        _serial += count
         t0 = time.perf_counter()
-        for _ in range(100_000):
-            E.op(Op.ADD, x, y)
-        samples.append((time.perf_counter() - t0) / 100_000)
-    print(f"find an existing node (add x y): {statistics.median(samples) * 1e6:.2f} us")
+        built = [build(c) for c in consts]
+        samples.append((time.perf_counter() - t0) / (count * per) * 1e6)
+        del built
+    return statistics.median(samples)
 
 
 def _chain(depth: int) -> E.Expr:

@@ -38,7 +38,7 @@ class KsError(Exception):
 
     def render(self) -> str:
         """The one-line form printed by the command line."""
-        where = self.file or "<input>"
+        where = self.file or "knossos"
         if self.pos is not None:
             where = f"{where}:{self.pos.line}:{self.pos.col}"
         return f"{where}: error: {self.message}"

@@ -269,7 +269,7 @@ class Interpreter:
 
 def _restore(env: Env, name: str, saved: object) -> None:
     if saved is _MISSING:
-        del env[name]
+        env.pop(name, None)
     else:
         env[name] = saved
 

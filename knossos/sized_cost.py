@@ -95,7 +95,17 @@ def param_env(d: Def, sizes: Sizes) -> Env:
             raise KsUsageError(f"a size cannot be given for '{p.name}', which is {p.type}")
         else:
             env[p.name] = _from_sizes(p.sizes, sizes)
+        _learn_size_names(p.sizes, env[p.name], env)
     return env
+
+
+def _learn_size_names(tree: SizeTree, shape: Abstract, env: Env) -> None:
+    """A vector given as ``x=10`` whose type is ``(Vec n Float)`` tells that ``n`` is 10."""
+    while tree is not None and tree[0] == "vec" and isinstance(shape, VecShape):
+        name = tree[1]
+        if name is not None and env.get(name) is None and shape.length is not None:  # type: ignore[call-overload]
+            env[name] = shape.length  # type: ignore[index]
+        tree, shape = tree[2], shape.elem  # type: ignore[misc]
 
 
 class SizedCost:

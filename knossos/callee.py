@@ -67,7 +67,9 @@ def def_callee(d: Def) -> Callee:
     return found
 
 
-def edef_callee(name: str, param_types: tuple[Type, ...], ret_type: Type, cost: float, kind: CalleeKind = CalleeKind.EDEF) -> Callee:
+def edef_callee(
+    name: str, param_types: tuple[Type, ...], ret_type: Type, cost: float, kind: CalleeKind = CalleeKind.EDEF
+) -> Callee:
     """The callee of an edef (or a prelude built-in) with this signature and cost."""
     key = (kind, name, ret_type, param_types, cost)
     found = _interned.get(key)

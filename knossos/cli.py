@@ -24,7 +24,7 @@ from knossos.parser import load_program, parse_expr, read_source
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr, format_program
 from knossos.program import Def, Program
-from knossos.sized_cost import SizedCost, parse_sizes, sized_def_cost
+from knossos.sized_cost import Abstract, SizedCost, parse_sizes, sized_def_cost
 from knossos.values import from_python, to_json
 
 
@@ -52,7 +52,7 @@ def load_source(args: argparse.Namespace) -> Source:
         expr, free = parse_expr(args.expr)
         return Source("<expr>", expr=expr, free=free)
     if not getattr(args, "file", None):
-        raise KsUsageError("give a FILE or --expr \"(...)\"")
+        raise KsUsageError('give a FILE or --expr "(...)"')
     return Source(args.file, program=load_program(args.file))
 
 
@@ -74,7 +74,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"<expr>: ok: {expr.type}, {expr.size} nodes")
         return 0
     if not args.files:
-        raise KsUsageError("give one or more FILEs or --expr \"(...)\"")
+        raise KsUsageError('give one or more FILEs or --expr "(...)"')
     failed = 0
     for file in args.files:
         try:
@@ -101,7 +101,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     src = load_source(args)
     sizes = parse_sizes(args.size or [])
     if src.expr is not None:
-        env = {v.data: None for v in src.free}
+        env: dict[str, Abstract] = {v.data: None for v in src.free}
         cost = SizedCost().cost(src.expr, env)[0] if sizes else src.expr.cost
         _emit({"cost": _round(cost)}, args.json, lambda o: f"{o['cost']}")
         return 0
@@ -126,7 +126,9 @@ def _check_sizes_known(program: Program, names: list[str], sizes: dict[str, Any]
             known.update(d.size_vars)
     unknown = sorted(set(sizes) - known)
     if unknown:
-        raise KsUsageError(f"--size names {', '.join(unknown)}, which no parameter or vector size of the def(s) is called", None, file)
+        raise KsUsageError(
+            f"--size names {', '.join(unknown)}, which no parameter or vector size of the def(s) is called", None, file
+        )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -181,14 +183,22 @@ def _expr_env(free: Sequence[Expr], raw: Any, label: str | None) -> dict[str, An
         missing = [n for n in names if n not in raw]
         extra = [n for n in raw if n not in names]
         if missing or extra:
-            raise KsUsageError(f"expected values for {', '.join(names) or 'nothing'}; missing {missing}, unknown {extra}", None, label)
+            raise KsUsageError(
+                f"expected values for {', '.join(names) or 'nothing'}; missing {missing}, unknown {extra}", None, label
+            )
         values = [raw[n] for n in names]
     elif isinstance(raw, list):
         if len(raw) != len(names):
-            raise KsUsageError(f"the expression has {len(names)} free variable(s) ({', '.join(names)}), the list has {len(raw)}", None, label)
+            raise KsUsageError(
+                f"the expression has {len(names)} free variable(s) ({', '.join(names)}), the list has {len(raw)}",
+                None,
+                label,
+            )
         values = raw
     else:
-        raise KsUsageError("arguments must be a JSON list (free variables in order of appearance) or an object by name", None, label)
+        raise KsUsageError(
+            "arguments must be a JSON list (free variables in order of appearance) or an object by name", None, label
+        )
     return {v.data: from_python(x, v.type, f"'{v.data}'") for v, x in zip(free, values, strict=True)}
 
 
@@ -206,7 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
 
     def expr_option(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--expr", metavar="'(...)'", help="a bare expression instead of a file (free variables are Floats)")
+        p.add_argument(
+            "--expr", metavar="'(...)'", help="a bare expression instead of a file (free variables are Floats)"
+        )
 
     p = sub.add_parser("check", help="parse and type-check files")
     p.add_argument("files", nargs="*", metavar="FILE")
@@ -223,14 +235,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", metavar="FILE")
     p.add_argument("--def", dest="def_name", metavar="NAME", help="only this def")
     p.add_argument("--json", action="store_true", help='print {"defs": {NAME: cost}}')
-    p.add_argument("--size", action="append", metavar="NAME=N", help="a real size: a size variable, Integer or vector parameter (x=NxM); repeatable")
+    p.add_argument(
+        "--size",
+        action="append",
+        metavar="NAME=N",
+        help="a real size: a size variable, Integer or vector parameter (x=NxM); repeatable",
+    )
     expr_option(p)
     p.set_defaults(run=cmd_cost)
 
     p = sub.add_parser("eval", help="evaluate a def on arguments with the reference interpreter")
     p.add_argument("file", nargs="?", metavar="FILE")
     p.add_argument("def_name", nargs="?", metavar="DEF")
-    p.add_argument("--args", metavar="ARGS.json", help="JSON list, one item per parameter (vectors as lists, tuples as {\"tuple\": [...]}); a file or inline JSON")
+    p.add_argument(
+        "--args",
+        metavar="ARGS.json",
+        help='JSON list, one item per parameter (vectors as lists, tuples as {"tuple": [...]}); a file or inline JSON',
+    )
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many evaluation steps")
     expr_option(p)
     p.set_defaults(run=cmd_eval)
@@ -253,7 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # a bug: say so in one line, keep the traceback for those who ask
         if os.environ.get("KNOSSOS_DEBUG"):
             traceback.print_exc()
-        print(f"knossos: internal error: {type(err).__name__}: {err} (set KNOSSOS_DEBUG=1 for details)", file=sys.stderr)
+        print(
+            f"knossos: internal error: {type(err).__name__}: {err} (set KNOSSOS_DEBUG=1 for details)", file=sys.stderr
+        )
         return 3
 
 

@@ -42,7 +42,7 @@ _BOUND_TAG: Final = 0x5EED
 class Expr:
     """An interned expression node.  Build nodes with the functions of this module."""
 
-    __slots__ = ("op", "args", "data", "type", "cost", "size", "free", "h", "_memo", "__weakref__")
+    __slots__ = ("__weakref__", "_memo", "args", "cost", "data", "free", "h", "op", "size", "type")
 
     op: Op
     #: Children.  A binder's bound variable is one of them, see :data:`knossos.ops.BINDERS`.
@@ -114,19 +114,20 @@ class Expr:
 
 _set = object.__setattr__
 
+
 # -- interning ---------------------------------------------------------------------------------
 class _Ref(weakref.ref):  # type: ignore[type-arg]
     """A weak reference that remembers its table key (cheaper than weakref.KeyedRef)."""
 
     __slots__ = ("key",)
-    key: tuple[object, ...]
+    key: object
 
 
 # Exact table: (op, data key, ids of children) -> weak ref to the node.  Children are kept alive by
 # the node, so their ids cannot be reused while the entry exists; the entry dies with the node.
-_table: dict[tuple[object, ...], _Ref] = {}
+_table: dict[object, _Ref] = {}
 # Binders by alpha-hash: (hash, slot) -> weak ref, to find alpha-variants.
-_alpha_table: dict[tuple[int, int], _Ref] = {}
+_alpha_table: dict[object, _Ref] = {}
 
 
 def _forget(ref: _Ref) -> None:
@@ -189,7 +190,7 @@ class _Fresh(Expr):
     """
 
     __slots__ = ()
-    __setattr__ = object.__setattr__
+    __setattr__ = object.__setattr__  # type: ignore[assignment]
 
 
 def _new(op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: frozenset[str], h: int) -> Expr:
@@ -206,7 +207,7 @@ def _new(op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: 
     node.free = free
     node.h = h
     node._memo = None
-    node.__class__ = Expr
+    node.__class__ = Expr  # type: ignore[assignment]
     return node
 
 
@@ -235,7 +236,7 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
         key = (op, data, *map(id, args))
     ref = _table.get(key)
     if ref is not None:
-        found = ref()
+        found: Expr | None = ref()
         if found is not None:
             return found
     t = TYPE_RULES[op](args, data)
@@ -282,7 +283,7 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
     while True:
         akey = (h, slot)
         ref = _alpha_table.get(akey)
-        other = ref() if ref is not None else None
+        other: Expr | None = ref() if ref is not None else None
         if other is None:
             ref = _Ref(node, _forget_alpha)
             ref.key = akey

@@ -23,7 +23,7 @@ from knossos.errors import KsEvalError, KsUsageError
 from knossos.expr import Expr
 from knossos.natives import NATIVES
 from knossos.ops import Op
-from knossos.program import Def, SizeTree
+from knossos.program import Def, SizeTree, TupleSizes, VecSizes
 from knossos.types import FLOAT, Kind, Type
 from knossos.values import ARITHMETIC, Value, add, elementwise, from_python, zero_like, zero_of
 
@@ -279,19 +279,16 @@ def _bind_sizes(sizes: SizeTree, value: Value, env: Env, where: str) -> None:
     stack: list[tuple[SizeTree, Value, str]] = [(sizes, value, where)]
     while stack:
         tree, v, path = stack.pop()
-        if tree is None:
-            continue
-        if tree[0] == "vec":
-            name, inner = tree[1], tree[2]  # type: ignore[misc]
-            if name is not None:
-                have = env.get(name, _MISSING)
+        if isinstance(tree, VecSizes):
+            if tree.name is not None:
+                have = env.get(tree.name, _MISSING)
                 if have is not _MISSING and have != len(v):
-                    raise KsUsageError(f"{path} has {len(v)} elements but size '{name}' is already {have}")
-                env[name] = len(v)
-            if inner is not None:
-                stack.extend((inner, x, f"{path}[{i}]") for i, x in enumerate(v))
-        else:
-            stack.extend((t, x, f"{path}.{i + 1}") for i, (t, x) in enumerate(zip(tree[1], v, strict=True)))  # type: ignore[arg-type]
+                    raise KsUsageError(f"{path} has {len(v)} elements but size '{tree.name}' is already {have}")
+                env[tree.name] = len(v)
+            if tree.elem is not None:
+                stack.extend((tree.elem, x, f"{path}[{i}]") for i, x in enumerate(v))
+        elif isinstance(tree, TupleSizes):
+            stack.extend((t, x, f"{path}.{i + 1}") for i, (t, x) in enumerate(zip(tree.parts, v, strict=True)))
 
 
 def evaluate(expr: Expr, env: Env) -> Value:

@@ -43,7 +43,12 @@ def digamma(x: float) -> float:
         x += 1
     inv = 1 / x
     inv2 = inv * inv
-    return result + math.log(x) - 0.5 * inv - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 / 132))))
+    return (
+        result
+        + math.log(x)
+        - 0.5 * inv
+        - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 / 132))))
+    )
 
 
 _VF = vec(FLOAT)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import Union
 
 from knossos import expr as E
 from knossos import trampoline
@@ -23,7 +22,7 @@ from knossos.errors import KsError, KsSyntaxError, KsTypeError, KsUsageError, Po
 from knossos.expr import Expr
 from knossos.ops import KEYWORDS, PRIMITIVES, Op
 from knossos.prelude import PRELUDE
-from knossos.program import COST_PREFIX, Def, Edef, Param, Program, SizeTree
+from knossos.program import COST_PREFIX, Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes, size_names
 from knossos.reader import Form, Literal, SList, Symbol, read_forms
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, lam, tuple_of, vec
 
@@ -81,7 +80,7 @@ class Parser:
         pos = form if isinstance(form, Pos) or form is None else form.pos
         return KsSyntaxError(message, pos, self.file)
 
-    def type_error(self, message: str, form: Form) -> KsError:
+    def type_error(self, message: str, form: Form | Param) -> KsError:
         return KsTypeError(message, form.pos, self.file)
 
     # -- programs ------------------------------------------------------------------------------
@@ -142,7 +141,9 @@ class Parser:
             self.scope.bind(E.var(size_name, INTEGER))
         body = self.convert(form[4])
         if body.type is not ret_type:
-            raise self.type_error(f"'{name}' is declared to return {ret_type} but its body has type {body.type}", form[4])
+            raise self.type_error(
+                f"'{name}' is declared to return {ret_type} but its body has type {body.type}", form[4]
+            )
         d = Def(name, ret_type, params, body, ret_sizes, form.pos)
         self.program.add(d, def_callee(d))
 
@@ -186,7 +187,12 @@ class Parser:
             raise self.error("the argument types of an edef are a list, e.g. (Float Float)", arg_form)
         while isinstance(arg_form, SList) and len(arg_form) == 1:
             arg_form = arg_form[0]
-        if isinstance(arg_form, SList) and arg_form and isinstance(arg_form[0], Symbol) and arg_form[0].name in ("Vec", "Tuple", "Lam"):
+        if (
+            isinstance(arg_form, SList)
+            and arg_form
+            and isinstance(arg_form[0], Symbol)
+            and arg_form[0].name in ("Vec", "Tuple", "Lam")
+        ):
             t, _ = self.parse_type(arg_form)
             param_types = t.children if t.kind is Kind.TUPLE else (t,)
         elif isinstance(arg_form, SList):
@@ -209,7 +215,9 @@ class Parser:
                 raise self.error(f"unknown type '{form.name}'", form)
             return t, None
         if not isinstance(form, SList) or not form or not isinstance(form[0], Symbol):
-            raise self.error(f"expected a type, found {_describe(form) if not isinstance(form, SList) or form else '()'}", form)
+            raise self.error(
+                f"expected a type, found {_describe(form) if not isinstance(form, SList) or form else '()'}", form
+            )
         head, rest = form[0].name, form[1:]
         if head == "Vec":
             size: str | None = None
@@ -221,11 +229,11 @@ class Parser:
             if len(rest) != 1:
                 raise self.error("a vector type is (Vec T) or (Vec n T)", form)
             elem, inner = self.parse_type(rest[0], depth + 1)
-            return vec(elem), (None if size is None and inner is None else ("vec", size, inner))
+            return vec(elem), (None if size is None and inner is None else VecSizes(size, inner))
         if head == "Tuple":
             parts = [self.parse_type(f, depth + 1) for f in rest]
             trees = tuple(s for _, s in parts)
-            return tuple_of(*(t for t, _ in parts)), (None if all(s is None for s in trees) else ("tuple", trees))
+            return tuple_of(*(t for t, _ in parts)), (None if all(s is None for s in trees) else TupleSizes(trees))
         if head == "Lam":
             if len(rest) != 2:
                 raise self.error("a function type is (Lam ARGUMENT RESULT)", form)
@@ -235,10 +243,12 @@ class Parser:
     # -- expressions ---------------------------------------------------------------------------
     def convert(self, form: Form) -> Expr:
         """Convert one expression form (iteratively; see the module docstring)."""
-        result: Expr = trampoline.run(
-            self._start, form, on_error=lambda err, f: err.located(f.pos, self.file), errors=(KsError,)
-        )
+        result: Expr = trampoline.run(self._start, form, on_error=self._locate, errors=(KsError,))
         return result
+
+    def _locate(self, err: Exception, form: Form) -> Exception:
+        assert isinstance(err, KsError)
+        return err.located(form.pos, self.file)
 
     def _start(self, form: Form) -> Expr | Conversion:
         """An atom becomes an expression at once; a list becomes a conversion to run."""
@@ -424,10 +434,8 @@ def _is_colon(form: Form) -> bool:
     return isinstance(form, Symbol) and form.name == ":"
 
 
-def _size_vars(params: Sequence[Param]) -> dict[str, Param | Form]:
-    from knossos.program import size_names
-
-    out: dict[str, Param | Form] = {}
+def _size_vars(params: Sequence[Param]) -> dict[str, Param]:
+    out: dict[str, Param] = {}
     for p in params:
         for n in size_names(p.sizes):
             out.setdefault(n, p)
@@ -435,7 +443,6 @@ def _size_vars(params: Sequence[Param]) -> dict[str, Param | Form]:
 
 
 # -- entry points ------------------------------------------------------------------------------------
-ProgramOrExpr = Union[Program, Expr]
 
 
 def parse_program(text: str, file: str | None = None) -> Program:

@@ -13,7 +13,7 @@ from sexpdata import Symbol as _SexpSymbol
 
 from knossos.expr import Expr
 from knossos.ops import NAMES, Op
-from knossos.program import Def, Edef, Param, Program, SizeTree
+from knossos.program import Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes
 from knossos.types import Kind, Type
 
 WIDTH = 100
@@ -39,13 +39,12 @@ def format_literal(value: bool | int | float) -> str:
 def format_type(t: Type, sizes: SizeTree = None) -> str:
     """A type, with the size names of a sized type where given."""
     if t.kind is Kind.VEC:
-        inner = sizes[2] if sizes is not None and sizes[0] == "vec" else None  # type: ignore[misc]
-        size = sizes[1] if sizes is not None and sizes[0] == "vec" else None
-        elem = format_type(t.elem, inner)  # type: ignore[arg-type]
-        return f"(Vec {quote_name(size)} {elem})" if size else f"(Vec {elem})"  # type: ignore[arg-type]
+        size = sizes.name if isinstance(sizes, VecSizes) else None
+        elem = format_type(t.elem, sizes.elem if isinstance(sizes, VecSizes) else None)
+        return f"(Vec {quote_name(size)} {elem})" if size else f"(Vec {elem})"
     if t.kind is Kind.TUPLE:
-        parts = sizes[1] if sizes is not None and sizes[0] == "tuple" else (None,) * len(t.children)
-        return "(" + " ".join(["Tuple", *(format_type(c, s) for c, s in zip(t.children, parts, strict=True))]) + ")"  # type: ignore[arg-type]
+        parts = sizes.parts if isinstance(sizes, TupleSizes) else (None,) * len(t.children)
+        return "(" + " ".join(["Tuple", *(format_type(c, s) for c, s in zip(t.children, parts, strict=True))]) + ")"
     return str(t)
 
 
@@ -189,8 +188,8 @@ def _broken(node: Expr, base: int) -> list[_Item]:
     if op is Op.LAM:
         return [f"(lam {_binding(node.args[0])}", base + 2, node.args[1], ")"]
     if op in (Op.BUILD, Op.SUMBUILD):
-        n, i, body = node.args
-        return [f"({NAMES[op]} ", n, f" (lam {_binding(i)}", base + 2, body, "))"]
+        size, index, body = node.args
+        return [f"({NAMES[op]} ", size, f" (lam {_binding(index)}", base + 2, body, "))"]
     if op is Op.APPLY:
         return ["(", node.args[0], base + 1, node.args[1], ")"]
     head = _head(node)
@@ -229,4 +228,3 @@ def format_program(program: Program, width: int = WIDTH) -> str:
     """Every def and edef, in order, separated by blank lines."""
     chunks = [format_def(item, width) if isinstance(item, Def) else format_edef(item) for item in program.items]
     return "\n\n".join(chunks) + "\n"
-

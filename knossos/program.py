@@ -23,9 +23,24 @@ from knossos.expr import Expr
 from knossos.ops import Op
 from knossos.types import Type
 
-#: Size variable names of a sized type, mirroring it: ``("vec", name | None, inner)`` for a vector,
-#: ``("tuple", (parts...))`` for a tuple, ``None`` where no size is named.
-SizeTree = Union[tuple[str, "str | None", "SizeTree"], tuple[str, tuple["SizeTree", ...]], None]
+
+@dataclass(frozen=True)
+class VecSizes:
+    """The size variable of a sized vector type ``(Vec n T)`` (``None`` if unnamed) and its element's."""
+
+    name: str | None
+    elem: SizeTree
+
+
+@dataclass(frozen=True)
+class TupleSizes:
+    """The size variables inside each part of a tuple type."""
+
+    parts: tuple[SizeTree, ...]
+
+
+#: Where a type names vector sizes, mirroring the type; ``None`` where no size is named.
+SizeTree = Union[VecSizes, TupleSizes, None]
 
 COST_PREFIX = "cost$"
 
@@ -96,14 +111,12 @@ def size_names(tree: SizeTree) -> Iterator[str]:
     stack = [tree]
     while stack:
         t = stack.pop()
-        if t is None:
-            continue
-        if t[0] == "vec":
-            if t[1] is not None:
-                yield t[1]  # type: ignore[misc]
-            stack.append(t[2])  # type: ignore[misc]
-        else:
-            stack.extend(reversed(t[1]))  # type: ignore[arg-type]
+        if isinstance(t, VecSizes):
+            if t.name is not None:
+                yield t.name
+            stack.append(t.elem)
+        elif isinstance(t, TupleSizes):
+            stack.extend(reversed(t.parts))
 
 
 @dataclass

@@ -149,7 +149,9 @@ class Reader:
             if _NUMBERISH.match(token):
                 raise KsSyntaxError(f"bad literal '{token}'", pos, self.file)
         if _has_bad_chars(token):
-            raise KsSyntaxError(f"bad name {token!r}: names cannot contain control characters, tabs or newlines", pos, self.file)
+            raise KsSyntaxError(
+                f"bad name {token!r}: names cannot contain control characters, tabs or newlines", pos, self.file
+            )
         return Symbol(token, pos)
 
 

@@ -26,10 +26,10 @@ from knossos.cost import (
     call_overhead,
     if_cost,
 )
-from knossos.errors import KsEvalError, KsUsageError
+from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.ops import ARITHMETIC, Op
-from knossos.program import Def, Program, SizeTree
+from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
 from knossos.types import INTEGER, Kind, Type
 
 
@@ -42,7 +42,7 @@ class VecShape:
 
 
 Abstract = Union[int, None, VecShape, tuple["Abstract", ...]]
-Sizes = Mapping[str, Union[int, tuple[int, ...]]]
+Sizes = Mapping[str, int | tuple[int, ...]]
 Env = dict[str, Abstract]
 Step = Generator[tuple[Expr, Env], tuple[float, Abstract], tuple[float, Abstract]]
 
@@ -67,13 +67,12 @@ def shape_from_dims(dims: tuple[int, ...]) -> Abstract:
 
 
 def _from_sizes(tree: SizeTree, sizes: Sizes) -> Abstract:
-    if tree is None:
-        return None
-    if tree[0] == "vec":
-        name, inner = tree[1], tree[2]  # type: ignore[misc]
-        length = sizes.get(name) if name is not None else None
-        return VecShape(length if isinstance(length, int) else None, _from_sizes(inner, sizes))  # type: ignore[arg-type]
-    return tuple(_from_sizes(t, sizes) for t in tree[1])  # type: ignore[union-attr]
+    if isinstance(tree, VecSizes):
+        length = sizes.get(tree.name) if tree.name is not None else None
+        return VecShape(length if isinstance(length, int) else None, _from_sizes(tree.elem, sizes))
+    if isinstance(tree, TupleSizes):
+        return tuple(_from_sizes(t, sizes) for t in tree.parts)
+    return None
 
 
 def param_env(d: Def, sizes: Sizes) -> Env:
@@ -101,11 +100,10 @@ def param_env(d: Def, sizes: Sizes) -> Env:
 
 def _learn_size_names(tree: SizeTree, shape: Abstract, env: Env) -> None:
     """A vector given as ``x=10`` whose type is ``(Vec n Float)`` tells that ``n`` is 10."""
-    while tree is not None and tree[0] == "vec" and isinstance(shape, VecShape):
-        name = tree[1]
-        if name is not None and env.get(name) is None and shape.length is not None:  # type: ignore[call-overload]
-            env[name] = shape.length  # type: ignore[index]
-        tree, shape = tree[2], shape.elem  # type: ignore[misc]
+    while isinstance(tree, VecSizes) and isinstance(shape, VecShape):
+        if tree.name is not None and env.get(tree.name) is None and shape.length is not None:
+            env[tree.name] = shape.length
+        tree, shape = tree.elem, shape.elem
 
 
 class SizedCost:
@@ -208,20 +206,30 @@ class SizedCost:
 
 
 def _arith_abstract(op: Op, t: Type, args: tuple[Expr, ...], a: list[Abstract]) -> Abstract:
-    if t is INTEGER and len(a) == 2 and isinstance(a[0], int) and isinstance(a[1], int):
-        x, y = a
-        try:
-            return {Op.ADD: x + y, Op.SUB: x - y, Op.MUL: x * y, Op.DIV: idiv(x, y)}[op]
-        except KsEvalError:
-            return None
-    if t is INTEGER and op is Op.NEG and isinstance(a[0], int):
-        return -a[0]
+    """What is known about the result of an arithmetic op."""
+    if t is INTEGER:
+        return _integer_arith(op, a)
     if t.is_scalar:
         return None
-    for x, ab in zip(args, a, strict=True):
-        if x.type is t and ab is not None:
-            return ab  # element-wise: the result has the shape of the structured operand
+    for operand, known in zip(args, a, strict=True):
+        if operand.type is t and known is not None:
+            return known  # element-wise: the result has the shape of the structured operand
     return None
+
+
+def _integer_arith(op: Op, a: list[Abstract]) -> int | None:
+    if op is Op.NEG:
+        return -a[0] if isinstance(a[0], int) else None
+    x, y = a
+    if not (isinstance(x, int) and isinstance(y, int)):
+        return None
+    if op is Op.ADD:
+        return x + y
+    if op is Op.SUB:
+        return x - y
+    if op is Op.MUL:
+        return x * y
+    return idiv(x, y) if y != 0 else None
 
 
 def sized_def_cost(program: Program, name: str, sizes: Sizes, default: int = ASSUMED_VECTOR_SIZE) -> float:
@@ -244,4 +252,3 @@ def parse_sizes(specs: list[str]) -> dict[str, int | tuple[int, ...]]:
             raise KsUsageError(f"bad size '{spec}': expected NAME=N or NAME=NxM with non-negative integers")
         out[name] = dims[0] if len(dims) == 1 else dims
     return out
-

@@ -24,7 +24,17 @@ class Kind(enum.IntEnum):
 class Type:
     """An interned Knossos type.  Compare with ``is`` (``==`` is identity too)."""
 
-    __slots__ = ("_text", "children", "elements16", "h", "is_number", "is_numeric_structure", "is_scalar", "kind", "leaves")
+    __slots__ = (
+        "_text",
+        "children",
+        "elements16",
+        "h",
+        "is_number",
+        "is_numeric_structure",
+        "is_scalar",
+        "kind",
+        "leaves",
+    )
 
     _table: ClassVar[dict[tuple[Kind, tuple[Type, ...]], Type]] = {}
 
@@ -33,6 +43,7 @@ class Type:
     h: int
     leaves: frozenset[Kind]
     elements16: int
+    _text: str
     #: Integer, Float or Bool.
     is_scalar: bool
     #: Integer or Float.
@@ -51,7 +62,13 @@ class Type:
         self.h = hash((int(kind), *(c.h for c in children)))
         self._text = ""
         self.leaves = _leaves(kind, children)
-        self.elements16 = self.num_elements(16)
+        # from the children's cached counts: deeply nested types must not recurse
+        if kind is Kind.VEC:
+            self.elements16 = 16 * children[0].elements16
+        elif kind is Kind.TUPLE:
+            self.elements16 = sum(c.elements16 for c in children)
+        else:
+            self.elements16 = 1
         self.is_scalar = kind in _SCALARS
         self.is_number = kind is Kind.INTEGER or kind is Kind.FLOAT
         self.is_numeric_structure = bool(self.leaves) and self.leaves <= _NUMBER_KINDS
@@ -84,11 +101,17 @@ class Type:
 
     def num_elements(self, vector_size: int = 16) -> int:
         """Scalars in a value of this type when every vector has ``vector_size`` elements."""
-        if self.kind is Kind.VEC:
-            return vector_size * self.children[0].num_elements(vector_size)
-        if self.kind is Kind.TUPLE:
-            return sum(c.num_elements(vector_size) for c in self.children)
-        return 1
+        if vector_size == 16:
+            return self.elements16
+        counts: dict[int, int] = {}
+        for t in _postorder(self):
+            if t.kind is Kind.VEC:
+                counts[id(t)] = vector_size * counts[id(t.children[0])]
+            elif t.kind is Kind.TUPLE:
+                counts[id(t)] = sum(counts[id(c)] for c in t.children)
+            else:
+                counts[id(t)] = 1
+        return counts[id(self)]
 
     @property
     def vec_rank(self) -> int:
@@ -101,7 +124,9 @@ class Type:
     # -- text --------------------------------------------------------------------------------
     def __str__(self) -> str:
         if not self._text:
-            self._text = _render(self)
+            for t in _postorder(self):  # children first, so each renders from cached parts
+                if not t._text:
+                    t._text = _render(t)
         return self._text
 
     def __repr__(self) -> str:
@@ -132,7 +157,25 @@ def _render(t: Type) -> str:
     if t.kind is Kind.BOOL:
         return "Bool"
     head = {Kind.VEC: "Vec", Kind.TUPLE: "Tuple", Kind.LAM: "Lam"}[t.kind]
-    return "(" + " ".join([head, *(str(c) for c in t.children)]) + ")"
+    return "(" + " ".join([head, *(c._text for c in t.children)]) + ")"
+
+
+def _postorder(root: Type) -> list[Type]:
+    """The distinct types inside ``root``, children before parents (iterative)."""
+    out: list[Type] = []
+    seen: set[int] = set()
+    stack: list[tuple[Type, bool]] = [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if id(t) in seen:
+            continue
+        if expanded:
+            seen.add(id(t))
+            out.append(t)
+        else:
+            stack.append((t, True))
+            stack.extend((c, False) for c in t.children if id(c) not in seen)
+    return out
 
 
 INTEGER = Type(Kind.INTEGER)
@@ -150,4 +193,3 @@ def tuple_of(*elems: Type) -> Type:
 
 def lam(arg: Type, ret: Type) -> Type:
     return Type(Kind.LAM, (arg, ret))
-

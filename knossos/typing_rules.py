@@ -174,7 +174,8 @@ def _get(args: tuple[Expr, ...], data: Any) -> Type:
         raise _fail(f"get${index}${count} needs a tuple, not {t}")
     if len(t.children) != count:
         raise _fail(f"get${index}${count} needs a tuple of {count} elements, not {t}")
-    return t.children[index - 1]
+    elem: Type = t.children[index - 1]
+    return elem
 
 
 def _let(args: tuple[Expr, ...], data: Any) -> Type:

@@ -46,12 +46,14 @@ def from_python(value: object, t: Type, where: str = "argument") -> Value:
         if isinstance(value, dict) and set(value) == {"tuple"}:
             value = value["tuple"]
             if not isinstance(value, list):
-                raise KsUsageError(f"{where} must be {{\"tuple\": [...]}}")
+                raise KsUsageError(f'{where} must be {{"tuple": [...]}}')
         elif not isinstance(value, tuple):
             raise KsUsageError(f"{where} must be a tuple, not {_describe(value)}")
         if len(value) != len(t.children):  # type: ignore[arg-type]
             raise KsUsageError(f"{where} must be a tuple of {len(t.children)} elements, not {len(value)}")  # type: ignore[arg-type]
-        return tuple(from_python(v, c, f"{where}.{i + 1}") for i, (v, c) in enumerate(zip(value, t.children, strict=True)))  # type: ignore[call-overload]
+        return tuple(
+            from_python(v, c, f"{where}.{i + 1}") for i, (v, c) in enumerate(zip(value, t.children, strict=True))
+        )  # type: ignore[call-overload]
     raise KsUsageError(f"{where}: values of type {t} cannot be passed in")
 
 
@@ -180,7 +182,11 @@ def zero_of(t: Type) -> Value:
 def isclose(a: Value, b: Value, rel: float = 1e-9, abs_tol: float = 1e-12) -> bool:
     """Approximate equality of two values (NaN equals NaN), for tests and checks."""
     if isinstance(a, list | tuple):
-        return isinstance(b, type(a)) and len(a) == len(b) and all(isclose(x, y, rel, abs_tol) for x, y in zip(a, b, strict=True))
+        return (
+            isinstance(b, type(a))
+            and len(a) == len(b)
+            and all(isclose(x, y, rel, abs_tol) for x, y in zip(a, b, strict=True))
+        )
     if isinstance(a, float) or isinstance(b, float):
         if math.isnan(a) and math.isnan(b):
             return True

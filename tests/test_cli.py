@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAM_FILES, PROGRAMS
 from knossos.cli import main
 from knossos.parser import load_program
+
+from conftest import PROGRAM_FILES, PROGRAMS
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -87,7 +88,9 @@ def test_eval_def_and_expr(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
 
 
 def test_python_dash_m_and_console_script() -> None:
-    done = subprocess.run([sys.executable, "-m", "knossos", "cost", "--expr", "(add x 1.0)"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "knossos", "cost", "--expr", "(add x 1.0)"], capture_output=True, text=True
+    )
     assert done.returncode == 0 and done.stdout.strip() == "1.0"
     done = subprocess.run([sys.executable, "-m", "knossos", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "check" in done.stdout
@@ -100,4 +103,4 @@ def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     _, err = capsys.readouterr()
     assert len(err.strip().splitlines()) == 1
     code, _, err = run(capsys, "cost")
-    assert code == 1 and err.strip() == "knossos: error: give a FILE or --expr \"(...)\""
+    assert code == 1 and err.strip() == 'knossos: error: give a FILE or --expr "(...)"'

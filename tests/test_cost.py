@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PROGRAM_FILES, PROGRAMS
 from knossos.errors import KsUsageError
 from knossos.parser import load_program, parse_expr, parse_program
 from knossos.sized_cost import SizedCost, parse_sizes, sized_def_cost
+
+from conftest import PROGRAM_FILES, PROGRAMS
 
 
 def cost(text: str) -> float:
@@ -105,9 +106,10 @@ def test_sized_vectors_in_signatures() -> None:
 
 
 def test_literal_sizes_are_used() -> None:
-    e, free = parse_expr("(build 1000 (lam (i : Integer) (mul x x)))")
+    e, _ = parse_expr("(build 1000 (lam (i : Integer) (mul x x)))")
     c, shape = SizedCost().cost(e, {"x": None})
     assert c == 2 + 1000 * 2
+    assert shape is not None and getattr(shape, "length", None) == 1000
     assert e.cost == 2 + 16 * 2
 
 

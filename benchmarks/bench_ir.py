@@ -73,7 +73,9 @@ def main() -> None:
 
     t_all = best_of(parse_check_cost_all, args.repeat)
     nodes = sum(parse_program(t, n).node_count() for n, t in texts.items())
-    print(f"parse + check + cost, all {len(texts)} shared programs ({nodes} nodes): {t_all * 1e3:8.1f} ms   (target < 2000 ms)")
+    print(
+        f"parse + check + cost, all {len(texts)} shared programs ({nodes} nodes): {t_all * 1e3:8.1f} ms   (target < 2000 ms)"
+    )
 
     gmm_text = texts["gmm_test.kso"]
     gmm = "rev$gmm_knossos_gmm_objective"
@@ -136,7 +138,11 @@ def _per_node(build: Callable[[E.Expr], E.Expr], count: int = 50_000, per: int =
 def _chain(depth: int) -> E.Expr:
     e = E.var("x", FLOAT)
     for i in range(depth):
-        e = E.let(E.var(f"v{i % 7}", FLOAT), E.op(Op.MUL, e, E.const(2.0)), E.op(Op.ADD, E.var(f"v{i % 7}", FLOAT), E.const(1.0)))
+        e = E.let(
+            E.var(f"v{i % 7}", FLOAT),
+            E.op(Op.MUL, e, E.const(2.0)),
+            E.op(Op.ADD, E.var(f"v{i % 7}", FLOAT), E.const(1.0)),
+        )
     return e
 
 

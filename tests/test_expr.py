@@ -93,7 +93,9 @@ def test_hash_is_stable_across_processes() -> None:
 
     code = "from knossos.parser import parse_expr; print(hash(parse_expr('(let (a (add x 1.0)) (mul a y))')[0]))"
     outs = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONHASHSEED": seed}, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONHASHSEED": seed}, check=True
+        ).stdout
         for seed in ("1", "2")
     }
     assert len(outs) == 1

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
-from conftest import DATA, PROGRAM_FILES
 from knossos.callee import CalleeKind
 from knossos.cli import main
 from knossos.errors import KsError
@@ -35,6 +35,8 @@ from knossos.printer import format_expr, format_program
 from knossos.program import Program
 from knossos.reader import read_forms
 from knossos.sized_cost import sized_def_cost
+
+from conftest import DATA, PROGRAM_FILES
 
 SCALE = max(1, int(os.environ.get("KNOSSOS_FUZZ_SCALE", "1")))
 
@@ -51,15 +53,21 @@ def fuzz_settings(examples: int) -> settings:
 WIDTHS = (100, 100, 60, 30, 8)
 
 
+def note(what: str) -> None:
+    """Count outcomes (shown by ``pytest --hypothesis-show-statistics``)."""
+    if currently_in_test_context():
+        event(what)
+
+
 def try_parse_program(text: str) -> Program | None:
     """``parse_program``: a Program, or None after a KsError; anything else propagates (a bug)."""
     try:
         p = parse_program(text, "fuzz.ks")
     except KsError as err:
         check_error(err)
-        event(f"program: {type(err).__name__}")
+        note(f"program: {type(err).__name__}")
         return None
-    event("program: parsed")
+    note("program: parsed")
     return p
 
 
@@ -95,8 +103,8 @@ def check_costs(p: Program) -> None:
             sized = sized_def_cost(p, d.name, {})
         except KsError as err:
             check_error(err)
-        else:
-            assert sized >= 0 and not math.isnan(sized)
+        else:  # not ">= 0": see test_sized_cost_of_empty_sumbuild_is_not_negative
+            assert not math.isnan(sized)
 
 
 def check_any_program_text(text: str, width: int = 100) -> Program | None:
@@ -112,9 +120,9 @@ def check_any_expr_text(text: str, width: int = 100) -> None:
         e, free = parse_expr(text)
     except KsError as err:
         check_error(err)
-        event(f"expr: {type(err).__name__}")
+        note(f"expr: {type(err).__name__}")
         return
-    event("expr: parsed")
+    note("expr: parsed")
     assert {v.data for v in free} == set(e.free)
     assert math.isfinite(e.cost)
     printed = format_expr(e, width)
@@ -444,3 +452,15 @@ def test_cli_on_mutated_files(tmp_path_factory: pytest.TempPathFactory, text: st
         if command == "cost":
             costs = json.loads(out.getvalue())["defs"]
             assert all(isinstance(c, float | int) for c in costs.values())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: SizedCost charges (length - 1) adds for a sumbuild, so a sumbuild of 0 elements has a "
+    "negative cost (knossos cost FILE --size n=0 prints a negative number)",
+)
+def test_sized_cost_of_empty_sumbuild_is_not_negative() -> None:
+    p = parse_program("(def f Float ((n : Integer)) (sumbuild n (lam (i : Integer) 1.0)))", "sb.ks")
+    assert sized_def_cost(p, "f", {"n": 0}) >= 0
+    p = parse_program("(def f Float ((x : Float)) (sumbuild 0 (lam (i : Integer) x)))", "sb.ks")
+    assert sized_def_cost(p, "f", {}) >= 0

@@ -151,7 +151,9 @@ leaves = st.sampled_from(["x", "y", "1.0", "2.5", "-0.5", "0.0"])
 
 
 def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-    binary = st.tuples(st.sampled_from(["add", "sub", "mul", "div", "max"]), children, children).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
+    binary = st.tuples(st.sampled_from(["add", "sub", "mul", "div", "max"]), children, children).map(
+        lambda t: f"({t[0]} {t[1]} {t[2]})"
+    )
     unary = st.tuples(st.sampled_from(["neg", "exp", "log", "tanh", "abs"]), children).map(lambda t: f"({t[0]} {t[1]})")
     let = st.tuples(children, children).map(lambda t: f"(let (z {t[0]}) (add z {t[1]}))")
     cond = st.tuples(children, children, children).map(lambda t: f"(if (gt {t[0]} {t[1]}) {t[1]} {t[2]})")

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, PROGRAM_FILES, PROGRAMS
 from knossos.parser import load_program, parse_expr, parse_program
 from knossos.printer import format_expr, format_program
 from knossos.program import Program
+
+from conftest import DATA, PROGRAM_FILES, PROGRAMS
 
 _cache: dict[str, Program] = {}
 

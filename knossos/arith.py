@@ -12,6 +12,15 @@ import math
 from knossos.errors import KsEvalError
 
 INF = math.inf
+INT_MIN = -(2**63)
+INT_MAX = 2**63 - 1
+
+
+def checked(value: int) -> int:
+    """Integers are 64-bit, as in the C++ the programs compile to; overflow is an error here."""
+    if not INT_MIN <= value <= INT_MAX:
+        raise KsEvalError("Integer overflow (Integers are 64-bit)")
+    return value
 
 
 def fdiv(a: float, b: float) -> float:
@@ -27,7 +36,7 @@ def idiv(a: int, b: int) -> int:
     if b == 0:
         raise KsEvalError("Integer division by zero")
     q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+    return checked(q if (a >= 0) == (b >= 0) else -q)
 
 
 def fexp(a: float) -> float:

@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from knossos.errors import KsError, KsUsageError, Pos
 from knossos.expr import Expr
@@ -132,13 +132,13 @@ def _check_sizes_known(program: Program, names: list[str], sizes: dict[str, Any]
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    label = _args_label(args.args)
     if args.expr is not None:
         if args.file or args.def_name:
             raise KsUsageError("give either FILE DEF or --expr, not both")
         expr, free = parse_expr(args.expr)
-        raw = _read_args(args.args)
-        env = _expr_env(free, raw, args.args)
-        result = Interpreter(args.max_steps).eval_expr(expr, env)
+        env = _located(lambda: _expr_env(free, _read_args(args.args), label), label)
+        result = _located(lambda: Interpreter(args.max_steps).eval_expr(expr, env), "<expr>")
         print(json.dumps(to_json(result, expr.type)))
         return 0
     if not args.file or not args.def_name:
@@ -147,25 +147,47 @@ def cmd_eval(args: argparse.Namespace) -> int:
     d = find_def(program, args.def_name, args.file)
     raw = _read_args(args.args)
     if not isinstance(raw, list):
-        raise KsUsageError(f"arguments must be a JSON list with one item per parameter of '{d.name}'", None, args.args)
+        raise KsUsageError(f"arguments must be a JSON list with one item per parameter of '{d.name}'", None, label)
     if len(raw) != len(d.params):
-        raise KsUsageError(f"'{d.name}' takes {len(d.params)} argument(s), the list has {len(raw)}", None, args.args)
-    result = Interpreter(args.max_steps).call(d, raw)
+        raise KsUsageError(f"'{d.name}' takes {len(d.params)} argument(s), the list has {len(raw)}", None, label)
+    interpreter = Interpreter(args.max_steps)
+    values = _located(lambda: interpreter.check_args(d, raw), label)
+    result = _located(lambda: interpreter.call_checked(d, values), args.file)
     print(json.dumps(to_json(result, d.ret_type)))
     return 0
+
+
+T = TypeVar("T")
+
+
+def _located(action: Callable[[], T], file: str | None) -> T:
+    """Run ``action``; a KsError it raises without a file is attributed to ``file``."""
+    try:
+        return action()
+    except KsError as err:
+        raise err.located(file=file) from None
+
+
+def _args_label(spec: str | None) -> str | None:
+    """How error messages name the arguments: the file, or ``<args>`` for inline JSON."""
+    if spec is None:
+        return None
+    return "<args>" if spec.lstrip().startswith(("[", "{")) else spec
 
 
 def _read_args(spec: str | None) -> Any:
     if spec is None:
         raise KsUsageError("give the arguments with --args ARGS.json (a JSON list, one item per parameter)")
-    text = spec if spec.lstrip().startswith(("[", "{")) else read_source(spec)
-    label = "<args>" if text is spec else spec
+    label = _args_label(spec)
+    text = spec if label == "<args>" else read_source(spec)
     try:
         return _decode_json(json.loads(text))
     except json.JSONDecodeError as err:
         raise KsUsageError(f"bad JSON: {err.msg}", Pos(err.lineno, err.colno), label) from None
     except RecursionError:
         raise KsUsageError("the JSON is nested too deeply", None, label) from None
+    except ValueError as err:  # e.g. an integer of thousands of digits
+        raise KsUsageError(f"bad JSON: {err}", None, label) from None
 
 
 def _decode_json(value: Any) -> Any:

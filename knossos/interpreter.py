@@ -24,7 +24,7 @@ from knossos.expr import Expr
 from knossos.natives import NATIVES
 from knossos.ops import Op
 from knossos.program import Def, SizeTree, TupleSizes, VecSizes
-from knossos.types import FLOAT, Kind, Type
+from knossos.types import FLOAT, INTEGER, Kind, Type
 from knossos.values import ARITHMETIC, Value, add, elementwise, from_python, zero_like, zero_of
 
 Env = dict[str, Value]
@@ -54,7 +54,7 @@ def _negate(t: Type, v: Value) -> Value:
         return [_negate(t.elem, x) for x in v]
     if t.kind is Kind.TUPLE:
         return tuple(_negate(c, x) for c, x in zip(t.children, v, strict=True))
-    return -v
+    return arith.checked(-v) if t is INTEGER else -v
 
 
 def _arith(name: str) -> Any:
@@ -121,7 +121,7 @@ STRICT: dict[Op, Any] = {
     Op.EXP: _unary_float(arith.fexp),
     Op.LOG: _unary_float(arith.flog),
     Op.TANH: _unary_float(math.tanh),
-    Op.ABS: lambda node, v: abs(v[0]),
+    Op.ABS: lambda node, v: arith.checked(abs(v[0])) if node.type is INTEGER else abs(v[0]),
     Op.POW: lambda node, v: arith.fpow(v[0], v[1]),
     Op.EQ: _cmp(lambda a, b: a == b),
     Op.NE: _cmp(lambda a, b: a != b),
@@ -157,6 +157,10 @@ class Interpreter:
 
     def call(self, d: Def, args: Sequence[object]) -> Value:
         """Call def ``d`` on arguments given as Python values (lists or numpy arrays for vectors)."""
+        return self.call_checked(d, self.check_args(d, args))
+
+    def check_args(self, d: Def, args: Sequence[object]) -> Env:
+        """The environment of a call of ``d``: arguments checked and converted, sizes bound."""
         if len(args) != len(d.params):
             raise KsUsageError(f"'{d.name}' takes {len(d.params)} argument(s), not {len(args)}")
         env: Env = {}
@@ -164,7 +168,11 @@ class Interpreter:
             env[p.name] = from_python(a, p.type, f"argument '{p.name}'")
         for p in d.params:
             _bind_sizes(p.sizes, env[p.name], env, p.name)
-        return self._run(d.body, env)
+        return env
+
+    def call_checked(self, d: Def, env: Env) -> Value:
+        """Run the body of ``d`` in an environment made by :meth:`check_args`."""
+        return self._run(d.body, dict(env))
 
     # -- the machine ------------------------------------------------------------------------
     def _run(self, root: Expr, env: Env) -> Value:

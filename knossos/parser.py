@@ -24,11 +24,10 @@ from knossos.ops import KEYWORDS, PRIMITIVES, Op
 from knossos.prelude import PRELUDE
 from knossos.program import COST_PREFIX, Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes, size_names
 from knossos.reader import Form, Literal, SList, Symbol, read_forms
-from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, lam, tuple_of, vec
+from knossos.types import BOOL, FLOAT, INTEGER, MAX_TYPE_DEPTH, Kind, Type, lam, tuple_of, vec
 
 _GET = re.compile(r"get\$([0-9]+)\$([0-9]+)")
 _SCALAR_TYPES = {"Integer": INTEGER, "Float": FLOAT, "Bool": BOOL}
-_MAX_TYPE_DEPTH = 64
 #: Primitives that a program may redeclare as edefs (the reference's programs declare these).
 _REDECLARABLE = frozenset({"abs", "max", "pow", "tanh", "exp", "log"})
 
@@ -121,7 +120,7 @@ class Parser:
             raise self.type_error(f"'{name}' is already defined", form)
         if name in KEYWORDS and not (what == "edef" and name in _REDECLARABLE):
             raise self.error(f"'{name}' is a built-in and cannot be redefined", form)
-        if name in PRELUDE:
+        if name in PRELUDE or _GET.fullmatch(name):
             raise self.error(f"'{name}' is a built-in function and cannot be redefined", form)
         return name
 
@@ -173,8 +172,8 @@ class Parser:
     def _binder_name(self, form: Form) -> str:
         if not isinstance(form, Symbol):
             raise self.error(f"expected a variable name, found {_describe(form)}", form)
-        if form.name in KEYWORDS:
-            raise self.error(f"'{form.name}' is a keyword and cannot name a variable", form)
+        if form.name in KEYWORDS or form.name in PRELUDE or _GET.fullmatch(form.name):
+            raise self.error(f"'{form.name}' is a built-in name and cannot name a variable", form)
         return form.name
 
     def _edef(self, form: SList) -> None:
@@ -205,7 +204,7 @@ class Parser:
     # -- types ---------------------------------------------------------------------------------
     def parse_type(self, form: Form, depth: int = 0) -> tuple[Type, SizeTree]:
         """A type and the names of its vector sizes (``(Vec n Float)``)."""
-        if depth > _MAX_TYPE_DEPTH:
+        if depth > MAX_TYPE_DEPTH:
             raise self.error("type is nested too deeply", form)
         while isinstance(form, SList) and len(form) == 1 and (isinstance(form[0], SList) or _is_scalar_name(form[0])):
             form = form[0]  # ((pointless)) brackets, as the reference allows
@@ -290,6 +289,11 @@ class Parser:
         }
         if name in special:
             return special[name](form)
+        local = self.scope.lookup(name)
+        if local is not None:  # lexical scoping: a local variable shadows functions of that name
+            if local.type.kind is not Kind.LAM:
+                raise self.type_error(f"'{name}' is a variable of type {local.type}, not a function", form[0])
+            return self._apply(local, form)
         callee = self.program.callees.get(name)
         if callee is not None:
             return self._call(callee, form)
@@ -300,11 +304,6 @@ class Parser:
             return self._get(int(m.group(1)), int(m.group(2)), form)
         if name in PRELUDE:
             return self._call(PRELUDE[name], form)
-        local = self.scope.lookup(name)
-        if local is not None:
-            if local.type.kind is not Kind.LAM:
-                raise self.type_error(f"'{name}' is a variable of type {local.type}, not a function", form[0])
-            return self._apply(local, form)
         if name in ("def", "edef"):
             raise self.error(f"'{name}' is only allowed at the top level", form)
         raise self.type_error(f"unknown function '{name}'", form[0])

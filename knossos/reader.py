@@ -10,11 +10,13 @@ comments and nested ``#| ... |#`` block comments, and reports every problem as a
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from dataclasses import dataclass
 
 import sexpdata
 
+from knossos.arith import INT_MAX, INT_MIN
 from knossos.errors import KsSyntaxError, Pos
 
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -139,20 +141,33 @@ class Reader:
     def _classify(self, token: str, raw: str, pos: Pos) -> Symbol | Literal:
         if raw == token:  # only unescaped tokens can be literals
             if _INT.fullmatch(token):
-                return Literal(int(token), raw, pos)
+                digits = token.lstrip("+-").lstrip("0")
+                value = int(token) if len(digits) <= 19 else None
+                if value is None or not INT_MIN <= value <= INT_MAX:
+                    raise KsSyntaxError(f"Integer literal '{_short(token)}' is out of the 64-bit range", pos, self.file)
+                return Literal(value, raw, pos)
             if _FLOAT.fullmatch(token):
-                return Literal(float(token), raw, pos)
+                fvalue = float(token)
+                if not math.isfinite(fvalue):
+                    raise KsSyntaxError(f"Float literal '{_short(token)}' is out of range", pos, self.file)
+                return Literal(fvalue, raw, pos)
             if token == "true":
                 return Literal(True, raw, pos)
             if token == "false":
                 return Literal(False, raw, pos)
             if _NUMBERISH.match(token):
-                raise KsSyntaxError(f"bad literal '{token}'", pos, self.file)
+                raise KsSyntaxError(f"bad literal '{_short(token)}'", pos, self.file)
         if _has_bad_chars(token):
             raise KsSyntaxError(
                 f"bad name {token!r}: names cannot contain control characters, tabs or newlines", pos, self.file
             )
         return Symbol(token, pos)
+
+
+def _short(token: str) -> str:
+    """A token for a one-line message: control characters escaped, long ones cut."""
+    shown = token.encode("unicode_escape").decode("ascii") if _has_bad_chars(token) else token
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def _has_bad_chars(token: str) -> bool:

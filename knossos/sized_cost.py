@@ -140,7 +140,7 @@ class SizedCost:
             length = self._length(a_n)
             if op is Op.BUILD:
                 return MALLOC_COST + c_n + length * c_body, VecShape(a_n if isinstance(a_n, int) else None, a_body)
-            adds = (length - 1) * elements(body.type, a_body, self.default)
+            adds = max(length - 1, 0) * elements(body.type, a_body, self.default)
             return adds + c_n + length * c_body, a_body
         if op is Op.IF:
             c_c, _ = yield args[0], env
@@ -188,7 +188,7 @@ class SizedCost:
         if op is Op.SUM:
             length = self._length(a[0].length if isinstance(a[0], VecShape) else None)
             elem = a[0].elem if isinstance(a[0], VecShape) else None
-            return float(length - 1), elem  # the reference charges one add per element, whatever its type
+            return float(max(length - 1, 0)), elem  # the reference charges one add per element, whatever its type
         if op is Op.CONSTVEC:
             return MALLOC_COST, VecShape(a[0] if isinstance(a[0], int) else None, a[1])
         if op is Op.DELTAVEC:

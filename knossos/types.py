@@ -11,6 +11,12 @@ from __future__ import annotations
 import enum
 from typing import ClassVar
 
+from knossos.errors import KsTypeError
+
+#: Deepest nesting of a type.  Values, their JSON form and element counts are walked recursively over
+#: a type's structure, so types (unlike expressions) have a depth limit; real programs stay far below.
+MAX_TYPE_DEPTH = 32
+
 
 class Kind(enum.IntEnum):
     INTEGER = 1
@@ -27,6 +33,7 @@ class Type:
     __slots__ = (
         "_text",
         "children",
+        "depth",
         "elements16",
         "h",
         "is_number",
@@ -43,6 +50,8 @@ class Type:
     h: int
     leaves: frozenset[Kind]
     elements16: int
+    #: 1 for scalars, 1 + the deepest child otherwise.
+    depth: int
     _text: str
     #: Integer, Float or Bool.
     is_scalar: bool
@@ -56,7 +65,11 @@ class Type:
         found = cls._table.get(key)
         if found is not None:
             return found
+        depth = 1 + max((c.depth for c in children), default=0)
+        if depth > MAX_TYPE_DEPTH:
+            raise KsTypeError(f"a type nested more than {MAX_TYPE_DEPTH} levels deep")
         self = super().__new__(cls)
+        self.depth = depth
         self.kind = kind
         self.children = children
         self.h = hash((int(kind), *(c.h for c in children)))

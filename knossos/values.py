@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from knossos.arith import cmax, fdiv, idiv
+from knossos.arith import INT_MAX, INT_MIN, checked, cmax, fdiv, idiv
 from knossos.errors import KsEvalError, KsUsageError
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
 
@@ -29,10 +29,15 @@ def from_python(value: object, t: Type, where: str = "argument") -> Value:
     if t is FLOAT:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise KsUsageError(f"{where} must be a Float, not {_describe(value)}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise KsUsageError(f"{where} is out of the Float range") from None
     if t is INTEGER:
         if isinstance(value, bool) or not isinstance(value, int):
             raise KsUsageError(f"{where} must be an Integer, not {_describe(value)}")
+        if not INT_MIN <= value <= INT_MAX:
+            raise KsUsageError(f"{where} is out of the 64-bit Integer range")
         return value
     if t is BOOL:
         if not isinstance(value, bool):
@@ -136,21 +141,29 @@ def _fadd(a: float, b: float) -> float:
 
 
 def _iadd(a: int, b: int) -> int:
-    return a + b
+    return checked(a + b)
 
 
 def _fsub(a: float, b: float) -> float:
     return a - b
 
 
+def _isub(a: int, b: int) -> int:
+    return checked(a - b)
+
+
 def _fmul(a: float, b: float) -> float:
     return a * b
 
 
+def _imul(a: int, b: int) -> int:
+    return checked(a * b)
+
+
 ARITHMETIC: dict[str, tuple[ScalarFn, ScalarFn]] = {
     "add": (_fadd, _iadd),
-    "sub": (_fsub, _fsub),
-    "mul": (_fmul, _fmul),
+    "sub": (_fsub, _isub),
+    "mul": (_fmul, _imul),
     "div": (fdiv, idiv),
     "max": (cmax, cmax),
 }

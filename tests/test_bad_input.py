@@ -1,8 +1,7 @@
 """Bad input on the command line: one line on stderr, ``FILE[:LINE:COL]: error: ...``, exit status 1.
 
 Every case runs ``knossos.cli.main`` in-process (with ``capsys``); a few also run ``python -m knossos``
-in a real process to show that no traceback escapes.  Cases marked ``xfail(strict=True)`` are library
-bugs found while writing these tests (see the reasons); they must keep failing until fixed.
+in a real process to show that no traceback escapes.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from knossos.cli import main
+from knossos.types import MAX_TYPE_DEPTH
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,7 +124,9 @@ POSITIONAL = [
 ]
 
 
-@pytest.mark.parametrize(("text", "line", "col", "message"), [c[1:] for c in POSITIONAL], ids=[c[0] for c in POSITIONAL])
+@pytest.mark.parametrize(
+    ("text", "line", "col", "message"), [c[1:] for c in POSITIONAL], ids=[c[0] for c in POSITIONAL]
+)
 def test_positional_errors(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, line: int, col: int, message: str
 ) -> None:
@@ -152,7 +154,11 @@ def test_check_reports_each_bad_file_and_still_checks_the_good_ones(
 
 
 # -- files that are not programs -------------------------------------------------------------------
-@pytest.mark.parametrize("text", ["", "   \n\n\t  \n", "; only a comment\n", "#| block |#\n"], ids=["empty", "blank", "line-comment", "block-comment"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "   \n\n\t  \n", "; only a comment\n", "#| block |#\n"],
+    ids=["empty", "blank", "line-comment", "block-comment"],
+)
 def test_empty_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str) -> None:
     path = write(tmp_path, "empty.ks", text)
     for command in ("check", "print", "cost"):
@@ -296,11 +302,6 @@ def test_eval_args_not_a_list(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert_one_error_line(status, out, err, args, message="must be a JSON list")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: with inline --args, cmd_eval uses the JSON text itself as the file label, "
-    "so a multi-line JSON gives a multi-line error that does not start with '<args>'",
-)
 @pytest.mark.parametrize("inline", ["[1.0,\n [2.0],\n 3.0]", '{\n"x": 1.0}'], ids=["count", "not-a-list"])
 def test_eval_inline_args_error_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, inline: str) -> None:
     path = write(tmp_path, "p.ks", PROGRAM)
@@ -332,7 +333,12 @@ EVAL_TIME = [
     ("index-out-of-range", "(def f Float ((v : Vec Float)) (index 5 v))\n", "[[1.0]]", "index 5 is out of range"),
     ("failing-assert", "(def f Float ((x : Float)) (assert (gt x 0.0) x))\n", "[-1.0]", "assertion failed"),
     ("integer-division-by-zero", "(def f Integer ((n : Integer)) (div 1 n))\n", "[0]", "division by zero"),
-    ("negative-build", "(def f (Vec Float) ((n : Integer)) (build n (lam (i : Integer) 1.0)))\n", "[-1]", "negative size"),
+    (
+        "negative-build",
+        "(def f (Vec Float) ((n : Integer)) (build n (lam (i : Integer) 1.0)))\n",
+        "[-1]",
+        "negative size",
+    ),
 ]
 
 
@@ -347,18 +353,10 @@ def test_eval_time_error(capsys: pytest.CaptureFixture[str], tmp_path: Path, tex
 
 def test_eval_step_limit(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write(tmp_path, "p.ks", "(def f Float ((n : Integer)) (sumbuild n (lam (i : Integer) 1.0)))\n")
-    status, out, err = main(["eval", path, "f", "--args", "[1000]", "--max-steps", "10"]), *capsys.readouterr()
+    status, _, err = main(["eval", path, "f", "--args", "[1000]", "--max-steps", "10"]), *capsys.readouterr()
     assert status == 1 and err.count("\n") == 1 and "more than 10 steps" in err
 
 
-_NAMES_NO_FILE = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: argument-type and evaluation errors are raised without a file and main() does not "
-    "locate them, so they render as '<input>: error: ...' instead of naming FILE (or the ARGS file)",
-)
-
-
-@_NAMES_NO_FILE
 @pytest.mark.parametrize(("raw", "message"), WRONG_TYPES[:2])
 def test_eval_wrong_argument_type_names_a_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, raw: str, message: str
@@ -370,7 +368,6 @@ def test_eval_wrong_argument_type_names_a_file(
     assert_one_error_line(status, out, err, named, message=message)
 
 
-@_NAMES_NO_FILE
 @pytest.mark.parametrize(("text", "raw", "message"), [c[1:] for c in EVAL_TIME[:2]], ids=[c[0] for c in EVAL_TIME[:2]])
 def test_eval_time_error_names_the_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, raw: str, message: str
@@ -411,9 +408,9 @@ def test_expr_not_one_expression(capsys: pytest.CaptureFixture[str], expr: str) 
 
 
 def test_expr_eval_wrong_free_variables(capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, err = run_cli(capsys, "eval", "--expr", "(add x y)", "--args", "[1.0]")
+    status, _, err = run_cli(capsys, "eval", "--expr", "(add x y)", "--args", "[1.0]")
     assert status == 1 and err.count("\n") == 1 and "2 free variable(s)" in err
-    status, out, err = run_cli(capsys, "eval", "--expr", "(add x y)", "--args", '{"x": 1.0, "z": 2.0}')
+    status, _, err = run_cli(capsys, "eval", "--expr", "(add x y)", "--args", '{"x": 1.0, "z": 2.0}')
     assert status == 1 and err.count("\n") == 1 and "missing ['y']" in err
 
 
@@ -421,22 +418,12 @@ def test_expr_eval_wrong_free_variables(capsys: pytest.CaptureFixture[str]) -> N
 BIG_INT = "1" * 5000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: reader.py converts Integer literals with int(), which raises ValueError (not KsError) "
-    "beyond Python's 4300-digit limit: exit 3 'internal error'",
-)
 def test_huge_integer_literal(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write(tmp_path, "big.ks", f"(def f Integer ((n : Integer)) (add n {BIG_INT}))\n")
     status, out, err = run_cli(capsys, "check", path)
     assert_one_error_line(status, out, err, path, 1, 39)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: json.loads raises ValueError (not JSONDecodeError) for an integer over 4300 digits; "
-    "_read_args lets it escape: exit 3 'internal error'",
-)
 def test_huge_integer_in_args(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write(tmp_path, "p.ks", "(def f Integer ((n : Integer)) n)\n")
     args = write(tmp_path, "args.json", f"[{BIG_INT}]")
@@ -444,23 +431,13 @@ def test_huge_integer_in_args(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert_one_error_line(status, out, err, args)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: to_float of an Integer beyond the Float range raises OverflowError in the "
-    "interpreter, not KsEvalError: exit 3 'internal error'",
-)
 def test_to_float_overflow(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write(tmp_path, "p.ks", "(def f Float ((n : Integer)) (to_float n))\n")
     args = write(tmp_path, "args.json", f"[{'9' * 400}]")
-    status, out, err = main(["eval", path, "f", "--args", args]), *capsys.readouterr()
+    status, _, err = main(["eval", path, "f", "--args", args]), *capsys.readouterr()
     assert status == 1 and err.count("\n") == 1 and "internal error" not in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the 'Float literals must be finite' error (expr.const) is raised outside the parser's "
-    "error locator, so it has no LINE:COL (and under print/cost/eval no file: '<input>')",
-)
 def test_infinite_float_literal_is_located(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write(tmp_path, "inf.ks", "(def f Float ((x : Float))\n  (add x 1e999))\n")
     for command in ("check", "print", "cost"):
@@ -469,33 +446,54 @@ def test_infinite_float_literal_is_located(capsys: pytest.CaptureFixture[str], t
 
 
 def test_infinite_float_literal_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """What does work today: the error is clean, just not located."""
     path = write(tmp_path, "inf.ks", "(def f Float ((x : Float))\n  (add x 1e999))\n")
-    status, out, err = run_cli(capsys, "check", path)
+    status, _, err = run_cli(capsys, "check", path)
     assert status == 1 and err.count("\n") == 1 and "finite" in err and "Traceback" not in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Type.__str__ / Type.num_elements recurse on the nesting of a type; a tuple nested a "
-    "few hundred deep in an expression raises RecursionError: exit 3 'internal error'",
-)
 @pytest.mark.parametrize("depth", [1000, 5000])
 def test_deeply_nested_tuple_expression(capsys: pytest.CaptureFixture[str], depth: int) -> None:
+    """Types are limited to MAX_TYPE_DEPTH levels: deeper nesting is a clean error, not a RecursionError."""
     expr = "(tuple " * depth + "x" + ")" * depth
     status, out, err = run_cli(capsys, "check", "--expr", expr)
-    assert status in (0, 1) and "internal error" not in err
+    # reported at the tuple whose type first goes over the limit, the MAX_TYPE_DEPTH-th from the inside
+    col = (depth - MAX_TYPE_DEPTH) * len("(tuple ") + 1
+    assert_one_error_line(status, out, err, "<expr>", 1, col, f"nested more than {MAX_TYPE_DEPTH} levels")
+    unwrapped = "(get$1$1 (tuple " * depth + "x" + "))" * depth  # deep expression, shallow types: fine
+    assert run_cli(capsys, "eval", "--expr", unwrapped, "--args", "[2.5]") == (0, "2.5\n", "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Type.__str__ recurses: the 'declared to return' message for a body whose type is a "
-    "tuple nested 1000 deep raises RecursionError: exit 3 'internal error'",
-)
+def test_tuple_types_up_to_the_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    depth = MAX_TYPE_DEPTH - 1
+    expr = "(tuple " * depth + "x" + ")" * depth
+    status, out, err = run_cli(capsys, "eval", "--expr", expr, "--args", "[2.5]")
+    assert (status, err) == (0, "")
+    assert out.strip() == '{"tuple": [' * depth + "2.5" + "]}" * depth
+
+
+def test_eval_result_deeply_nested(capsys: pytest.CaptureFixture[str]) -> None:
+    expr = "(tuple " * 1000 + "x" + ")" * 1000
+    status, _, err = run_cli(capsys, "eval", "--expr", expr, "--args", "[2.5]")
+    assert status == 1 and "internal error" not in err and err.count("\n") == 1
+
+
 def test_deep_type_in_type_error_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    path = write(tmp_path, "t.ks", "(def f Float ((x : Float)) " + "(tuple " * 1000 + "x" + ")" * 1000 + ")\n")
+    depth = MAX_TYPE_DEPTH - 1
+    path = write(tmp_path, "t.ks", "(def f Float ((x : Float)) " + "(tuple " * depth + "x" + ")" * depth + ")\n")
     status, out, err = run_cli(capsys, "check", path)
     assert_one_error_line(status, out, err, path, 1, 28, "declared to return Float")
+
+
+def test_deeply_nested_vector_arithmetic(capsys: pytest.CaptureFixture[str]) -> None:
+    nested = "(build 1 (lam (i : Integer) " * 256 + "x" + "))" * 256
+    status, _, err = run_cli(capsys, "check", "--expr", f"(let (b {nested}) (add b b))")
+    assert status == 1 and "internal error" not in err and "nested more than" in err
+
+
+def test_bad_literal_with_escaped_newline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = write(tmp_path, "nl.ks", "(def f Float ((x : Float)) (add x 1\\\n.0))\n")
+    status, out, err = run_cli(capsys, "check", path)
+    assert_one_error_line(status, out, err, path, 1, 35, "bad literal")
 
 
 @pytest.mark.parametrize("width", ["0", "-5", "1", "5"])
@@ -554,4 +552,6 @@ def test_process_expr_syntax_error() -> None:
     proc = run_process("eval", "--expr", "(add x (mul x 2.0)", "--args", "[1.0]")
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr + proc.stdout
-    assert proc.stderr.splitlines() == ["<expr>:1:1: error: unbalanced parentheses: '(' opened at line 1, column 1 is never closed"]
+    assert proc.stderr.splitlines() == [
+        "<expr>:1:1: error: unbalanced parentheses: '(' opened at line 1, column 1 is never closed"
+    ]

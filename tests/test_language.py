@@ -74,7 +74,7 @@ def test_types_of_constructs(text: str, expected: object) -> None:
         ("(foo x)", "unknown function 'foo'", (1, 2)),
         ("(let (a 1.0) (a 2.0))", "variable of type Float, not a function", (1, 15)),
         ("(build 3 (lam (i : Float) x))", "must be an Integer", (1, 15)),
-        ("(let (let 1) x)", "keyword", (1, 7)),
+        ("(let (let 1) x)", "built-in name", (1, 7)),
         ("()", "empty form", (1, 1)),
         ("(1 2)", "expected an operator", (1, 2)),
         ("(lam (z : Foo) z)", "unknown type 'Foo'", (1, 11)),

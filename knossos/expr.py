@@ -354,42 +354,16 @@ def _hash_under(root: Expr, env: Env) -> int:
     """
     if root.op is Op.VAR:
         return _var_hash_under(root, env)
-    memo = root._memo
-    if memo is not None and env in memo:
-        return memo[env]
-    direct = _hash_if_children_ready(root, env)
-    if direct is not None:
-        return direct
     stack: list[tuple[Expr, Env]] = [(root, env)]
     while stack:
         node, nenv = stack[-1]
         memo = node._memo
-        if memo is not None and nenv in memo:
+        if (memo is not None and nenv in memo) or _hash_if_children_ready(node, nenv) is not None:
             stack.pop()
             continue
-        cenvs = _child_envs(node.op, node.args, nenv)
-        pending = False
-        for a, cenv in zip(node.args, cenvs, strict=True):
+        for a, cenv in zip(node.args, _child_envs(node.op, node.args, nenv), strict=True):
             if cenv and a.op is not Op.VAR and (a._memo is None or cenv not in a._memo):
                 stack.append((a, cenv))
-                pending = True
-        if pending:
-            continue
-        hashes: list[int] = []
-        for a, cenv in zip(node.args, cenvs, strict=True):
-            if cenv is None:
-                continue
-            if not cenv:
-                hashes.append(a.h)
-            elif a.op is Op.VAR:
-                hashes.append(_var_hash_under(a, cenv))
-            else:
-                hashes.append(a._memo[cenv])  # type: ignore[index]
-        if memo is None:
-            memo = {}
-            _set(node, "_memo", memo)
-        memo[nenv] = _combine(node.op, node.args, node.data, node.type, hashes)
-        stack.pop()
     return root._memo[env]  # type: ignore[index]
 
 

@@ -1,0 +1,105 @@
+"""Actions: every (node, rule) rewrite site of an expression, and applying one.
+
+Sites are numbered in pre-order (:func:`knossos.expr.preorder`), the same numbering as everywhere
+else.  Enumeration visits each node once and asks only the rules whose head op is the node's (the
+rule set keeps them by op), so its cost is the expression size times the few rules per op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from knossos.errors import KsUsageError
+from knossos.expr import Expr, replace_at
+from knossos.ops import BINDERS
+from rules.rule import Rule, Site
+from rules.rule_set import RuleSet
+
+
+@dataclass(frozen=True)
+class Action:
+    """Rewrite with ``rule`` at the node numbered ``node``."""
+
+    node: int
+    rule: Rule
+
+    def __str__(self) -> str:
+        return f"{self.node}:{self.rule.name}"
+
+
+def sites(root: Expr) -> Iterator[Site]:
+    """Every node of ``root`` as a :class:`Site`, in pre-order (iterative).
+
+    The yielded site's ``ancestors`` list is shared and changes as the walk goes on: copy it to keep it.
+    """
+    Scope = dict[str, tuple[Expr, int]]
+    ancestors: list[tuple[Expr, int, int]] = []
+    # frames: (node, number, depth, scope, entry for the parent in `ancestors`)
+    stack: list[tuple[Expr, int, int, Scope, tuple[Expr, int, int] | None]] = [(root, 0, 0, {}, None)]
+    while stack:
+        node, number, depth, scope, parent_entry = stack.pop()
+        if parent_entry is not None:
+            del ancestors[depth - 1 :]
+            ancestors.append(parent_entry)
+        yield Site(root, node, number, ancestors, scope)
+        if not node.args:
+            continue
+        binder = BINDERS.get(node.op)
+        frames = []
+        child_number = number + 1
+        for i, child in enumerate(node.args):
+            child_scope = scope
+            if binder is not None and i == binder[1]:
+                child_scope = {**scope, node.args[binder[0]].data: (node, number)}
+            frames.append((child, child_number, depth + 1, child_scope, (node, number, i)))
+            child_number += child.size
+        stack.extend(reversed(frames))
+
+
+def actions(root: Expr, rule_set: RuleSet) -> list[Action]:
+    """Every action of ``rule_set`` on ``root``, ordered by node number, then by the rule set's order."""
+    out: list[Action] = []
+    by_op = rule_set.by_op
+    for site in sites(root):
+        for r in by_op.get(site.node.op, ()):
+            if r.matches(site):
+                out.append(Action(site.number, r))
+    return out
+
+
+def site_at(root: Expr, number: int) -> Site:
+    """The site of node ``number`` (with its ancestors and scope)."""
+    if not 0 <= number < root.size:
+        raise KsUsageError(f"node {number} is out of range: the expression has nodes 0 to {root.size - 1}")
+    ancestors: list[tuple[Expr, int, int]] = []
+    scope: dict[str, tuple[Expr, int]] = {}
+    node, node_number, remaining = root, 0, number
+    while remaining:
+        remaining -= 1
+        child_number = node_number + 1
+        binder = BINDERS.get(node.op)
+        for i, child in enumerate(node.args):
+            if remaining < child.size:
+                ancestors.append((node, node_number, i))
+                if binder is not None and i == binder[1]:
+                    scope = {**scope, node.args[binder[0]].data: (node, node_number)}
+                node, node_number = child, child_number
+                break
+            remaining -= child.size
+            child_number += child.size
+    return Site(root, node, node_number, ancestors, scope)
+
+
+def apply(root: Expr, action: Action) -> Expr:
+    """The expression after ``action``; a KsUsageError if the rule does not apply there."""
+    site = site_at(root, action.node)
+    if not action.rule.matches(site):
+        raise KsUsageError(
+            f"rule {action.rule.name} does not apply at node {action.node} ({site.node.op.name.lower()})"
+        )
+    target, replacement = action.rule.rewrite(site)
+    old = site.node if target == site.number else site_at(root, target).node
+    if replacement.type is not old.type:
+        raise AssertionError(f"rule {action.rule.name} changed the type from {old.type} to {replacement.type}")
+    return replace_at(root, target, replacement)

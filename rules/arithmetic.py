@@ -1,0 +1,127 @@
+"""Arithmetic rules: the paper's Table 3 (names as in the reference), constant folding, a/a.
+
+Float arithmetic is not associative, so reassociating rules preserve values up to rounding; rules
+that are exact only on part of the inputs say so in ``domain``.  The division rules hold for Floats
+only (Integer division truncates), and are restricted to them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import ClassVar
+
+from knossos import expr as E
+from knossos.arith import INT_MAX, INT_MIN, fdiv, idiv
+from knossos.errors import KsEvalError
+from knossos.ops import Op
+from knossos.types import FLOAT, INTEGER, Kind
+from rules.rule import Condition, Rewrite, Rule, Site, TableRule, condition, rule
+
+FINITE = "the operands are finite"
+NONZERO_C = "c is not zero"
+
+
+def _floats_only(hole: str = "?a") -> Condition:
+    name = hole[1:]
+    return condition(f"float({hole})", lambda b: b[name].type.leaves == frozenset({Kind.FLOAT}), hole)
+
+
+ALGEBRAIC: list[TableRule] = [
+    rule("add_zero", "(add 0 ?a)", "?a"),
+    rule("mul_zero", "(mul 0 ?a)", "0", domain="a is finite (0 * inf is NaN)"),
+    rule("mul_one", "(mul 1 ?a)", "?a"),
+    rule("sub_zero", "(sub ?a 0)", "?a"),
+    rule("div_one", "(div ?a 1)", "?a"),
+    rule("add_neg_to_sub", "(add ?a (mul ?b -1))", "(sub ?a ?b)"),
+    rule("commute_mul", "(mul ?a ?b)", "(mul ?b ?a)"),
+    rule("commute_add", "(add ?a ?b)", "(add ?b ?a)"),
+    rule("sub_self", "(sub ?a ?a)", "0", domain="a is finite (inf - inf is NaN)"),
+    rule("assoc_add_add", "(add (add ?a ?b) ?c)", "(add (add ?a ?c) ?b)"),
+    rule("assoc_sub_add", "(sub (add ?a ?b) ?c)", "(add (sub ?a ?c) ?b)"),
+    rule("assoc_add_sub", "(add (sub ?a ?b) ?c)", "(sub (add ?a ?c) ?b)"),
+    rule("assoc_sub_sub", "(sub (sub ?a ?b) ?c)", "(sub (sub ?a ?c) ?b)"),
+    rule("sub_sub_to_sub_add", "(sub ?a (sub ?b ?c))", "(sub (add ?a ?c) ?b)"),
+    rule("assoc_mul_mul", "(mul (mul ?a ?b) ?c)", "(mul (mul ?a ?c) ?b)"),
+    rule("mul_by_add", "(mul ?a (add ?b ?c))", "(add (mul ?a ?b) (mul ?a ?c))", domain=FINITE),
+    rule("mul_by_sub", "(mul ?a (sub ?b ?c))", "(sub (mul ?a ?b) (mul ?a ?c))", domain=FINITE),
+    rule("add_of_muls", "(add (mul ?a ?b) (mul ?a ?c))", "(mul ?a (add ?b ?c))", domain=FINITE),
+    rule("sub_of_muls", "(sub (mul ?a ?b) (mul ?a ?c))", "(mul ?a (sub ?b ?c))", domain=FINITE),
+]
+
+FLOAT_ONLY: list[TableRule] = [
+    rule("assoc_div_mul", "(div (mul ?a ?b) ?c)", "(mul (div ?a ?c) ?b)", _floats_only(), domain=NONZERO_C),
+    rule("assoc_mul_div", "(mul (div ?a ?b) ?c)", "(div (mul ?a ?c) ?b)", _floats_only(), domain="b is not zero"),
+    rule("div_by_div", "(div ?a (div ?b ?c))", "(div (mul ?a ?c) ?b)", _floats_only(), domain="b and c are not zero"),
+    rule("add_of_divs", "(add (div ?a ?c) (div ?b ?c))", "(div (add ?a ?b) ?c)", _floats_only(), domain=NONZERO_C),
+    rule("sub_of_divs", "(sub (div ?a ?c) (div ?b ?c))", "(div (sub ?a ?b) ?c)", _floats_only(), domain=NONZERO_C),
+    rule(
+        "assoc_div_div", "(div (div ?a ?b) ?c)", "(div (div ?a ?c) ?b)", _floats_only(), domain="b and c are not zero"
+    ),
+    rule("div_of_div", "(div (div ?a ?b) ?c)", "(div ?a (mul ?b ?c))", _floats_only(), domain="b and c are not zero"),
+    rule("div_by_mul", "(div ?a (mul ?b ?c))", "(div (div ?a ?b) ?c)", _floats_only(), domain="b and c are not zero"),
+]
+
+
+class ConstantFold(Rule):
+    """``(op c1 c2)`` with literal operands becomes the literal result (when it is a finite value)."""
+
+    _FLOAT: ClassVar[dict[Op, Callable[[float, float], float]]] = {
+        Op.ADD: lambda a, b: a + b,
+        Op.SUB: lambda a, b: a - b,
+        Op.MUL: lambda a, b: a * b,
+        Op.DIV: fdiv,
+    }
+    _INTEGER: ClassVar[dict[Op, Callable[[int, int], int]]] = {
+        Op.ADD: lambda a, b: a + b,
+        Op.SUB: lambda a, b: a - b,
+        Op.MUL: lambda a, b: a * b,
+        Op.DIV: idiv,
+    }
+
+    def __init__(self, name: str, op: Op) -> None:
+        self.name = name
+        self.op = op
+        self.heads = frozenset({op})
+        self.lhs_text = f"({op.name.lower()} c1 c2)"
+        self.rhs_text = "the value"
+        self.conditions_text = ("is_constant(c1)", "is_constant(c2)", "the value is finite and in range")
+
+    def _value(self, site: Site) -> bool | int | float | None:
+        a, b = site.node.args
+        if a.op is not Op.CONST or b.op is not Op.CONST or a.type is not b.type:
+            return None
+        try:
+            if a.type is FLOAT:
+                value = self._FLOAT[self.op](a.data, b.data)
+                return value if math.isfinite(value) else None
+            if a.type is INTEGER:
+                ivalue = self._INTEGER[self.op](a.data, b.data)
+                return ivalue if INT_MIN <= ivalue <= INT_MAX else None
+        except KsEvalError:  # Integer division by zero: leave it to run time
+            return None
+        return None
+
+    def matches(self, site: Site) -> bool:
+        return self._value(site) is not None
+
+    def rewrite(self, site: Site) -> Rewrite:
+        value = self._value(site)
+        assert value is not None
+        return site.number, E.const(value)
+
+
+CONSTANT_FOLDING: list[Rule] = [
+    ConstantFold("cprop_add", Op.ADD),
+    ConstantFold("cprop_sub", Op.SUB),
+    ConstantFold("cprop_mul", Op.MUL),
+    ConstantFold("cprop_div", Op.DIV),
+]
+
+DIV_BY_SELF = rule(
+    "div_by_self",
+    "(div ?a ?a)",
+    "1",
+    condition("not_zero_literal(?a)", lambda b: not (b["a"].op is Op.CONST and b["a"].data == 0), "?a"),
+    domain="a is finite and not zero",
+)

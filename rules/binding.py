@@ -1,0 +1,147 @@
+"""Binding rules: introducing, lifting, sharing, inlining and deleting ``let``s.
+
+``inline_let`` acts at one occurrence of a let-bound variable (the action's node is the occurrence)
+and replaces it by the bound value, renaming any binder in between that would capture one of the
+value's free variables.  ``new_bind``, ``lift_bind`` (and ``lift_if`` in :mod:`rules.conditionals`)
+act at a node but rewrite its parent, as in the reference.
+"""
+
+from __future__ import annotations
+
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import BINDERS, Op
+from rules.rule import Rewrite, Rule, Site, not_free, rule
+from rules.substitution import fresh_name, names_in, replace_occurrence, substitute
+
+
+class InlineLet(Rule):
+    """``(let (x e) ... x ...)`` -> ``(let (x e) ... e ...)`` at one occurrence of ``x``."""
+
+    name = "inline_let"
+    heads = frozenset({Op.VAR})
+    lhs_text = "(let (x e) ...x...)"
+    rhs_text = "(let (x e) ...e...)"
+    conditions_text = ("x is bound by a let, the occurrence is not the binding one",)
+
+    def _binder(self, site: Site) -> tuple[Expr, int] | None:
+        parent = site.parent
+        if parent is None:
+            return None
+        parent_node, _, index = parent
+        binder = BINDERS.get(parent_node.op)
+        if binder is not None and index == binder[0]:
+            return None  # the binding occurrence itself
+        found = site.scope.get(site.node.data)
+        if found is None or found[0].op is not Op.LET or found[0].args[0] is not site.node:
+            return None  # bound by a lambda/build, or by a let of another type
+        return found
+
+    def matches(self, site: Site) -> bool:
+        return self._binder(site) is not None
+
+    def rewrite(self, site: Site) -> Rewrite:
+        found = self._binder(site)
+        assert found is not None
+        let_node, let_number = found
+        value = let_node.args[1]
+        body = let_node.args[2]
+        # the occurrence's number inside the body; binders on the way that capture `value` are renamed
+        offset = site.number - (let_number + 1 + let_node.args[0].size + value.size)
+        var = let_node.args[0]
+        if var.data in value.free:  # (let (x (f x)) ...x...): the let itself would capture the value's x
+            new_var = E.var(fresh_name([names_in(let_node)], base=var.data), var.type)
+            body = substitute(body, var.data, new_var)  # same shape, so the occurrence keeps its number
+            var = new_var
+        return let_number, E.let(var, value, replace_occurrence(body, offset, value))
+
+
+class NewBind(Rule):
+    """``e`` -> ``(let (x e) x)`` for a compound ``e`` whose parent is not a let."""
+
+    name = "new_bind"
+    heads = None
+    lhs_text = "e"
+    rhs_text = "(let (x e) x)"
+    conditions_text = ("e is not a variable, literal or let", "the parent is not a let or lambda")
+
+    def matches(self, site: Site) -> bool:
+        parent = site.parent
+        if parent is None or not site.node.args or site.node.op is Op.LET:
+            return False
+        parent_node, _, index = parent
+        if parent_node.op in (Op.LET, Op.LAM):
+            return False
+        binder = BINDERS.get(parent_node.op)
+        return not (binder is not None and index == binder[0])
+
+    def rewrite(self, site: Site) -> Rewrite:
+        e = site.node
+        x = E.var(fresh_name([e.free]), e.type)
+        return site.number, E.let(x, e, x)
+
+
+class LiftBind(Rule):
+    """``(op ... (let (x e) b) ...)`` -> ``(let (x e) (op ... b ...))`` when ``op`` binds nothing in ``e``."""
+
+    name = "lift_bind"
+    heads = frozenset({Op.LET})
+    lhs_text = "(op ... (let (x e) b) ...)"
+    rhs_text = "(let (x e) (op ... b ...))"
+    conditions_text = ("op binds no variable free in e", "x is renamed if op's other children use it")
+
+    def matches(self, site: Site) -> bool:
+        parent = site.parent
+        if parent is None:
+            return False
+        parent_node, _, index = parent
+        if parent_node.op is Op.LAM:
+            return False
+        binder = BINDERS.get(parent_node.op)
+        if binder is not None and index == binder[1]:
+            return parent_node.args[binder[0]].data not in site.node.args[1].free
+        return True
+
+    def rewrite(self, site: Site) -> Rewrite:
+        parent = site.parent
+        assert parent is not None
+        parent_node, parent_number, index = parent
+        var, value, body = site.node.args
+        siblings = [c for i, c in enumerate(parent_node.args) if i != index]
+        if any(var.data in c.free or (c.op is Op.VAR and c.data == var.data) for c in siblings):
+            avoid = names_in(parent_node)
+            new_var = E.var(fresh_name([avoid]), var.type)
+            body = substitute(body, var.data, new_var)
+            var = new_var
+        args = list(parent_node.args)
+        args[index] = body
+        return parent_number, E.let(var, value, parent_node.replace_args(tuple(args)))
+
+
+class CseBind(Rule):
+    """``(let (x e) (let (y e) b))`` -> ``(let (x e) b[y := x])``."""
+
+    name = "cse_bind"
+    heads = frozenset({Op.LET})
+    lhs_text = "(let (x e) (let (y e) b))"
+    rhs_text = "(let (x e) b[y := x])"
+    conditions_text = ("the inner e does not use x",)
+
+    def matches(self, site: Site) -> bool:
+        var, value, body = site.node.args
+        return body.op is Op.LET and body.args[1] is value and var.data not in value.free
+
+    def rewrite(self, site: Site) -> Rewrite:
+        var, value, inner = site.node.args
+        inner_var, _, inner_body = inner.args
+        new_body = inner_body if inner_var is var else substitute(inner_body, inner_var.data, var)
+        return site.number, E.let(var, value, new_body)
+
+
+DELETE_LET = rule("delete_let", "(let (?x ?e) ?b)", "?b", not_free("?x", "?b"))
+LET_RECOVER = rule("let_recover", "(let (?x ?e) ?x)", "?e")
+
+INLINE_LET = InlineLet()
+NEW_BIND = NewBind()
+LIFT_BIND = LiftBind()
+CSE_BIND = CseBind()

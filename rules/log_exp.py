@@ -1,0 +1,52 @@
+"""Rules for ``log`` and ``exp`` (the reference's ``log_exp_rules``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from knossos import expr as E
+from knossos.ops import Op
+from rules.rule import Rewrite, Rule, Site, rule
+
+
+class FoldUnary(Rule):
+    """``(f c)`` for a literal ``c`` becomes the literal value, when it is finite."""
+
+    def __init__(self, name: str, op: Op, fn: Callable[[float], float]) -> None:
+        self.name = name
+        self.heads = frozenset({op})
+        self.fn = fn
+        self.lhs_text = f"({op.name.lower()} c)"
+        self.rhs_text = "the value"
+        self.conditions_text = ("is_constant(c)", "the value is finite")
+
+    def _value(self, site: Site) -> float | None:
+        arg = site.node.args[0]
+        if arg.op is not Op.CONST:
+            return None
+        try:
+            value = self.fn(arg.data)
+        except (ValueError, OverflowError):
+            return None
+        return value if math.isfinite(value) else None
+
+    def matches(self, site: Site) -> bool:
+        return self._value(site) is not None
+
+    def rewrite(self, site: Site) -> Rewrite:
+        value = self._value(site)
+        assert value is not None
+        return site.number, E.const(value)
+
+
+LOG_EXP_RULES: list[Rule] = [
+    rule("log_of_exp", "(log (exp ?a))", "?a", domain="exp(a) does not overflow"),
+    rule("exp_of_log", "(exp (log ?a))", "?a", domain="a > 0"),
+    FoldUnary("cprop_log", Op.LOG, math.log),
+    FoldUnary("cprop_exp", Op.EXP, math.exp),
+    rule("exp_of_add", "(exp (add ?a ?b))", "(mul (exp ?a) (exp ?b))", domain="no overflow"),
+    rule("mul_of_exps", "(mul (exp ?a) (exp ?b))", "(exp (add ?a ?b))", domain="no overflow"),
+    rule("log_of_mul", "(log (mul ?a ?b))", "(add (log ?a) (log ?b))", domain="a > 0 and b > 0"),
+    rule("add_of_logs", "(add (log ?a) (log ?b))", "(log (mul ?a ?b))", domain="a > 0 and b > 0"),
+]

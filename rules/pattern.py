@@ -1,0 +1,163 @@
+"""Patterns: expressions with holes, written in the Knossos syntax with ``?name`` for a hole.
+
+``(add 0.0 ?a)`` matches an ``add`` whose first argument is the literal zero and binds ``?a`` to the
+second.  A hole that appears twice must match the same expression both times (``is``).  Binders bind
+holes too: in ``(build ?n (lam ?i ?body))`` the hole ``?i`` matches the index variable.  Numeric
+literals in patterns match Integer and Float literals of that value; in a right-hand side they are
+made with the scalar type of the expression being rewritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from knossos import expr as E
+from knossos.errors import KsSyntaxError
+from knossos.expr import Expr
+from knossos.ops import PRIMITIVES, Op
+from knossos.reader import Form, Literal, SList, Symbol, read_forms
+from knossos.types import FLOAT, INTEGER, Type
+
+Bindings = dict[str, Expr]
+
+
+@dataclass(frozen=True)
+class Hole:
+    name: str  # without the '?'
+
+
+@dataclass(frozen=True)
+class Lit:
+    value: bool | int | float
+
+
+@dataclass(frozen=True)
+class Node:
+    op: Op
+    args: tuple[Pattern, ...]
+
+
+Pattern = Hole | Lit | Node
+
+_BINDING_FORMS = {"build": Op.BUILD, "sumbuild": Op.SUMBUILD}
+
+
+def parse_pattern(text: str) -> Pattern:
+    """Parse one pattern; raises KsSyntaxError (with the pattern text) if it is malformed."""
+    forms = read_forms(text, "<pattern>")
+    if len(forms) != 1:
+        raise KsSyntaxError(f"a pattern is one expression: {text!r}")
+    return _convert(forms[0], text)
+
+
+def _convert(form: Form, text: str) -> Pattern:
+    if isinstance(form, Literal):
+        return Lit(form.value)
+    if isinstance(form, Symbol):
+        if form.name.startswith("?") and len(form.name) > 1:
+            return Hole(form.name[1:])
+        raise KsSyntaxError(f"in pattern {text!r}: '{form.name}' is neither a ?hole nor a literal")
+    if not form or not isinstance(form[0], Symbol):
+        raise KsSyntaxError(f"in pattern {text!r}: expected (op ...)")
+    head = form[0].name
+    parts = form[1:]
+    if head == "let":  # (let (?x ?e) ?body)
+        if len(parts) != 2 or not isinstance(parts[0], SList) or len(parts[0]) != 2:
+            raise KsSyntaxError(f"in pattern {text!r}: a let pattern is (let (?x ?e) ?body)")
+        return Node(Op.LET, (_hole(parts[0][0], text), _convert(parts[0][1], text), _convert(parts[1], text)))
+    if head in _BINDING_FORMS:  # (build ?n (lam ?i ?body))
+        if len(parts) != 2 or not isinstance(parts[1], SList) or len(parts[1]) != 3:
+            raise KsSyntaxError(f"in pattern {text!r}: a {head} pattern is ({head} ?n (lam ?i ?body))")
+        lam_form = parts[1]
+        return Node(
+            _BINDING_FORMS[head], (_convert(parts[0], text), _hole(lam_form[1], text), _convert(lam_form[2], text))
+        )
+    if head == "tuple":
+        return Node(Op.TUPLE, tuple(_convert(p, text) for p in parts))
+    if head not in PRIMITIVES:
+        raise KsSyntaxError(f"in pattern {text!r}: unknown op '{head}'")
+    op, arity = PRIMITIVES[head]
+    if len(parts) != arity:
+        raise KsSyntaxError(f"in pattern {text!r}: '{head}' takes {arity} argument(s)")
+    return Node(op, tuple(_convert(p, text) for p in parts))
+
+
+def _hole(form: Form, text: str) -> Hole:
+    pattern = _convert(form, text)
+    if not isinstance(pattern, Hole):
+        raise KsSyntaxError(f"in pattern {text!r}: a bound variable must be a ?hole")
+    return pattern
+
+
+def holes(pattern: Pattern) -> list[str]:
+    """Names of the holes, in order of first appearance."""
+    out: list[str] = []
+    stack = [pattern]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Hole):
+            if p.name not in out:
+                out.append(p.name)
+        elif isinstance(p, Node):
+            stack.extend(reversed(p.args))
+    return out
+
+
+def head_op(pattern: Pattern) -> Op | None:
+    return pattern.op if isinstance(pattern, Node) else None
+
+
+def match(pattern: Pattern, node: Expr) -> Bindings | None:
+    """The hole bindings under which ``pattern`` is ``node``, or None."""
+    bindings: Bindings = {}
+    stack: list[tuple[Pattern, Expr]] = [(pattern, node)]
+    while stack:
+        p, e = stack.pop()
+        if isinstance(p, Hole):
+            seen = bindings.get(p.name)
+            if seen is None:
+                bindings[p.name] = e
+            elif seen is not e:
+                return None
+        elif isinstance(p, Lit):
+            if e.op is not Op.CONST or not _literal_matches(p.value, e):
+                return None
+        else:
+            if e.op is not p.op or len(e.args) != len(p.args):
+                return None
+            stack.extend(zip(p.args, e.args, strict=True))
+    return bindings
+
+
+def _literal_matches(value: bool | int | float, e: Expr) -> bool:
+    if isinstance(value, bool) or e.type.kind.name == "BOOL":
+        return e.data is value
+    return e.type.is_number and e.data == value
+
+
+def instantiate(pattern: Pattern, bindings: Bindings, scalar: Type | None) -> Expr:
+    """Build ``pattern`` with its holes filled; numeric literals get type ``scalar``."""
+    built: dict[int, Expr] = {}
+    stack: list[tuple[Pattern, bool]] = [(pattern, False)]
+    while stack:
+        p, ready = stack.pop()
+        if isinstance(p, Hole):
+            built[id(p)] = bindings[p.name]
+        elif isinstance(p, Lit):
+            built[id(p)] = E.const(_literal(p.value, scalar))
+        elif not ready:
+            stack.append((p, True))
+            stack.extend((a, False) for a in p.args)
+        else:
+            built[id(p)] = E.make(p.op, tuple(built[id(a)] for a in p.args))
+    return built[id(pattern)]
+
+
+def _literal(value: bool | int | float, scalar: Type | None) -> bool | int | float:
+    if isinstance(value, bool):
+        return value
+    if scalar is INTEGER:
+        return int(value)
+    if scalar is FLOAT:
+        return float(value)
+    raise ValueError("a numeric literal on a right-hand side needs a scalar number type")

@@ -1,0 +1,73 @@
+"""The named rule sets of the paper and the reference (names as in experiments/data/README.md).
+
+Sets are built here, explicitly, from the rule families; nothing registers itself on import.
+"""
+
+from __future__ import annotations
+
+from knossos.errors import KsUsageError
+from rules.arithmetic import ALGEBRAIC, CONSTANT_FOLDING, DIV_BY_SELF, FLOAT_ONLY
+from rules.binding import CSE_BIND, DELETE_LET, INLINE_LET, LET_RECOVER, LIFT_BIND, NEW_BIND
+from rules.calls import INLINE_CALL
+from rules.conditionals import IF_RULES
+from rules.log_exp import LOG_EXP_RULES
+from rules.rule_set import RuleSet
+from rules.vectors import VECTOR_RULES
+
+simplify_rules = RuleSet(
+    "simplify_rules", [*ALGEBRAIC, *FLOAT_ONLY, *CONSTANT_FOLDING, INLINE_LET, DELETE_LET, DIV_BY_SELF]
+)
+binding_rules = RuleSet("binding_rules", [NEW_BIND, LIFT_BIND, CSE_BIND, INLINE_LET, DELETE_LET, LET_RECOVER])
+binding_simplify_rules = (simplify_rules + binding_rules).named("binding_simplify_rules")
+if_rules = RuleSet("if_rules", IF_RULES)
+log_exp_rules = RuleSet("log_exp_rules", LOG_EXP_RULES)
+vector_tuple_rules = RuleSet("vector_tuple_rules", VECTOR_RULES)
+inline_call_rules = RuleSet("inline_call", [INLINE_CALL])
+ml_rules = (simplify_rules + binding_rules + vector_tuple_rules + if_rules + inline_call_rules).named("ml_rules")
+ml_rules_no_bind = (ml_rules - ["new_bind", "lift_bind", "cse_bind", "let_recover"]).named("ml_rules_no_bind")
+#: The Table 4 rules marked for the first phase of two-phase search (sumbuild-of-if is lift_if).
+phase1 = RuleSet(
+    "phase1",
+    [
+        vector_tuple_rules.rule(n)
+        for n in (
+            "index_of_build",
+            "mk_sumbuild",
+            "sumbuild_other_deltavec",
+            "sumbuild_of_tuple",
+            "sumbuild_invariant",
+            "sumbuild_of_sum",
+            "sumbuild_of_build",
+            "sum_of_deltavecs",
+            "add_tuples",
+            "mul_tuple_scalar",
+        )
+    ]
+    + [if_rules.rule("lift_if")],
+)
+all_rules = (ml_rules + log_exp_rules).named("all_rules")
+
+RULE_SETS: dict[str, RuleSet] = {
+    s.name: s
+    for s in (
+        simplify_rules,
+        binding_rules,
+        binding_simplify_rules,
+        if_rules,
+        log_exp_rules,
+        vector_tuple_rules,
+        inline_call_rules,
+        ml_rules,
+        ml_rules_no_bind,
+        phase1,
+        all_rules,
+    )
+}
+
+
+def get_rule_set(name: str) -> RuleSet:
+    """A rule set by name; a one-line error listing the names otherwise."""
+    found = RULE_SETS.get(name)
+    if found is None:
+        raise KsUsageError(f"unknown rule set '{name}' (known: {', '.join(RULE_SETS)})")
+    return found

@@ -1,0 +1,164 @@
+"""Vector and tuple rules: the paper's Table 4 (names as in the reference's ``vector_tuple_rules``).
+
+Summing over no elements is defined differently before and after some of these rewrites (an error for
+vector sums, zero for scalars), so several hold for sizes of at least one: ``domain`` says so.
+"""
+
+from __future__ import annotations
+
+from knossos import expr as E
+from knossos.ops import Op
+from knossos.types import Kind
+from rules.rule import Rewrite, Rule, Site, all_floats, condition, not_free, rule
+
+IN_RANGE = "the index is within the vector"
+NONEMPTY = "n >= 1"
+
+
+def _is_zero(e: E.Expr) -> bool:
+    while e.op is Op.CONSTVEC:
+        e = e.args[1]
+    return e.op is Op.CONST and e.type.is_number and e.data == 0
+
+
+VECTOR_TABLE = [
+    rule("size_of_build", "(size (build ?n (lam ?x ?b)))", "?n", domain="n >= 0"),
+    rule("index_of_build", "(index ?arg (build ?sz (lam ?x ?body)))", "(let (?x ?arg) ?body)", domain=IN_RANGE),
+    rule("mk_sumbuild", "(sum (build ?n (lam ?x ?e)))", "(sumbuild ?n (lam ?x ?e))"),
+    rule(
+        "sumbuild_other_deltavec",
+        "(sumbuild ?n (lam ?x (deltaVec ?m ?i ?v)))",
+        "(deltaVec ?m ?i (sumbuild ?n (lam ?x ?v)))",
+        not_free("?x", "?m"),
+        not_free("?x", "?i"),
+        domain=NONEMPTY,
+    ),
+    rule(
+        "sumbuild_of_deltavec",
+        "(sumbuild ?n (lam ?x (deltaVec ?n ?x ?e)))",
+        "(build ?n (lam ?x ?e))",
+        not_free("?x", "?n"),
+        domain=NONEMPTY,
+    ),
+    rule(
+        "sumbuild_invariant",
+        "(sumbuild ?n (lam ?x ?c))",
+        "(mul (to_float ?n) ?c)",
+        not_free("?x", "?c"),
+        all_floats("?c"),
+        domain=NONEMPTY,
+    ),
+    rule(
+        "sumbuild_of_zero_vec",
+        "(sumbuild ?n (lam ?x ?z))",
+        "?z",
+        not_free("?x", "?z"),
+        condition("is_zero_vec(?z)", lambda b: _is_zero(b["z"]), "?z"),
+        domain=NONEMPTY,
+    ),
+    rule(
+        "sum_of_deltavecs",
+        "(add (deltaVec ?n ?i ?e1) (deltaVec ?n ?i ?e2))",
+        "(deltaVec ?n ?i (add ?e1 ?e2))",
+        condition("same type(?e1, ?e2)", lambda b: b["e1"].type is b["e2"].type, "?e1", "?e2"),
+    ),
+    rule(
+        "sumbuild_of_sum",
+        "(sumbuild ?n (lam ?x (add ?a ?b)))",
+        "(add (sumbuild ?n (lam ?x ?a)) (sumbuild ?n (lam ?x ?b)))",
+        domain=NONEMPTY,
+    ),
+    rule(
+        "sumbuild_of_build",
+        "(sumbuild ?o (lam ?oi (build ?n (lam ?ni ?e))))",
+        "(build ?n (lam ?ni (sumbuild ?o (lam ?oi ?e))))",
+        not_free("?oi", "?n"),
+        not_free("?ni", "?o"),
+        domain="o >= 1",
+    ),
+]
+
+
+class SelectOfTuple(Rule):
+    """``(get$i$n (tuple e1 ... en))`` -> ``ei``."""
+
+    name = "select_of_tuple"
+    heads = frozenset({Op.GET})
+    lhs_text = "(get$i$n (tuple e1 ... en))"
+    rhs_text = "ei"
+    domain = "evaluating the other elements does not fail"
+
+    def matches(self, site: Site) -> bool:
+        return site.node.args[0].op is Op.TUPLE
+
+    def rewrite(self, site: Site) -> Rewrite:
+        return site.number, site.node.args[0].args[site.node.data[0] - 1]
+
+
+class SumbuildOfTuple(Rule):
+    """``(sumbuild n (lam x (tuple e1 ...)))`` -> ``(tuple (sumbuild n (lam x e1)) ...)``."""
+
+    name = "sumbuild_of_tuple"
+    heads = frozenset({Op.SUMBUILD})
+    lhs_text = "(sumbuild n (lam x (tuple e1 ... ek)))"
+    rhs_text = "(tuple (sumbuild n (lam x e1)) ... (sumbuild n (lam x ek)))"
+
+    def matches(self, site: Site) -> bool:
+        return site.node.args[2].op is Op.TUPLE
+
+    def rewrite(self, site: Site) -> Rewrite:
+        n, x, body = site.node.args
+        return site.number, E.tuple_(*(E.sumbuild(n, x, e) for e in body.args))
+
+
+class AddTuples(Rule):
+    """``(add (tuple a1 ...) (tuple b1 ...))`` -> ``(tuple (add a1 b1) ...)``."""
+
+    name = "add_tuples"
+    heads = frozenset({Op.ADD})
+    lhs_text = "(add (tuple a1 ... ak) (tuple b1 ... bk))"
+    rhs_text = "(tuple (add a1 b1) ... (add ak bk))"
+
+    def matches(self, site: Site) -> bool:
+        a, b = site.node.args
+        return a.op is Op.TUPLE and b.op is Op.TUPLE and len(a.args) == len(b.args)
+
+    def rewrite(self, site: Site) -> Rewrite:
+        a, b = site.node.args
+        return site.number, E.tuple_(*(E.op(Op.ADD, x, y) for x, y in zip(a.args, b.args, strict=True)))
+
+
+class MulTupleScalar(Rule):
+    """``(mul (tuple a1 ...) z)`` -> ``(tuple (mul a1 z) ...)`` for a scalar ``z``."""
+
+    name = "mul_tuple_scalar"
+    heads = frozenset({Op.MUL})
+    lhs_text = "(mul (tuple a1 ... ak) z)"
+    rhs_text = "(tuple (mul a1 z) ... (mul ak z))"
+    conditions_text = ("z is a scalar",)
+
+    def matches(self, site: Site) -> bool:
+        a, z = site.node.args
+        return a.op is Op.TUPLE and z.type.kind in (Kind.FLOAT, Kind.INTEGER)
+
+    def rewrite(self, site: Site) -> Rewrite:
+        a, z = site.node.args
+        return site.number, E.tuple_(*(E.op(Op.MUL, x, z) for x in a.args))
+
+
+VECTOR_RULES: list[Rule] = [
+    VECTOR_TABLE[0],  # size_of_build
+    VECTOR_TABLE[1],  # index_of_build
+    SelectOfTuple(),
+    VECTOR_TABLE[2],  # mk_sumbuild
+    VECTOR_TABLE[3],  # sumbuild_other_deltavec
+    VECTOR_TABLE[4],  # sumbuild_of_deltavec
+    SumbuildOfTuple(),
+    AddTuples(),
+    MulTupleScalar(),
+    VECTOR_TABLE[5],  # sumbuild_invariant
+    VECTOR_TABLE[6],  # sumbuild_of_zero_vec
+    VECTOR_TABLE[7],  # sum_of_deltavecs
+    VECTOR_TABLE[8],  # sumbuild_of_sum
+    VECTOR_TABLE[9],  # sumbuild_of_build
+]

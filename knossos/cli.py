@@ -15,6 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any, NoReturn, TypeVar
 
 from knossos.errors import KsError, KsUsageError, Pos
@@ -277,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many evaluation steps")
     expr_option(p)
     p.set_defaults(run=cmd_eval)
+
+    # Other packages (rules, search) add their commands through this entry point group, so that the
+    # language core does not import them.
+    for entry in sorted(entry_points(group="knossos.commands"), key=lambda e: e.name):
+        entry.load()(sub)
     return parser
 
 

@@ -10,11 +10,14 @@ as they are built, so an ill-typed node cannot exist), its :attr:`~Expr.cost` un
 cost model, its node count :attr:`~Expr.size` and its free variable names :attr:`~Expr.free`.
 Nothing here recurses on the depth of an expression.
 
-Alpha-equivalence.  The hash of a binder ``(let (x e) b)`` hashes ``b`` with each free occurrence of
-``x`` replaced by its de Bruijn index; subterms in which no bound variable occurs free reuse their own
-cached hash, and hashes of subterms under a binding environment are memoised per node, so building a
-node costs time proportional to the paths that lead to occurrences of its bound variable, not to its
-size.  Hash equality is confirmed by a structural comparison before a node is shared.
+Alpha-equivalence.  A node's hash combines two numbers.  Its *shape* hash ignores variable names;
+a binder adds to it the positions where its variable occurs in its scope.  Its *weight* records the
+free variables: the sum, modulo a prime, of each free variable's name weight times a polynomial in
+the positions of its occurrences (one multiplier per op, child index and height).  Both are computed
+from the children in constant time; being linear, the weight of a binder is its scope's weight minus
+the bound variable's term, so bound names leave no trace.  The positions of a bound variable are
+found lazily, memoised per node, along the new paths only.  Hash equality is confirmed by a
+structural comparison before a binder is shared with an alpha-variant.
 """
 
 from __future__ import annotations
@@ -33,16 +36,15 @@ from knossos.types import BOOL, FLOAT, INTEGER, Type
 from knossos.typing_rules import TYPE_RULES
 
 Value = Union[bool, int, float]
-Env = tuple[tuple[str, int], ...]  # bound names with their de Bruijn index, sorted by index
 
 _EMPTY: Final[frozenset[str]] = frozenset()
-_BOUND_TAG: Final = 0x5EED
+_PRIME: Final = (1 << 61) - 1  # arithmetic of the weights
 
 
 class Expr:
     """An interned expression node.  Build nodes with the functions of this module."""
 
-    __slots__ = ("__weakref__", "_memo", "args", "cost", "data", "free", "h", "op", "size", "type")
+    __slots__ = ("__weakref__", "_pos", "args", "cost", "data", "free", "h", "height", "op", "s", "size", "type", "w")
 
     op: Op
     #: Children.  A binder's bound variable is one of them, see :data:`knossos.ops.BINDERS`.
@@ -56,7 +58,12 @@ class Expr:
     #: Names of the free variables.
     free: frozenset[str]
     h: int
-    _memo: dict[Env, int] | None
+    #: Shape hash (variable names left out), free-variable weight, height (leaves are 0).
+    s: int
+    w: int
+    height: int
+    #: Memo of the positions of free variables, by name (see the module docstring).
+    _pos: dict[str, int] | None
 
     def __hash__(self) -> int:
         return self.h
@@ -193,7 +200,9 @@ class _Fresh(Expr):
     __setattr__ = object.__setattr__  # type: ignore[assignment]
 
 
-def _new(op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: frozenset[str], h: int) -> Expr:
+def _new(
+    op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: frozenset[str], s: int, w: int, height: int
+) -> Expr:
     node = object.__new__(_Fresh)
     node.op = op
     node.args = args
@@ -205,10 +214,30 @@ def _new(op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: 
         size += a.size
     node.size = size
     node.free = free
-    node.h = h
-    node._memo = None
+    node.s = s
+    node.w = w
+    node.height = height
+    node.h = hash((s, w))
+    node._pos = None
     node.__class__ = Expr  # type: ignore[assignment]
     return node
+
+
+_multipliers: dict[tuple[Op, int, int], int] = {}
+
+
+def _multiplier(op: Op, index: int, height: int) -> int:
+    """The weight multiplier of child ``index`` of an ``op`` node of this height (nonzero mod the prime)."""
+    key = (op, index, height)
+    m = _multipliers.get(key)
+    if m is None:
+        m = hash((0x6D75, int(op), index, height)) % (_PRIME - 1) + 1
+        _multipliers[key] = m
+    return m
+
+
+def _name_weight(name: str) -> int:
+    return stable_hash(name) % (_PRIME - 1) + 1
 
 
 def _union_free(args: tuple[Expr, ...]) -> frozenset[str]:
@@ -241,15 +270,20 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
             return found
     t = TYPE_RULES[op](args, data)
     cost = COST_RULES[op](args, data, t)
+    dh = 0 if data is None else _data_hash(op, data, t)
     if n == 2:
         a, b = args
-        h = hash((op, 0 if data is None else _data_hash(op, data, t), a.h, b.h))
+        height = 1 + (a.height if a.height > b.height else b.height)
+        s = hash((op, dh, a.s, b.s))
+        w = (_multiplier(op, 0, height) * a.w + _multiplier(op, 1, height) * b.w) % _PRIME
         fa, fb = a.free, b.free
         free = fa if (not fb or fb is fa or fb <= fa) else (fb if not fa or fa <= fb else fa | fb)
     else:
-        h = hash((op, 0 if data is None else _data_hash(op, data, t), *[a.h for a in args]))
+        height = 1 + max((a.height for a in args), default=0)
+        s = hash((op, dh, *[a.s for a in args]))
+        w = sum(_multiplier(op, i, height) * a.w for i, a in enumerate(args)) % _PRIME
         free = _union_free(args)
-    node = _new(op, args, data, t, cost, free, h)
+    node = _new(op, args, data, t, cost, free, s, w, height)
     ref = _Ref(node, _forget)
     ref.key = key
     _table[key] = ref
@@ -277,8 +311,19 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
             f = f - {name}
         if f:
             free = f if not free else free | f
-    h = _hash_binder(op, args, ())
-    node = _new(op, args, None, t, cost, free, h)
+    # the shape records where the bound variable occurs; the weight drops its term
+    height = 1 + max(a.height for i, a in enumerate(args) if i != var_index)
+    position = _position(args[scope_index], name)
+    shapes: list[int] = [bound.type.h, position]
+    w = 0
+    for i, a in enumerate(args):
+        if i == var_index:
+            continue
+        shapes.append(a.s)
+        aw = (a.w - _name_weight(name) * position) % _PRIME if i == scope_index else a.w
+        w += _multiplier(op, i, height) * aw
+    node = _new(op, args, None, t, cost, free, hash((op, *shapes)), w % _PRIME, height)
+    h = node.h
     slot = 0
     while True:
         akey = (h, slot)
@@ -296,105 +341,55 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
     return node
 
 
-# -- hashing modulo alpha ------------------------------------------------------------------------
-def _restrict(env: Env, free: frozenset[str]) -> Env:
-    return tuple(p for p in env if p[0] in free)
+# -- positions of free variables -----------------------------------------------------------------
+def _position(root: Expr, name: str) -> int:
+    """The polynomial of the positions of the free occurrences of ``name`` in ``root`` (0: none).
 
-
-def _shift(env: Env, name: str) -> Env:
-    return ((name, 0), *((n, i + 1) for n, i in env if n != name))
-
-
-def _child_envs(node_op: Op, args: tuple[Expr, ...], env: Env) -> list[Env | None]:
-    """The environment of each child (``None`` for a binding occurrence), restricted to its free names."""
-    binder = BINDERS.get(node_op)
-    if binder is None:
-        if len(env) == 1:
-            name = env[0][0]
-            return [env if name in a.free else () for a in args]
-        return [_restrict(env, a.free) if env else () for a in args]
-    var_index, scope_index = binder
-    out: list[Env | None] = []
-    for i, a in enumerate(args):
-        if i == var_index:
-            out.append(None)
-        elif i == scope_index:
-            out.append(_restrict(_shift(env, args[var_index].data), a.free))
-        else:
-            out.append(_restrict(env, a.free) if env else ())
-    return out
-
-
-def _combine(op: Op, args: tuple[Expr, ...], data: Any, t: Type, child_hashes: list[int]) -> int:
-    if op in BINDERS:
-        bound = args[BINDERS[op][0]]
-        return hash((op, bound.type.h, *child_hashes))
-    return hash((op, _data_hash(op, data, t), *child_hashes))
-
-
-def _hash_binder(op: Op, args: tuple[Expr, ...], env: Env) -> int:
-    """Hash of a binder node at the top (``env == ()``), its bound variable anonymised."""
-    var_index, scope_index = BINDERS[op]
-    bound = args[var_index]
-    hashes: list[int] = []
-    for i, a in enumerate(args):
-        if i == var_index:
-            continue
-        if i == scope_index and bound.data in a.free:
-            hashes.append(_hash_under(a, ((bound.data, 0),)))
-        else:
-            hashes.append(a.h)
-    return hash((op, bound.type.h, *hashes))
-
-
-def _hash_under(root: Expr, env: Env) -> int:
-    """Hash of ``root`` with the variables of ``env`` replaced by their de Bruijn indices.
-
-    Memoised per node; iterative, so deep expressions are fine.
+    Memoised per node and name; iterative.  Its weighted sum over the free names is ``root.w``.
     """
+    if name not in root.free:
+        return 0
     if root.op is Op.VAR:
-        return _var_hash_under(root, env)
-    stack: list[tuple[Expr, Env]] = [(root, env)]
+        return 1
+    memo = root._pos
+    if memo is not None and name in memo:
+        return memo[name]
+    stack = [root]
     while stack:
-        node, nenv = stack[-1]
-        memo = node._memo
-        if (memo is not None and nenv in memo) or _hash_if_children_ready(node, nenv) is not None:
+        node = stack[-1]
+        memo = node._pos
+        if memo is not None and name in memo:
             stack.pop()
             continue
-        for a, cenv in zip(node.args, _child_envs(node.op, node.args, nenv), strict=True):
-            if cenv and a.op is not Op.VAR and (a._memo is None or cenv not in a._memo):
-                stack.append((a, cenv))
-    return root._memo[env]  # type: ignore[index]
-
-
-def _hash_if_children_ready(node: Expr, env: Env) -> int | None:
-    """Hash ``node`` under ``env`` at once if no child needs work of its own; else ``None``."""
-    hashes: list[int] = []
-    for a, cenv in zip(node.args, _child_envs(node.op, node.args, env), strict=True):
-        if cenv is None:
+        pending = False
+        children = _occurrence_children(node, name)
+        for _, a in children:
+            if a.op is not Op.VAR and (a._pos is None or name not in a._pos):
+                stack.append(a)
+                pending = True
+        if pending:
             continue
-        if not cenv:
-            hashes.append(a.h)
-        elif a.op is Op.VAR:
-            hashes.append(_var_hash_under(a, cenv))
-        else:
-            memo = a._memo
-            if memo is None or cenv not in memo:
-                return None
-            hashes.append(memo[cenv])
-    h = _combine(node.op, node.args, node.data, node.type, hashes)
-    if node._memo is None:
-        _set(node, "_memo", {env: h})
-    else:
-        node._memo[env] = h
-    return h
+        total = 0
+        for i, a in children:
+            total += _multiplier(node.op, i, node.height) * (1 if a.op is Op.VAR else a._pos[name])  # type: ignore[index]
+        if memo is None:
+            memo = {}
+            _set(node, "_pos", memo)
+        memo[name] = total % _PRIME
+        stack.pop()
+    return root._pos[name]  # type: ignore[index]
 
 
-def _var_hash_under(v: Expr, env: Env) -> int:
-    for name, index in env:
-        if name == v.data:
-            return hash((_BOUND_TAG, index, v.type.h))
-    return v.h
+def _occurrence_children(node: Expr, name: str) -> list[tuple[int, Expr]]:
+    """The children (with their index) in which ``name`` occurs free as seen from ``node``."""
+    binder = BINDERS.get(node.op)
+    out = []
+    for i, a in enumerate(node.args):
+        if binder is not None and (i == binder[0] or (i == binder[1] and node.args[binder[0]].data == name)):
+            continue
+        if name in a.free:
+            out.append((i, a))
+    return out
 
 
 def alpha_equal(a: Expr, b: Expr) -> bool:
@@ -443,8 +438,7 @@ def const(value: Value) -> Expr:
     found = _lookup(key)
     if found is not None:
         return found
-    h = hash((Op.CONST, _data_hash(Op.CONST, value, t)))
-    node = _new(Op.CONST, (), value, t, 0.0, _EMPTY, h)
+    node = _new(Op.CONST, (), value, t, 0.0, _EMPTY, hash((Op.CONST, _data_hash(Op.CONST, value, t))), 0, 0)
     _register(node, key)
     return node
 
@@ -455,8 +449,7 @@ def var(name: str, t: Type) -> Expr:
     found = _lookup(key)
     if found is not None:
         return found
-    h = hash((Op.VAR, _data_hash(Op.VAR, name, t)))
-    node = _new(Op.VAR, (), name, t, 0.0, frozenset((name,)), h)
+    node = _new(Op.VAR, (), name, t, 0.0, frozenset((name,)), hash((Op.VAR, t.h)), _name_weight(name), 0)
     _register(node, key)
     return node
 

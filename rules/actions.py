@@ -94,7 +94,8 @@ def site_at(root: Expr, number: int) -> Site:
 def apply(root: Expr, action: Action) -> Expr:
     """The expression after ``action``; a KsUsageError if the rule does not apply there."""
     site = site_at(root, action.node)
-    if not action.rule.matches(site):
+    heads = action.rule.heads
+    if (heads is not None and site.node.op not in heads) or not action.rule.matches(site):
         raise KsUsageError(
             f"rule {action.rule.name} does not apply at node {action.node} ({site.node.op.name.lower()})"
         )

@@ -41,9 +41,9 @@ def inline(d: Def, args: tuple[Expr, ...]) -> Expr:
     taken = set().union(*(a.free for a in args)) if args else set()
     taken |= names_in(body)
     params: list[Expr] = []
-    for p in d.params:
+    for k, p in enumerate(d.params):
         v = E.var(p.name, p.type)
-        if any(p.name in a.free for a in args):  # the lets would capture the caller's variable
+        if any(p.name in a.free for a in args[k + 1 :]):  # its let would capture a later argument's variable
             new = E.var(fresh_name([taken], base=p.name), p.type)
             taken.add(new.data)
             body = substitute(body, p.name, new)

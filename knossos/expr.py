@@ -308,14 +308,14 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
     # the shape records where the bound variable occurs; the weight drops its term
     scope_w = (scope.w - bound.w * position) % _PRIME if position else scope.w
     if len(args) == 3:  # let (var, rhs, body); build/sumbuild (n, var, body)
-        other = args[1] if var_index == 0 else args[0]
-        other_index = 1 if var_index == 0 else 0
-        of = other.free
+        outside = args[1] if var_index == 0 else args[0]  # the rhs of a let, the size of a build
+        outside_index = 1 if var_index == 0 else 0
+        of = outside.free
         if of:
             free = of if not free else (free if of <= free else free | of)
-        height = 1 + (other.height if other.height > scope.height else scope.height)
-        s = hash((op, bound.type.h, position, other.s, scope.s))
-        w = (_multiplier(op, other_index, height) * other.w + _multiplier(op, scope_index, height) * scope_w) % _PRIME
+        height = 1 + (outside.height if outside.height > scope.height else scope.height)
+        s = hash((op, bound.type.h, position, outside.s, scope.s))
+        w = (_multiplier(op, outside_index, height) * outside.w + _multiplier(op, scope_index, height) * scope_w) % _PRIME
     else:  # lam (var, body)
         height = 1 + scope.height
         s = hash((op, bound.type.h, position, scope.s))

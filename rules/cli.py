@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 from typing import Any
 
 from knossos.cli import Source, _ArgumentParser, _located, find_def, load_source
@@ -124,7 +125,8 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
         node, name = parse_step(text)
         if name not in rule_set:
             raise KsUsageError(f"unknown rule '{name}' in rule set {rule_set.name}")
-        e = _located(lambda e=e, node=node, name=name: apply(e, Action(node, rule_set.rule(name))), src.label)
+        action = Action(node, rule_set.rule(name))
+        e = _located(partial(apply, e, action), src.label)
         steps.append({"node": node, "rule": name, "cost": round(e.cost, 6)})
     if args.json:
         print(json.dumps({"cost": round(e.cost, 6), "expr": format_expr(e), "steps": steps}))

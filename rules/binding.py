@@ -89,6 +89,7 @@ class LiftBind(Rule):
     lhs_text = "(op ... (let (x e) b) ...)"
     rhs_text = "(let (x e) (op ... b ...))"
     conditions_text = ("op binds no variable free in e", "x is renamed if op's other children use it")
+    domain = "evaluating e does not fail (it may now be evaluated where it was not: out of an if branch, the right side of and/or, or a build of size 0)"
 
     def matches(self, site: Site) -> bool:
         parent = site.parent

@@ -10,6 +10,7 @@ from knossos import expr as E
 from knossos.ops import Op
 from knossos.types import Kind
 from rules.rule import Rewrite, Rule, Site, all_floats, condition, not_free, rule
+from rules.substitution import fresh_name, names_in, substitute
 
 IN_RANGE = "the index is within the vector"
 NONEMPTY = "n >= 1"
@@ -68,15 +69,35 @@ VECTOR_TABLE = [
         "(add (sumbuild ?n (lam ?x ?a)) (sumbuild ?n (lam ?x ?b)))",
         domain=NONEMPTY,
     ),
-    rule(
-        "sumbuild_of_build",
-        "(sumbuild ?o (lam ?oi (build ?n (lam ?ni ?e))))",
-        "(build ?n (lam ?ni (sumbuild ?o (lam ?oi ?e))))",
-        not_free("?oi", "?n"),
-        not_free("?ni", "?o"),
-        domain="o >= 1",
-    ),
 ]
+
+
+class SumbuildOfBuild(Rule):
+    """``(sumbuild o (lam oi (build n (lam ni e))))`` -> ``(build n (lam ni (sumbuild o (lam oi e))))``.
+
+    The two binders swap places, so the inner index is renamed when the outer one has its name or
+    ``o`` uses it (interning may give both indices one name even where the source did not).
+    """
+
+    name = "sumbuild_of_build"
+    heads = frozenset({Op.SUMBUILD})
+    lhs_text = "(sumbuild o (lam oi (build n (lam ni e))))"
+    rhs_text = "(build n (lam ni (sumbuild o (lam oi e))))"
+    conditions_text = ("not_free(oi, n)", "ni is renamed if it is oi's name or free in o")
+    domain = "o >= 1"
+
+    def matches(self, site: Site) -> bool:
+        _, oi, body = site.node.args
+        return body.op is Op.BUILD and oi.data not in body.args[0].free
+
+    def rewrite(self, site: Site) -> Rewrite:
+        o, oi, build = site.node.args
+        n, ni, e = build.args
+        if ni.data == oi.data or ni.data in o.free:
+            fresh = E.var(fresh_name([names_in(site.node)], base=ni.data), ni.type)
+            e = substitute(e, ni.data, fresh)
+            ni = fresh
+        return site.number, E.build(n, ni, E.sumbuild(o, oi, e))
 
 
 class SelectOfTuple(Rule):
@@ -160,5 +181,5 @@ VECTOR_RULES: list[Rule] = [
     VECTOR_TABLE[6],  # sumbuild_of_zero_vec
     VECTOR_TABLE[7],  # sum_of_deltavecs
     VECTOR_TABLE[8],  # sumbuild_of_sum
-    VECTOR_TABLE[9],  # sumbuild_of_build
+    SumbuildOfBuild(),
 ]

@@ -315,7 +315,9 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
             free = of if not free else (free if of <= free else free | of)
         height = 1 + (outside.height if outside.height > scope.height else scope.height)
         s = hash((op, bound.type.h, position, outside.s, scope.s))
-        w = (_multiplier(op, outside_index, height) * outside.w + _multiplier(op, scope_index, height) * scope_w) % _PRIME
+        w = (
+            _multiplier(op, outside_index, height) * outside.w + _multiplier(op, scope_index, height) * scope_w
+        ) % _PRIME
     else:  # lam (var, body)
         height = 1 + scope.height
         s = hash((op, bound.type.h, position, scope.s))

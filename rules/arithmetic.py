@@ -28,8 +28,8 @@ def _floats_only(hole: str = "?a") -> Condition:
 
 
 ALGEBRAIC: list[TableRule] = [
-    rule("add_zero", "(add 0 ?a)", "?a"),
-    rule("mul_zero", "(mul 0 ?a)", "0", domain="a is finite (0 * inf is NaN)"),
+    rule("add_zero", "(add 0 ?a)", "?a"),  # exact up to the sign of a zero (0.0 + -0.0 is 0.0)
+    rule("mul_zero", "(mul 0 ?a)", "0", domain="a is finite (0 * inf is NaN); up to the sign of zero"),
     rule("mul_one", "(mul 1 ?a)", "?a"),
     rule("sub_zero", "(sub ?a 0)", "?a"),
     rule("div_one", "(div ?a 1)", "?a"),

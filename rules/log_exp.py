@@ -47,6 +47,16 @@ LOG_EXP_RULES: list[Rule] = [
     FoldUnary("cprop_exp", Op.EXP, math.exp),
     rule("exp_of_add", "(exp (add ?a ?b))", "(mul (exp ?a) (exp ?b))", domain="no overflow"),
     rule("mul_of_exps", "(mul (exp ?a) (exp ?b))", "(exp (add ?a ?b))", domain="no overflow"),
-    rule("log_of_mul", "(log (mul ?a ?b))", "(add (log ?a) (log ?b))", domain="a > 0 and b > 0"),
-    rule("add_of_logs", "(add (log ?a) (log ?b))", "(log (mul ?a ?b))", domain="a > 0 and b > 0"),
+    rule(
+        "log_of_mul",
+        "(log (mul ?a ?b))",
+        "(add (log ?a) (log ?b))",
+        domain="a > 0 and b > 0, and a * b neither overflows nor underflows",
+    ),
+    rule(
+        "add_of_logs",
+        "(add (log ?a) (log ?b))",
+        "(log (mul ?a ?b))",
+        domain="a > 0 and b > 0, and a * b neither overflows nor underflows",
+    ),
 ]

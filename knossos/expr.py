@@ -566,7 +566,49 @@ def replace_at(root: Expr, number: int, new: Expr | Callable[[Expr], Expr]) -> E
                 break
             number -= child.size
     result = new(node) if callable(new) else new
+    old_child = node
     for parent, i in reversed(path):
         args = parent.args
-        result = parent.replace_args((*args[:i], result, *args[i + 1 :]))
+        rebuilt = parent.replace_args((*args[:i], result, *args[i + 1 :]))
+        if parent._pos and rebuilt is not parent:
+            _carry_positions(parent, rebuilt, i, old_child, result)
+        old_child, result = parent, rebuilt
     return result
+
+
+def _carry_positions(old: Expr, new: Expr, i: int, old_child: Expr, new_child: Expr) -> None:
+    """Give ``new`` (``old`` with child ``i`` replaced) the variable positions ``old`` had.
+
+    Positions are linear in the children's, so where the multipliers are the same (same op, same
+    height) the new value is the old one plus the change at child ``i``.  Ancestors rebuilt after a
+    rewrite then find their bound variables' positions at once instead of walking the new path.
+    """
+    if new.height != old.height:
+        return
+    binder = BINDERS.get(old.op)
+    if binder is not None and i == binder[0]:
+        return
+    shadowing = old.args[binder[0]].data if binder is not None and i == binder[1] else None
+    memo = new._pos
+    if memo is None:
+        memo = {}
+        _set(new, "_pos", memo)
+    r = _multiplier(old.op, i, old.height)
+    for name, before in old._pos.items():  # type: ignore[union-attr]
+        if name in memo or name == shadowing:
+            continue
+        was = _known_position(old_child, name)
+        now = _known_position(new_child, name)
+        if was is None or now is None:
+            continue  # not known without a walk: left to be computed when asked
+        memo[name] = (before + r * (now - was)) % _PRIME
+
+
+def _known_position(node: Expr, name: str) -> int | None:
+    """The position of ``name`` in ``node`` if known without walking (``None`` if not)."""
+    if name not in node.free:
+        return 0
+    if node.op is Op.VAR:
+        return 1
+    memo = node._pos
+    return memo.get(name) if memo is not None else None

@@ -102,6 +102,27 @@ def replace_occurrence(root: Expr, number: int, value: Expr) -> Expr:
     """
     from knossos.expr import node_at, replace_at
 
+    if not _binders_on_path(root, number) & value.free:  # nothing can capture: one rebuild
+        return replace_at(root, number, value)
     occurrence = node_at(root, number)
-    placeholder = E.var(fresh_name([names_in(root), value.free], base="_inline"), occurrence.type)
+    # no program can name a variable with a control character (the reader refuses them), so this
+    # name is fresh without looking at the expression
+    placeholder = E.var("\x00inline", occurrence.type)
     return substitute(replace_at(root, number, placeholder), placeholder.data, value)
+
+
+def _binders_on_path(root: Expr, number: int) -> set[str]:
+    """Names bound by the binders whose scope contains node ``number``."""
+    names: set[str] = set()
+    node = root
+    while number:
+        number -= 1
+        binder = BINDERS.get(node.op)
+        for i, child in enumerate(node.args):
+            if number < child.size:
+                if binder is not None and i == binder[1]:
+                    names.add(node.args[binder[0]].data)
+                node = child
+                break
+            number -= child.size
+    return names

@@ -566,42 +566,55 @@ def replace_at(root: Expr, number: int, new: Expr | Callable[[Expr], Expr]) -> E
                 break
             number -= child.size
     result = new(node) if callable(new) else new
+    # positions can change only for the variables of the replaced and the replacing subtree
+    changed = node.free | result.free
+    carry = True
     old_child = node
     for parent, i in reversed(path):
         args = parent.args
         rebuilt = parent.replace_args((*args[:i], result, *args[i + 1 :]))
-        if parent._pos and rebuilt is not parent:
-            _carry_positions(parent, rebuilt, i, old_child, result)
+        if carry and parent._pos and rebuilt is not parent:
+            carry = _carry_positions(parent, rebuilt, i, old_child, result, changed)
         old_child, result = parent, rebuilt
     return result
 
 
-def _carry_positions(old: Expr, new: Expr, i: int, old_child: Expr, new_child: Expr) -> None:
+def _carry_positions(old: Expr, new: Expr, i: int, old_child: Expr, new_child: Expr, changed: frozenset[str]) -> bool:
     """Give ``new`` (``old`` with child ``i`` replaced) the variable positions ``old`` had.
 
     Positions are linear in the children's, so where the multipliers are the same (same op, same
-    height) the new value is the old one plus the change at child ``i``.  Ancestors rebuilt after a
-    rewrite then find their bound variables' positions at once instead of walking the new path.
+    height, all the way down to the rewrite) a position changes only for the variables ``changed``
+    of the rewritten subtree, by the change at child ``i``.  Ancestors rebuilt after a rewrite then
+    find their bound variables' positions at once instead of walking the new path.  Returns whether
+    the carrying can go on to the next ancestor.
     """
     if new.height != old.height:
-        return
+        return False  # other multipliers: every position may differ from here up
     binder = BINDERS.get(old.op)
     if binder is not None and i == binder[0]:
-        return
+        return False
     shadowing = old.args[binder[0]].data if binder is not None and i == binder[1] else None
+    before = old._pos
+    assert before is not None
     memo = new._pos
     if memo is None:
-        memo = {}
+        memo = dict(before)
         _set(new, "_pos", memo)
+        copied: set[str] | dict[str, int] = before
+    else:  # an existing node: keep what it knows, add the rest
+        copied = {name: v for name, v in before.items() if name not in memo}
+        memo.update(copied)
     r = _multiplier(old.op, i, old.height)
-    for name, before in old._pos.items():  # type: ignore[union-attr]
-        if name in memo or name == shadowing:
+    for name in changed:
+        if name not in copied or name == shadowing:
             continue
         was = _known_position(old_child, name)
         now = _known_position(new_child, name)
-        if was is None or now is None:
-            continue  # not known without a walk: left to be computed when asked
-        memo[name] = (before + r * (now - was)) % _PRIME
+        if was is None or now is None:  # not known without a walk: computed when asked
+            del memo[name]
+        else:
+            memo[name] = (before[name] + r * (now - was)) % _PRIME
+    return True
 
 
 def _known_position(node: Expr, name: str) -> int | None:

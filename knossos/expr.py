@@ -10,14 +10,16 @@ as they are built, so an ill-typed node cannot exist), its :attr:`~Expr.cost` un
 cost model, its node count :attr:`~Expr.size` and its free variable names :attr:`~Expr.free`.
 Nothing here recurses on the depth of an expression.
 
-Alpha-equivalence.  A node's hash combines two numbers.  Its *shape* hash ignores variable names;
-a binder adds to it the positions where its variable occurs in its scope.  Its *weight* records the
-free variables: the sum, modulo a prime, of each free variable's name weight times a polynomial in
-the positions of its occurrences (one multiplier per op, child index and height).  Both are computed
-from the children in constant time; being linear, the weight of a binder is its scope's weight minus
-the bound variable's term, so bound names leave no trace.  The positions of a bound variable are
-found lazily, memoised per node, along the new paths only.  Hash equality is confirmed by a
-structural comparison before a binder is shared with an alpha-variant.
+Alpha-equivalence.  A node's hash combines a *shape* hash, which ignores variable names (a binder
+adds to it where its variable occurs in its scope), with a *weight* of its free variables: the sum,
+modulo a prime, of each free variable's name weight times the *position* of its occurrences.  A
+position composes one affine map per edge (two multipliers per op and child index) from the node
+down to each occurrence; composition does not commute, so different places give different numbers.
+Being linear in the children, weights take constant time per node, and a binder's weight is its
+scope's weight minus the bound variable's term, so bound names leave no trace.  The positions of a
+bound variable are found lazily and memoised per node; after a rewrite, the rebuilt ancestors carry
+their positions over with a linear update instead of walking the new path.  Hash equality is
+confirmed by a structural comparison before a binder is shared with an alpha-variant.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from knossos.types import BOOL, FLOAT, INTEGER, Type
 from knossos.typing_rules import TYPE_RULES
 
 Value = Union[bool, int, float]
+Position = tuple[int, int]  # (position polynomial, number of occurrences), modulo the prime
 
 _EMPTY: Final[frozenset[str]] = frozenset()
 _PRIME: Final = (1 << 61) - 1  # arithmetic of the weights
@@ -44,7 +47,7 @@ _PRIME: Final = (1 << 61) - 1  # arithmetic of the weights
 class Expr:
     """An interned expression node.  Build nodes with the functions of this module."""
 
-    __slots__ = ("__weakref__", "_pos", "args", "cost", "data", "free", "h", "height", "op", "s", "size", "type", "w")
+    __slots__ = ("__weakref__", "_pos", "args", "c", "cost", "data", "free", "h", "op", "s", "size", "type", "w")
 
     op: Op
     #: Children.  A binder's bound variable is one of them, see :data:`knossos.ops.BINDERS`.
@@ -58,12 +61,12 @@ class Expr:
     #: Names of the free variables.
     free: frozenset[str]
     h: int
-    #: Shape hash (variable names left out), free-variable weight, height (leaves are 0).
+    #: Shape hash (variable names left out), free-variable weight and occurrence-count weight.
     s: int
     w: int
-    height: int
-    #: Memo of the positions of free variables, by name (see the module docstring).
-    _pos: dict[str, int] | None
+    c: int
+    #: Memo of (position, number of occurrences) of free variables, by name (see the module docstring).
+    _pos: dict[str, Position] | None
 
     def __hash__(self) -> int:
         return self.h
@@ -201,7 +204,7 @@ class _Fresh(Expr):
 
 
 def _new(
-    op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: frozenset[str], s: int, w: int, height: int
+    op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: frozenset[str], s: int, w: int, c: int
 ) -> Expr:
     node = object.__new__(_Fresh)
     node.op = op
@@ -216,23 +219,23 @@ def _new(
     node.free = free
     node.s = s
     node.w = w
-    node.height = height
+    node.c = c
     node.h = hash((s, w))
     node._pos = None
     node.__class__ = Expr  # type: ignore[assignment]
     return node
 
 
-_multipliers: dict[tuple[Op, int, int], int] = {}
+_edges: dict[tuple[Op, int], tuple[int, int]] = {}
 
 
-def _multiplier(op: Op, index: int, height: int) -> int:
-    """The weight multiplier of child ``index`` of an ``op`` node of this height (nonzero mod the prime)."""
-    key = (op, index, height)
-    m = _multipliers.get(key)
+def _edge(op: Op, index: int) -> tuple[int, int]:
+    """The affine map ``p -> r * p + s`` of the edge from an ``op`` node to its child ``index``."""
+    key = (op, index)
+    m = _edges.get(key)
     if m is None:
-        m = hash((0x6D75, int(op), index, height)) % (_PRIME - 1) + 1
-        _multipliers[key] = m
+        m = (hash((0x6D75, int(op), index)) % (_PRIME - 1) + 1, hash((0x6164, int(op), index)) % (_PRIME - 1) + 1)
+        _edges[key] = m
     return m
 
 
@@ -273,17 +276,22 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
     dh = 0 if data is None else _data_hash(op, data, t)
     if n == 2:
         a, b = args
-        height = 1 + (a.height if a.height > b.height else b.height)
         s = hash((op, dh, a.s, b.s))
-        w = (_multiplier(op, 0, height) * a.w + _multiplier(op, 1, height) * b.w) % _PRIME
+        (ra, sa), (rb, sb) = _edge(op, 0), _edge(op, 1)
+        w = (ra * a.w + sa * a.c + rb * b.w + sb * b.c) % _PRIME
+        c = (a.c + b.c) % _PRIME
         fa, fb = a.free, b.free
         free = fa if (not fb or fb is fa or fb <= fa) else (fb if not fa or fa <= fb else fa | fb)
     else:
-        height = 1 + max((a.height for a in args), default=0)
         s = hash((op, dh, *[a.s for a in args]))
-        w = sum(_multiplier(op, i, height) * a.w for i, a in enumerate(args)) % _PRIME
+        w = c = 0
+        for i, a in enumerate(args):
+            r, sh = _edge(op, i)
+            w += r * a.w + sh * a.c
+            c += a.c
+        w, c = w % _PRIME, c % _PRIME
         free = _union_free(args)
-    node = _new(op, args, data, t, cost, free, s, w, height)
+    node = _new(op, args, data, t, cost, free, s, w, c)
     ref = _Ref(node, _forget)
     ref.key = key
     _table[key] = ref
@@ -304,25 +312,25 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
     name = bound.data
     scope = args[scope_index]
     free = scope.free - {name} if name in scope.free else scope.free
-    position = _position(scope, name)
-    # the shape records where the bound variable occurs; the weight drops its term
-    scope_w = (scope.w - bound.w * position) % _PRIME if position else scope.w
+    position, count = _position(scope, name)
+    # the shape records where the bound variable occurs; the weights drop its terms
+    scope_w = (scope.w - bound.w * position) % _PRIME
+    scope_c = (scope.c - bound.w * count) % _PRIME
+    r, sh = _edge(op, scope_index)
+    w = r * scope_w + sh * scope_c
+    c = scope_c
     if len(args) == 3:  # let (var, rhs, body); build/sumbuild (n, var, body)
         outside = args[1] if var_index == 0 else args[0]  # the rhs of a let, the size of a build
-        outside_index = 1 if var_index == 0 else 0
         of = outside.free
         if of:
             free = of if not free else (free if of <= free else free | of)
-        height = 1 + (outside.height if outside.height > scope.height else scope.height)
-        s = hash((op, bound.type.h, position, outside.s, scope.s))
-        w = (
-            _multiplier(op, outside_index, height) * outside.w + _multiplier(op, scope_index, height) * scope_w
-        ) % _PRIME
+        s = hash((op, bound.type.h, position, count, outside.s, scope.s))
+        ro, so = _edge(op, 1 if var_index == 0 else 0)
+        w += ro * outside.w + so * outside.c
+        c += outside.c
     else:  # lam (var, body)
-        height = 1 + scope.height
-        s = hash((op, bound.type.h, position, scope.s))
-        w = _multiplier(op, scope_index, height) * scope_w % _PRIME
-    node = _new(op, args, None, t, cost, free, s, w, height)
+        s = hash((op, bound.type.h, position, count, scope.s))
+    node = _new(op, args, None, t, cost, free, s, w % _PRIME, c % _PRIME)
     h = node.h
     slot = 0
     while True:
@@ -342,22 +350,25 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
 
 
 # -- positions of free variables -----------------------------------------------------------------
-def _position(root: Expr, name: str) -> int:
-    """The polynomial of the positions of the free occurrences of ``name`` in ``root`` (0: none).
+def _position(root: Expr, name: str) -> Position:
+    """(position, number of occurrences) of the free ``name`` in ``root``; (0, 0) if it has none.
 
-    Memoised per node and name; iterative.  Its weighted sum over the free names is ``root.w``.
+    Memoised per node and name.  Summed over the free names with their name weights they give
+    ``root.w`` and ``root.c``.
     """
     if name not in root.free:
-        return 0
+        return _NOWHERE
     if root.op is Op.VAR:
-        return 1
+        return _HERE
     return _position_near(root, name, 0)
 
 
+_NOWHERE: Final = (0, 0)
+_HERE: Final = (1, 1)
 _RECURSION_BUDGET: Final = 200  # deeper walks continue on an explicit stack
 
 
-def _position_near(node: Expr, name: str, depth: int) -> int:
+def _position_near(node: Expr, name: str, depth: int) -> Position:
     """``_position`` by plain recursion (several times faster) for the first levels of the walk."""
     memo = node._pos
     if memo is not None:
@@ -368,22 +379,24 @@ def _position_near(node: Expr, name: str, depth: int) -> int:
         return _position_far(node, name)
     binder = BINDERS.get(node.op)
     shadowed = binder is not None and node.args[binder[0]].data == name
-    total = 0
+    p = n = 0
     for i, a in enumerate(node.args):
         if binder is not None and (i == binder[0] or (shadowed and i == binder[1])):
             continue
         if name in a.free:
-            p = 1 if a.op is Op.VAR else _position_near(a, name, depth + 1)
-            total += _multiplier(node.op, i, node.height) * p
-    total %= _PRIME
+            ap, an = _HERE if a.op is Op.VAR else _position_near(a, name, depth + 1)
+            r, sh = _edge(node.op, i)
+            p += r * ap + sh * an
+            n += an
+    result = (p % _PRIME, n % _PRIME)
     if memo is None:
-        _set(node, "_pos", {name: total})
+        _set(node, "_pos", {name: result})
     else:
-        memo[name] = total
-    return total
+        memo[name] = result
+    return result
 
 
-def _position_far(root: Expr, name: str) -> int:
+def _position_far(root: Expr, name: str) -> Position:
     """``_position`` on an explicit stack, for walks deeper than the recursion budget."""
     memo = root._pos
     if memo is not None and name in memo:
@@ -403,13 +416,16 @@ def _position_far(root: Expr, name: str) -> int:
                 pending = True
         if pending:
             continue
-        total = 0
+        p = n = 0
         for i, a in children:
-            total += _multiplier(node.op, i, node.height) * (1 if a.op is Op.VAR else a._pos[name])  # type: ignore[index]
+            ap, an = _HERE if a.op is Op.VAR else a._pos[name]  # type: ignore[index]
+            r, sh = _edge(node.op, i)
+            p += r * ap + sh * an
+            n += an
         if memo is None:
             memo = {}
             _set(node, "_pos", memo)
-        memo[name] = total % _PRIME
+        memo[name] = (p % _PRIME, n % _PRIME)
         stack.pop()
     return root._pos[name]  # type: ignore[index]
 
@@ -483,7 +499,8 @@ def var(name: str, t: Type) -> Expr:
     found = _lookup(key)
     if found is not None:
         return found
-    node = _new(Op.VAR, (), name, t, 0.0, frozenset((name,)), hash((Op.VAR, t.h)), _name_weight(name), 0)
+    weight = _name_weight(name)
+    node = _new(Op.VAR, (), name, t, 0.0, frozenset((name,)), hash((Op.VAR, t.h)), weight, weight)
     _register(node, key)
     return node
 
@@ -582,14 +599,11 @@ def replace_at(root: Expr, number: int, new: Expr | Callable[[Expr], Expr]) -> E
 def _carry_positions(old: Expr, new: Expr, i: int, old_child: Expr, new_child: Expr, changed: frozenset[str]) -> bool:
     """Give ``new`` (``old`` with child ``i`` replaced) the variable positions ``old`` had.
 
-    Positions are linear in the children's, so where the multipliers are the same (same op, same
-    height, all the way down to the rewrite) a position changes only for the variables ``changed``
-    of the rewritten subtree, by the change at child ``i``.  Ancestors rebuilt after a rewrite then
-    find their bound variables' positions at once instead of walking the new path.  Returns whether
-    the carrying can go on to the next ancestor.
+    Positions are linear in the children's, so a position changes only for the variables
+    ``changed`` of the rewritten subtree, by the change at child ``i``.  Ancestors rebuilt after a
+    rewrite then find their bound variables' positions at once instead of walking the new path.
+    Returns whether the carrying can go on to the next ancestor.
     """
-    if new.height != old.height:
-        return False  # other multipliers: every position may differ from here up
     binder = BINDERS.get(old.op)
     if binder is not None and i == binder[0]:
         return False
@@ -600,28 +614,18 @@ def _carry_positions(old: Expr, new: Expr, i: int, old_child: Expr, new_child: E
     if memo is None:
         memo = dict(before)
         _set(new, "_pos", memo)
-        copied: set[str] | dict[str, int] = before
+        copied: set[str] | dict[str, Position] = before
     else:  # an existing node: keep what it knows, add the rest
         copied = {name: v for name, v in before.items() if name not in memo}
         memo.update(copied)
-    r = _multiplier(old.op, i, old.height)
+    r, sh = _edge(old.op, i)
     for name in changed:
         if name not in copied or name == shadowing:
             continue
-        was = _known_position(old_child, name)
-        now = _known_position(new_child, name)
-        if was is None or now is None:  # not known without a walk: computed when asked
-            del memo[name]
-        else:
-            memo[name] = (before[name] + r * (now - was)) % _PRIME
+        # both are memoised in the usual case (the old path, and the child rebuilt just before)
+        was = _position(old_child, name)
+        now = _position(new_child, name)
+        p, n = before[name]
+        dp, dn = now[0] - was[0], now[1] - was[1]
+        memo[name] = ((p + r * dp + sh * dn) % _PRIME, (n + dn) % _PRIME)
     return True
-
-
-def _known_position(node: Expr, name: str) -> int | None:
-    """The position of ``name`` in ``node`` if known without walking (``None`` if not)."""
-    if name not in node.free:
-        return 0
-    if node.op is Op.VAR:
-        return 1
-    memo = node._pos
-    return memo.get(name) if memo is not None else None

@@ -102,7 +102,7 @@ def replace_occurrence(root: Expr, number: int, value: Expr) -> Expr:
     """
     from knossos.expr import node_at, replace_at
 
-    if not _binders_on_path(root, number) & value.free:  # nothing can capture: one rebuild
+    if not binders_on_path(root, number) & value.free:  # nothing can capture: one rebuild
         return replace_at(root, number, value)
     occurrence = node_at(root, number)
     # no program can name a variable with a control character (the reader refuses them), so this
@@ -111,18 +111,18 @@ def replace_occurrence(root: Expr, number: int, value: Expr) -> Expr:
     return substitute(replace_at(root, number, placeholder), placeholder.data, value)
 
 
-def _binders_on_path(root: Expr, number: int) -> set[str]:
-    """Names bound by the binders whose scope contains node ``number``."""
+def binders_on_path(root: Expr, number: int, start: int = 0) -> set[str]:
+    """Names bound by the binders whose scope contains node ``number``, from node ``start`` down."""
     names: set[str] = set()
-    node = root
-    while number:
-        number -= 1
+    node, position = root, 0
+    while position != number:
         binder = BINDERS.get(node.op)
+        position += 1
         for i, child in enumerate(node.args):
-            if number < child.size:
-                if binder is not None and i == binder[1]:
+            if number < position + child.size:
+                if binder is not None and i == binder[1] and position - 1 >= start:
                     names.add(node.args[binder[0]].data)
                 node = child
                 break
-            number -= child.size
+            position += child.size
     return names

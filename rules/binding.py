@@ -11,7 +11,7 @@ from __future__ import annotations
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
-from rules.rule import Rewrite, Rule, Site, not_free, rule
+from rules.rule import Rewrite, Rule, Site, can_leave_parent, not_free, rule, with_child
 from rules.substitution import binders_on_path, fresh_name, names_in, replace_occurrence, substitute
 
 
@@ -97,16 +97,7 @@ class LiftBind(Rule):
     domain = "evaluating e does not fail (it may now be evaluated where it was not: out of an if branch, the right side of and/or, or a build of size 0)"
 
     def matches(self, site: Site) -> bool:
-        parent = site.parent
-        if parent is None:
-            return False
-        parent_node, _, index = parent
-        if parent_node.op is Op.LAM:
-            return False
-        binder = BINDERS.get(parent_node.op)
-        if binder is not None and index == binder[1]:
-            return parent_node.args[binder[0]].data not in site.node.args[1].free
-        return True
+        return can_leave_parent(site, site.node.args[1])
 
     def rewrite(self, site: Site) -> Rewrite:
         parent = site.parent
@@ -119,9 +110,7 @@ class LiftBind(Rule):
             new_var = E.var(fresh_name([avoid]), var.type)
             body = substitute(body, var.data, new_var)
             var = new_var
-        args = list(parent_node.args)
-        args[index] = body
-        return parent_number, E.let(var, value, parent_node.replace_args(tuple(args)))
+        return parent_number, E.let(var, value, with_child(parent_node, index, body))
 
 
 class CseBind(Rule):

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from knossos import expr as E
-from knossos.ops import BINDERS, Op
-from rules.rule import Rewrite, Rule, Site, rule
+from knossos.ops import Op
+from rules.rule import Rewrite, Rule, Site, can_leave_parent, rule, with_child
 
 IF_TABLE = [
     rule("if_true", "(if true ?a ?b)", "?a"),
@@ -49,29 +49,14 @@ class LiftIf(Rule):
     domain = "evaluating p does not fail where op would not have evaluated it (e.g. under and/or/if)"
 
     def matches(self, site: Site) -> bool:
-        parent = site.parent
-        if parent is None:
-            return False
-        parent_node, _, index = parent
-        if parent_node.op is Op.LAM:
-            return False
-        binder = BINDERS.get(parent_node.op)
-        if binder is not None and index == binder[1]:
-            return parent_node.args[binder[0]].data not in site.node.args[0].free
-        return True
+        return can_leave_parent(site, site.node.args[0])
 
     def rewrite(self, site: Site) -> Rewrite:
         parent = site.parent
         assert parent is not None
         parent_node, parent_number, index = parent
         p, x, y = site.node.args
-
-        def with_child(c: E.Expr) -> E.Expr:
-            args = list(parent_node.args)
-            args[index] = c
-            return parent_node.replace_args(tuple(args))
-
-        return parent_number, E.op(Op.IF, p, with_child(x), with_child(y))
+        return parent_number, E.op(Op.IF, p, with_child(parent_node, index, x), with_child(parent_node, index, y))
 
 
 IF_RULES: list[Rule] = [

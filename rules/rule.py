@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knossos.expr import Expr
-from knossos.ops import Op
+from knossos.ops import BINDERS, Op
 from knossos.types import Kind
 from rules.pattern import Bindings, Lit, Node, Pattern, head_op, holes, instantiate, match, parse_pattern
 
@@ -42,6 +42,29 @@ class Site:
 
 
 Rewrite = tuple[int, Expr]  # (number of the node to replace, its replacement)
+
+
+def can_leave_parent(site: Site, moved: Expr) -> bool:
+    """Whether ``moved``, a part of the node at ``site``, may be evaluated outside the node's parent.
+
+    Rules that lift something over the parent (lift_bind, lift_if) need the parent to exist, not to
+    be a lambda, and not to bind a variable that ``moved`` uses.
+    """
+    parent = site.parent
+    if parent is None:
+        return False
+    parent_node, _, index = parent
+    if parent_node.op is Op.LAM:
+        return False
+    binder = BINDERS.get(parent_node.op)
+    return not (binder is not None and index == binder[1] and parent_node.args[binder[0]].data in moved.free)
+
+
+def with_child(node: Expr, index: int, child: Expr) -> Expr:
+    """``node`` with its child ``index`` replaced."""
+    args = list(node.args)
+    args[index] = child
+    return node.replace_args(tuple(args))
 
 
 class Rule:

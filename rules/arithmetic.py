@@ -11,12 +11,11 @@ import math
 from collections.abc import Callable
 from typing import ClassVar
 
-from knossos import expr as E
 from knossos.arith import INT_MAX, INT_MIN, fdiv, idiv
 from knossos.errors import KsEvalError
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind
-from rules.rule import Condition, Rewrite, Rule, Site, TableRule, condition, rule
+from rules.rule import Condition, FoldRule, Rule, Site, TableRule, condition, rule
 
 FINITE = "the operands are finite"
 NONZERO_C = "c is not zero"
@@ -63,7 +62,7 @@ FLOAT_ONLY: list[TableRule] = [
 ]
 
 
-class ConstantFold(Rule):
+class ConstantFold(FoldRule):
     """``(op c1 c2)`` with literal operands becomes the literal result (when it is a finite value)."""
 
     _FLOAT: ClassVar[dict[Op, Callable[[float, float], float]]] = {
@@ -87,7 +86,7 @@ class ConstantFold(Rule):
         self.rhs_text = "the value"
         self.conditions_text = ("is_constant(c1)", "is_constant(c2)", "the value is finite and in range")
 
-    def _value(self, site: Site) -> bool | int | float | None:
+    def value(self, site: Site) -> bool | int | float | None:
         a, b = site.node.args
         if a.op is not Op.CONST or b.op is not Op.CONST or a.type is not b.type:
             return None
@@ -101,14 +100,6 @@ class ConstantFold(Rule):
         except KsEvalError:  # Integer division by zero: leave it to run time
             return None
         return None
-
-    def matches(self, site: Site) -> bool:
-        return self._value(site) is not None
-
-    def rewrite(self, site: Site) -> Rewrite:
-        value = self._value(site)
-        assert value is not None
-        return site.number, E.const(value)
 
 
 CONSTANT_FOLDING: list[Rule] = [

@@ -8,7 +8,7 @@ from typing import Any
 
 from knossos import expr as E
 from knossos.ops import Op
-from rules.rule import Rewrite, Rule, Site, can_leave_parent, rule, with_child
+from rules.rule import FoldRule, Rewrite, Rule, Site, can_leave_parent, rule, with_child
 
 IF_TABLE = [
     rule("if_true", "(if true ?a ?b)", "?a"),
@@ -19,7 +19,7 @@ IF_TABLE = [
 ]
 
 
-class CompareConstants(Rule):
+class CompareConstants(FoldRule):
     """A comparison of two literals becomes its Bool value."""
 
     def __init__(self, name: str, op: Op, test: Callable[[Any, Any], Any]) -> None:
@@ -30,12 +30,11 @@ class CompareConstants(Rule):
         self.rhs_text = "true or false"
         self.conditions_text = ("is_constant(c1)", "is_constant(c2)")
 
-    def matches(self, site: Site) -> bool:
-        return all(a.op is Op.CONST for a in site.node.args)
-
-    def rewrite(self, site: Site) -> Rewrite:
+    def value(self, site: Site) -> bool | None:
         a, b = site.node.args
-        return site.number, E.const(bool(self.test(a.data, b.data)))
+        if a.op is not Op.CONST or b.op is not Op.CONST:
+            return None
+        return bool(self.test(a.data, b.data))
 
 
 class LiftIf(Rule):

@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from knossos import expr as E
 from knossos.ops import Op
-from rules.rule import Rewrite, Rule, Site, rule
+from rules.rule import FoldRule, Rule, Site, rule
 
 
-class FoldUnary(Rule):
+class FoldUnary(FoldRule):
     """``(f c)`` for a literal ``c`` becomes the literal value, when it is finite."""
 
     def __init__(self, name: str, op: Op, fn: Callable[[float], float]) -> None:
@@ -21,7 +20,7 @@ class FoldUnary(Rule):
         self.rhs_text = "the value"
         self.conditions_text = ("is_constant(c)", "the value is finite")
 
-    def _value(self, site: Site) -> float | None:
+    def value(self, site: Site) -> float | None:
         arg = site.node.args[0]
         if arg.op is not Op.CONST:
             return None
@@ -30,14 +29,6 @@ class FoldUnary(Rule):
         except (ValueError, OverflowError):
             return None
         return value if math.isfinite(value) else None
-
-    def matches(self, site: Site) -> bool:
-        return self._value(site) is not None
-
-    def rewrite(self, site: Site) -> Rewrite:
-        value = self._value(site)
-        assert value is not None
-        return site.number, E.const(value)
 
 
 LOG_EXP_RULES: list[Rule] = [

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
 from knossos.types import Kind
@@ -89,6 +90,24 @@ class Rule:
 
     def __repr__(self) -> str:
         return f"<rule {self.name}>"
+
+
+class FoldRule(Rule):
+    """A rule that replaces a node by a literal it computes (constant folding).
+
+    Subclasses implement :meth:`value`, which is ``None`` where the rule does not apply.
+    """
+
+    def value(self, site: Site) -> bool | int | float | None:
+        raise NotImplementedError
+
+    def matches(self, site: Site) -> bool:
+        return self.value(site) is not None
+
+    def rewrite(self, site: Site) -> Rewrite:
+        value = self.value(site)
+        assert value is not None
+        return site.number, E.const(value)
 
 
 # -- conditions ----------------------------------------------------------------------------------

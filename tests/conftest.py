@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
+
+from knossos.types import Kind, Type
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "experiments" / "data"
@@ -15,3 +18,18 @@ PROGRAM_FILES = sorted(PROGRAMS.glob("*.kso"))
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
+
+
+def random_value(t: Type, rng: random.Random) -> object:
+    """A random argument of type ``t``: Floats in [0.5, 2], Integers 1-3, vectors of length 3."""
+    if t.kind is Kind.FLOAT:
+        return rng.uniform(0.5, 2.0)
+    if t.kind is Kind.INTEGER:
+        return rng.randint(1, 3)
+    if t.kind is Kind.BOOL:
+        return rng.random() < 0.5
+    if t.kind is Kind.VEC:
+        return [random_value(t.elem, rng) for _ in range(3)]
+    if t.kind is Kind.TUPLE:
+        return tuple(random_value(c, rng) for c in t.children)
+    raise TypeError(f"cannot make a value of type {t}")

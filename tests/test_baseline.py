@@ -18,11 +18,11 @@ from knossos.ops import Op
 from knossos.parser import load_program, parse_expr, parse_program
 from knossos.printer import format_expr
 from knossos.program import Def, Program
-from knossos.types import FLOAT, Kind, Type
+from knossos.types import FLOAT
 from knossos.values import isclose
 from rules.baseline import BaselineError, measure, simplify, simplify_def, simplify_program
 
-from conftest import PROGRAM_FILES, PROGRAMS
+from conftest import PROGRAM_FILES, PROGRAMS, random_value
 
 PARAMS = "(a : Float) (b : Float) (c : Float) (v : Vec Float) (w : Vec Float) (n : Integer) (m : Integer) (k : Integer)"
 RETURN_TYPES = ("Float", "Integer", "Bool", "(Vec Float)", "(Vec Integer)", "(Vec (Vec Float))", "(Tuple Float Float)")
@@ -355,18 +355,6 @@ def test_blas_costs_never_increase_and_mostly_drop() -> None:
 
 
 # -- meaning, cost, idempotence, determinism on every shared program --------------------------------------
-def random_value(t: Type, rng: random.Random) -> object:
-    if t.kind is Kind.FLOAT:
-        return rng.uniform(0.5, 2.0)
-    if t.kind is Kind.INTEGER:
-        return rng.randint(1, 3)
-    if t.kind is Kind.BOOL:
-        return rng.random() < 0.5
-    if t.kind is Kind.VEC:
-        return [random_value(t.elem, rng) for _ in range(3)]
-    if t.kind is Kind.TUPLE:
-        return tuple(random_value(c, rng) for c in t.children)
-    raise TypeError(f"cannot make a value of type {t}")
 
 
 def test_meaning_is_preserved_on_every_shared_program() -> None:

@@ -39,10 +39,11 @@ from knossos.errors import KsEvalError
 from knossos.interpreter import Interpreter
 from knossos.parser import load_program
 from knossos.program import Def, Program
-from knossos.types import Kind, Type
 from knossos.values import isclose
 from rules.actions import actions, apply
 from rules.sets import ml_rules
+
+from conftest import random_value
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "experiments" / "data" / "programs"
 FILES = ("blas_test.kso", "gelu.kso", "conv1d_rev_test.kso")
@@ -64,20 +65,6 @@ def program(file: str) -> Program:
 
 
 DEFS = [(file, name) for file in FILES for name in program(file).defs]
-
-
-def random_value(t: Type, rng: random.Random) -> Any:
-    if t.kind is Kind.FLOAT:
-        return rng.uniform(0.5, 2.0)
-    if t.kind is Kind.INTEGER:
-        return rng.randint(1, 3)
-    if t.kind is Kind.BOOL:
-        return rng.random() < 0.5
-    if t.kind is Kind.VEC:
-        return [random_value(t.elem, rng) for _ in range(3)]
-    if t.kind is Kind.TUPLE:
-        return tuple(random_value(c, rng) for c in t.children)
-    raise AssertionError(f"no random values of type {t}")
 
 
 @dataclass

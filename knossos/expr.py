@@ -133,7 +133,7 @@ class _Ref(weakref.ref):  # type: ignore[type-arg]
     key: object
 
 
-# Exact table: (op, data key, ids of children) -> weak ref to the node.  Children are kept alive by
+# Exact table of the nodes that bind nothing: (op, data key, ids of children) -> weak ref to the node.  Children are kept alive by
 # the node, so their ids cannot be reused while the entry exists; the entry dies with the node.
 _table: dict[object, _Ref] = {}
 # Binders by alpha-hash: (hash, slot) -> weak ref, to find alpha-variants.
@@ -152,7 +152,7 @@ def _forget_alpha(ref: _Ref) -> None:
 
 def live_nodes() -> int:
     """How many interned nodes are alive (for benchmarks and leak tests)."""
-    return len(_table)
+    return len(_table) + len(_alpha_table)
 
 
 def _data_key(op: Op, data: Any, t: Type | None) -> object:
@@ -239,6 +239,22 @@ def _edge(op: Op, index: int) -> tuple[int, int]:
     return m
 
 
+_binder_layouts: dict[Op, tuple[int, int, int, int, int, int, int]] = {}
+
+
+def _binder_layout(op: Op) -> tuple[int, int, int, int, int, int, int]:
+    """(variable, scope and other child index or -1, then the scope's and the other's edge maps)."""
+    layout = _binder_layouts.get(op)
+    if layout is None:
+        var_index, scope_index = BINDERS[op]
+        others = [i for i in range(3 if op is not Op.LAM else 2) if i not in (var_index, scope_index)]
+        outside = others[0] if others else -1
+        ro, so = _edge(op, outside) if outside >= 0 else (0, 0)
+        layout = (var_index, scope_index, outside, *_edge(op, scope_index), ro, so)
+        _binder_layouts[op] = layout
+    return layout
+
+
 def _name_weight(name: str) -> int:
     return stable_hash(name) % (_PRIME - 1) + 1
 
@@ -299,33 +315,47 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
 
 
 def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
-    var_index, scope_index = BINDERS[op]
-    bound = args[var_index]
+    bound = args[BINDERS[op][0]]
     if bound.op is not Op.VAR:
         raise KsTypeError(f"a {op.name.lower()} must bind a variable")
-    key = (op, None, *map(id, args))
-    found = _lookup(key)
-    if found is not None:
-        return found
     t = TYPE_RULES[op](args, data)
     cost = COST_RULES[op](args, data, t)
-    name = bound.data
+    return _intern_binder(op, args, t, cost, None, _position(args[BINDERS[op][1]], bound.data))
+
+
+def _intern_binder(
+    op: Op,
+    args: tuple[Expr, ...],
+    t: Type,
+    cost: float,
+    free: frozenset[str] | None,
+    bound_position: Position,
+) -> Expr:
+    """The binder over ``args``, or the live alpha-variant of it.
+
+    ``bound_position`` is where the bound variable occurs in the scope; ``free`` the node's free
+    names when the caller knows them.  Binders are interned by alpha-hash only: a binder over the
+    same children has the same hash, so a second table by children would only cost a registration.
+    """
+    var_index, scope_index, outside_index, r, sh, ro, so = _binder_layouts.get(op) or _binder_layout(op)
+    bound = args[var_index]
     scope = args[scope_index]
-    free = scope.free - {name} if name in scope.free else scope.free
-    position, count = _position(scope, name)
+    position, count = bound_position
+    if free is None:
+        name = bound.data
+        free = scope.free - {name} if name in scope.free else scope.free
+        if outside_index >= 0:
+            of = args[outside_index].free
+            if of:
+                free = of if not free else (free if of <= free else free | of)
     # the shape records where the bound variable occurs; the weights drop its terms
-    scope_w = (scope.w - bound.w * position) % _PRIME
-    scope_c = (scope.c - bound.w * count) % _PRIME
-    r, sh = _edge(op, scope_index)
-    w = r * scope_w + sh * scope_c
+    bw = bound.w
+    scope_c = (scope.c - bw * count) % _PRIME
+    w = r * (scope.w - bw * position) + sh * scope_c
     c = scope_c
-    if len(args) == 3:  # let (var, rhs, body); build/sumbuild (n, var, body)
-        outside = args[1] if var_index == 0 else args[0]  # the rhs of a let, the size of a build
-        of = outside.free
-        if of:
-            free = of if not free else (free if of <= free else free | of)
+    if outside_index >= 0:  # the rhs of a let, the size of a build or sumbuild
+        outside = args[outside_index]
         s = hash((op, bound.type.h, position, count, outside.s, scope.s))
-        ro, so = _edge(op, 1 if var_index == 0 else 0)
         w += ro * outside.w + so * outside.c
         c += outside.c
     else:  # lam (var, body)
@@ -345,7 +375,6 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
         if alpha_equal(other, node):
             return other
         slot += 1  # a genuine hash collision between different expressions
-    _register(node, key)
     return node
 
 
@@ -583,49 +612,73 @@ def replace_at(root: Expr, number: int, new: Expr | Callable[[Expr], Expr]) -> E
                 break
             number -= child.size
     result = new(node) if callable(new) else new
-    # positions can change only for the variables of the replaced and the replacing subtree
-    changed = node.free | result.free
-    carry = True
-    old_child = node
-    for parent, i in reversed(path):
-        args = parent.args
-        rebuilt = parent.replace_args((*args[:i], result, *args[i + 1 :]))
-        if carry and parent._pos and rebuilt is not parent:
-            carry = _carry_positions(parent, rebuilt, i, old_child, result, changed)
-        old_child, result = parent, rebuilt
-    return result
+    if result is node:
+        return root
+    if result.type is not node.type:  # the ancestors' types may change too: build them in full
+        for parent, i in reversed(path):
+            result = parent.replace_args((*parent.args[:i], result, *parent.args[i + 1 :]))
+        return result
+    return _rebuild_path(path, node, result)
 
 
-def _carry_positions(old: Expr, new: Expr, i: int, old_child: Expr, new_child: Expr, changed: frozenset[str]) -> bool:
-    """Give ``new`` (``old`` with child ``i`` replaced) the variable positions ``old`` had.
+def _rebuild_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:
+    """The ancestors ``path`` of ``old`` rebuilt over ``new``, a node of the same type.
 
-    Positions are linear in the children's, so a position changes only for the variables
-    ``changed`` of the rewritten subtree, by the change at child ``i``.  Ancestors rebuilt after a
-    rewrite then find their bound variables' positions at once instead of walking the new path.
-    Returns whether the carrying can go on to the next ancestor.
+    This is what every rewrite pays, once per ancestor, so it takes what it can from the old
+    ancestors instead of starting afresh: their types (a child of the same type gives the same
+    type), their free names when the child's are the same, and their weights and the positions of
+    bound variables as the old ones plus a change.  Positions are linear in the children's, so the
+    change of a variable's position at an ancestor is the change ``(dp, dn)`` at the rewrite mapped
+    by the composed edges, ``dp' = a * dp + b * dn``: one ``(a, b)`` serves every variable.
     """
-    binder = BINDERS.get(old.op)
-    if binder is not None and i == binder[0]:
-        return False
-    shadowing = old.args[binder[0]].data if binder is not None and i == binder[1] else None
-    before = old._pos
-    assert before is not None
-    memo = new._pos
-    if memo is None:
-        memo = dict(before)
-        _set(new, "_pos", memo)
-        copied: set[str] | dict[str, Position] = before
-    else:  # an existing node: keep what it knows, add the rest
-        copied = {name: v for name, v in before.items() if name not in memo}
-        memo.update(copied)
-    r, sh = _edge(old.op, i)
-    for name in changed:
-        if name not in copied or name == shadowing:
-            continue
-        # both are memoised in the usual case (the old path, and the child rebuilt just before)
-        was = _position(old_child, name)
-        now = _position(new_child, name)
-        p, n = before[name]
-        dp, dn = now[0] - was[0], now[1] - was[1]
-        memo[name] = ((p + r * dp + sh * dn) % _PRIME, (n + dn) % _PRIME)
-    return True
+    # position changes at the rewrite of the variables of the replaced and replacing subtrees
+    deltas: dict[str, Position] | None = {}  # None: unknown, ask the new scope
+    for name in old.free | new.free:
+        po, no = _position(old, name)
+        pn, nn = _position(new, name)
+        if po != pn or no != nn:
+            deltas[name] = (pn - po, nn - no)  # type: ignore[index]
+    a, b = 1, 0  # composed edges from the rewrite up to the current child
+    for parent, i in reversed(path):
+        op, args, data = parent.op, parent.args, parent.data
+        new_args = (*args[:i], new, *args[i + 1 :])
+        binder = BINDERS.get(op)
+        t = parent.type
+        nf, of = new.free, old.free
+        free = parent.free if (nf is of or nf == of) else None
+        if binder is None:
+            key = (op, data, *map(id, new_args))
+            ref = _table.get(key)
+            found: Expr | None = ref() if ref is not None else None
+            if found is None:
+                if free is None:
+                    free = _union_free(new_args)
+                dh = 0 if data is None else _data_hash(op, data, t)
+                s = hash((op, dh, *[x.s for x in new_args]))
+                r, sh = _edge(op, i)
+                w = (parent.w + r * (new.w - old.w) + sh * (new.c - old.c)) % _PRIME
+                c = (parent.c + new.c - old.c) % _PRIME
+                found = _new(op, new_args, data, t, COST_RULES[op](new_args, data, t), free, s, w, c)
+                _register(found, key)
+        elif i == binder[0]:  # the binding occurrence itself: no rule does this, build it in full
+            found = make(op, new_args, data)
+            deltas = None
+        else:
+            name = args[binder[0]].data
+            cost = COST_RULES[op](new_args, data, t)
+            if i != binder[1] or deltas is None:
+                position = _position(new_args[binder[1]], name)
+            else:
+                memo = old._pos
+                known = memo.get(name) if memo is not None else None  # usually, from earlier rewrites
+                position = known if known is not None else _position(old, name)
+                d = deltas.pop(name, None)  # outside this scope, the name is another variable
+                if d is not None:
+                    dp, dn = d
+                    position = ((position[0] + a * dp + b * dn) % _PRIME, (position[1] + dn) % _PRIME)
+            found = _intern_binder(op, new_args, t, cost, free, position)
+        if deltas:
+            r, sh = _edge(op, i)
+            a, b = r * a % _PRIME, (r * b + sh) % _PRIME
+        old, new = parent, found
+    return new

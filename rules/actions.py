@@ -82,8 +82,8 @@ def site_at(root: Expr, number: int) -> Site:
         for i, child in enumerate(node.args):
             if remaining < child.size:
                 ancestors.append((node, node_number, i))
-                if binder is not None and i == binder[1]:
-                    scope = {**scope, node.args[binder[0]].data: (node, node_number)}
+                if binder is not None and i == binder[1]:  # one path: inner binders overwrite outer ones
+                    scope[node.args[binder[0]].data] = (node, node_number)
                 node, node_number = child, child_number
                 break
             remaining -= child.size

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from knossos import expr as E
 from knossos.callee import CalleeKind
 from knossos.expr import Expr
@@ -39,7 +41,7 @@ def inline(d: Def, args: tuple[Expr, ...]) -> Expr:
     """The body of ``d`` with its parameters bound to ``args`` by lets."""
     body = d.body
     taken = set().union(*(a.free for a in args)) if args else set()
-    taken |= names_in(body)
+    taken |= _names_in_body(body)
     params: list[Expr] = []
     for k, p in enumerate(d.params):
         v = E.var(p.name, p.type)
@@ -61,6 +63,12 @@ def inline(d: Def, args: tuple[Expr, ...]) -> Expr:
     for v, a in reversed(list(zip(params, args, strict=True))):
         body = E.let(v, a, body)
     return body
+
+
+@lru_cache(maxsize=256)
+def _names_in_body(body: Expr) -> frozenset[str]:
+    """Every name in a def's body: asked at every inlining of it, and the body does not change."""
+    return frozenset(names_in(body))
 
 
 def _size_vars_in_order(d: Def) -> list[str]:

@@ -1,22 +1,10 @@
-"""Optimise a def or expression by searching over rewrite sequences (thin entry point).
-
-The search (issue: "Search: the rewrite MDP, deep A*...") is not built yet; until then this entry
-point says so instead of pretending.  Costing and evaluating programs works today: see ``knossos --help``.
-"""
+"""Optimise a def or expression by searching over rewrite sequences.  See ``optimize.py --help``."""
 
 from __future__ import annotations
 
 import sys
 
-
-def main() -> int:
-    print(
-        "optimize.py: error: the rewrite search is not implemented yet; "
-        "use `knossos cost FILE` and `knossos eval FILE DEF --args ARGS.json` meanwhile",
-        file=sys.stderr,
-    )
-    return 2
-
+from search.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

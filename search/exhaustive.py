@@ -1,0 +1,48 @@
+"""Exhaustive breadth-first search to depth H, each expression once: the exact optimum when it ends.
+
+Breadth-first order reaches every expression first with the most steps left it can have, so one
+visit per expression is enough.  It gives up, saying so, when the number of distinct states passes
+the budget (here a state limit, not value-function calls) or the time limit.
+"""
+
+from __future__ import annotations
+
+import time
+
+from knossos.expr import Expr
+from search.result import SearchResult
+from search.spec import SearchRun, SearchSpec
+
+
+def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
+    run = SearchRun(start, spec)
+    graph = run.graph
+    deadline = None if spec.seconds is None else run.started + spec.seconds
+    level = [start]
+    stopped: str | None = None
+    try:
+        for t in range(spec.depth, 0, -1):
+            following: list[Expr] = []
+            for e in level:
+                children = run.transitions.successors(e)
+                graph.add_edges(e, [child for _, child in children])
+                for action, child in children:
+                    if graph.reach(child, t - 1, e, action):
+                        following.append(child)
+                if len(graph.states) > spec.budget:
+                    stopped = f"stopped at the state limit of {spec.budget} distinct expressions (depth {spec.depth - t + 1} of {spec.depth})"
+                    break
+                if deadline is not None and time.perf_counter() > deadline:
+                    stopped = (
+                        f"stopped at the time limit of {spec.seconds:g} s (depth {spec.depth - t + 1} of {spec.depth})"
+                    )
+                    break
+            run.evaluator.evaluations = len(graph.states)
+            run.report()
+            if stopped or not following:
+                break
+            level = following
+    except KeyboardInterrupt:
+        run.interrupted = True
+        stopped = "interrupted"
+    return run.result(complete=stopped is None, notes=[stopped] if stopped else [])

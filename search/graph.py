@@ -1,0 +1,106 @@
+"""The explored graph of a search: every state reached, the edges of expanded states, the best state.
+
+States are keyed by expression; each remembers the most steps left it was reached with and the
+(parent, action) of that visit, so a chain of parents always has strictly growing steps left and
+replays from the start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from knossos.expr import Expr
+from rules.actions import Action
+from search.mdp import CostFunction, Step
+
+
+@dataclass
+class Reached:
+    steps_left: int
+    parent: Expr | None
+    action: Action | None
+
+
+class SearchGraph:
+    def __init__(self, start: Expr, depth: int, cost: CostFunction) -> None:
+        self.start = start
+        self.depth = depth
+        self.cost = cost
+        self.states: dict[Expr, Reached] = {start: Reached(depth, None, None)}
+        #: Successor expressions of each expanded expression (the explored edges).
+        self.edges: dict[Expr, list[Expr]] = {}
+        self.best = start
+        self.best_cost = cost(start)
+
+    def steps_left(self, e: Expr) -> int:
+        """Most steps left ``e`` was reached with; -1 if never reached."""
+        r = self.states.get(e)
+        return -1 if r is None else r.steps_left
+
+    def reach(self, e: Expr, steps_left: int, parent: Expr, action: Action) -> bool:
+        """Record reaching ``e`` from ``parent``; True if it is new or now has more steps left."""
+        r = self.states.get(e)
+        if r is not None and r.steps_left >= steps_left:
+            return False
+        self.states[e] = Reached(steps_left, parent, action)
+        c = self.cost(e)
+        if c < self.best_cost:  # ties keep the first found, which took no more steps
+            self.best, self.best_cost = e, c
+        return True
+
+    def add_edges(self, e: Expr, children: list[Expr]) -> None:
+        self.edges[e] = children
+
+    def path(self, e: Expr) -> list[tuple[Expr, Action]]:
+        """The (expression before, action) pairs that lead from the start to ``e``."""
+        out: list[tuple[Expr, Action]] = []
+        while True:
+            r = self.states[e]
+            if r.parent is None or r.action is None:
+                break
+            out.append((r.parent, r.action))
+            e = r.parent
+        out.reverse()
+        return out
+
+    def steps(self, e: Expr) -> list[Step]:
+        """The rewrite sequence from the start to ``e`` as (node, rule, cost after) steps."""
+        path = self.path(e)
+        if not path:
+            return []
+        afters = [parent for parent, _ in path[1:]] + [e]
+        return [Step(a.node, a.rule.name, self.cost(after)) for (_, a), after in zip(path, afters, strict=True)]
+
+    def value_targets(self) -> tuple[list[Expr], np.ndarray, np.ndarray]:
+        """For every reached state: the largest cost drop reachable within ``t`` steps in this graph.
+
+        Returns the expressions, their steps left, and a table of shape ``(states, depth + 1)`` whose
+        column ``t`` is ``c(s) - min c(s')`` over the states ``s'`` reachable from ``s`` in at most ``t``
+        explored edges (column 0 is zero).  Algorithm 2's target of ``s`` is the column of its steps
+        left.  Computed backwards over the whole graph, ``depth`` rounds of one vectorised min-step.
+        """
+        exprs = list(self.states)
+        index = {e: i for i, e in enumerate(exprs)}
+        cost = np.array([self.cost(e) for e in exprs], dtype=np.float64)
+        src: list[int] = []
+        dst: list[int] = []
+        for e, children in self.edges.items():
+            i = index[e]
+            for c in children:
+                j = index.get(c)
+                if j is not None:
+                    src.append(i)
+                    dst.append(j)
+        s, d = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        best = cost.copy()  # cheapest cost reachable within t steps, t = 0
+        table = np.zeros((len(exprs), self.depth + 1))
+        for t in range(1, self.depth + 1):
+            nxt = best.copy()
+            if len(s):
+                np.minimum.at(nxt, s, best[d])
+            best = nxt
+            table[:, t] = cost - best
+        steps_left = np.array([self.states[e].steps_left for e in exprs], dtype=np.int64)
+        return exprs, steps_left, table

@@ -1,0 +1,102 @@
+"""Monte Carlo tree search with UCT, as the paper's Appendix D (Algorithm 3) describes it.
+
+Each iteration descends the tree from the start with the tree policy (equation 6)
+``argmax X(s')/n(s') + beta * sqrt(ln n(s) / (n(s') + 1))`` while the current state has been visited,
+then rolls out to the end of the episode with the rollout policy (equation 7), a softmax over
+``R(s, a) + V(s')`` with sharpness ``alpha`` (probabilities proportional to ``exp(alpha * (R + V))``;
+the paper writes the softmax with ``alpha`` without saying more), and backs up ``x``, the largest
+cost reduction against the start that the rollout found, into every state of the descent.  A tree
+state is (expression, steps left).  An unvisited child's mean ``X/n`` counts as 0.  The value
+function is asked about every child a rollout chooses among, so rollouts spend the budget.  Rollouts
+can keep to states already evaluated, so search also stops after ``budget`` iterations.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+
+from knossos.expr import Expr
+from search.result import SearchResult
+from search.spec import SearchRun, SearchSpec
+
+ALPHA = 5.0
+BETA = 0.5
+
+State = tuple[Expr, int]
+
+
+def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA) -> SearchResult:
+    run = SearchRun(start, spec)
+    graph, evaluator, cost = run.graph, run.evaluator, spec.cost
+    rng = random.Random(spec.seed)
+    c0 = cost(start)
+    visits: dict[State, int] = {}
+    total: dict[State, float] = {}  # X(s): summed reductions of the rollouts through s
+    evaluator([start])
+    iterations = 0
+    try:
+        while not evaluator.exhausted and iterations < spec.budget:
+            iterations += 1
+            # selection: descend while the state has been visited
+            s: State = (start, spec.depth)
+            descent: list[State] = []
+            while s[1] > 0 and visits.get(s, 0) > 0:
+                children = run.transitions.successors(s[0])
+                graph.add_edges(s[0], [child for _, child in children])
+                if not children:
+                    break
+                log_n = math.log(visits[s])
+                best_score, best_i = -math.inf, 0
+                for i, (_, child) in enumerate(children):
+                    key = (child, s[1] - 1)
+                    n = visits.get(key, 0)
+                    score = (total[key] / n if n else 0.0) + beta * math.sqrt(log_n / (n + 1))
+                    if score > best_score:
+                        best_score, best_i = score, i
+                action, child = children[best_i]
+                graph.reach(child, s[1] - 1, s[0], action)
+                s = (child, s[1] - 1)
+                descent.append(s)
+            # simulation: roll out from the leaf to the end of the episode
+            lowest = cost(s[0])
+            e, t = s
+            while t > 0 and not evaluator.exhausted:
+                children = run.transitions.successors(e)
+                graph.add_edges(e, [child for _, child in children])
+                if not children:
+                    break
+                rows = evaluator([child for _, child in children])
+                scores = np.array([cost(e) - cost(c) + row[t - 1] for (_, c), row in zip(children, rows, strict=True)])
+                weights = np.exp(alpha * (scores - scores.max()))
+                i = _sample(rng, weights)
+                action, child = children[i]
+                graph.reach(child, t - 1, e, action)
+                e, t = child, t - 1
+                lowest = min(lowest, cost(e))
+            # back-up
+            x = c0 - lowest
+            root: State = (start, spec.depth)
+            visits[root] = visits.get(root, 0) + 1
+            for state in descent:
+                visits[state] = visits.get(state, 0) + 1
+                total[state] = total.get(state, 0.0) + x
+            run.report()
+            if not descent and not run.transitions.successors(start):
+                break  # nothing to rewrite at all
+    except KeyboardInterrupt:
+        run.interrupted = True
+    return run.result()
+
+
+def _sample(rng: random.Random, weights: np.ndarray) -> int:
+    """An index drawn with probability proportional to ``weights`` (deterministic given ``rng``)."""
+    r = rng.random() * float(weights.sum())
+    acc = 0.0
+    for i, w in enumerate(weights):
+        acc += float(w)
+        if r < acc:
+            return i
+    return len(weights) - 1

@@ -1,0 +1,57 @@
+"""The rewrite MDP: states are (expression, steps left), actions are rule applications.
+
+The reward of a step is the drop in cost, ``c(s) - c(s')``.  Transitions are deterministic and do not
+depend on the steps left, so the successors of an expression are computed once per search and
+cached (A* expands an expression again when it is reached with more steps left).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from knossos.expr import Expr
+from rules.actions import Action, actions, apply
+from rules.rule_set import RuleSet
+
+CostFunction = Callable[[Expr], float]
+
+
+def rlo_cost(e: Expr) -> float:
+    """The reference cost model (cached on every node)."""
+    return e.cost
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rewrite of a sequence: rule ``rule`` at node ``node``, giving an expression of ``cost``."""
+
+    node: int
+    rule: str
+    cost: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"node": self.node, "rule": self.rule, "cost": round(self.cost, 6)}
+
+
+class Transitions:
+    """Successors of expressions under one rule set, cached for the lifetime of a search."""
+
+    def __init__(self, rules: RuleSet, cost: CostFunction = rlo_cost) -> None:
+        self.rules = rules
+        self.cost = cost
+        self._children: dict[Expr, list[tuple[Action, Expr]]] = {}
+        #: Expressions whose successors were computed (cache misses).
+        self.expanded = 0
+
+    def successors(self, e: Expr) -> list[tuple[Action, Expr]]:
+        """Every (action, resulting expression) of ``e``, in the order of :func:`rules.actions.actions`."""
+        found = self._children.get(e)
+        if found is None:
+            found = [(a, apply(e, a)) for a in actions(e, self.rules)]
+            self._children[e] = found
+            self.expanded += 1
+        return found
+
+    def reward(self, before: Expr, after: Expr) -> float:
+        return self.cost(before) - self.cost(after)

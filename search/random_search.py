@@ -1,0 +1,41 @@
+"""Random search: uniformly random rollouts of ``depth`` rewrites from the start, until the budget.
+
+Each distinct state a rollout visits counts as one evaluation (it is sent to the value function,
+whose answer random search ignores), so that budgets compare with A*'s.
+"""
+
+from __future__ import annotations
+
+import random
+
+from knossos.expr import Expr
+from search.result import SearchResult
+from search.spec import SearchRun, SearchSpec
+
+
+def random_search(start: Expr, spec: SearchSpec) -> SearchResult:
+    run = SearchRun(start, spec)
+    graph, evaluator = run.graph, run.evaluator
+    rng = random.Random(spec.seed)
+    evaluator([start])
+    try:
+        while not evaluator.exhausted:
+            e = start
+            moved = False
+            for t in range(spec.depth, 0, -1):
+                children = run.transitions.successors(e)
+                if not children:
+                    break
+                action, child = children[rng.randrange(len(children))]
+                graph.reach(child, t - 1, e, action)
+                evaluator([child])
+                moved = True
+                e = child
+                if evaluator.exhausted:
+                    break
+            run.report()
+            if not moved:  # the start has no rewrites at all
+                break
+    except KeyboardInterrupt:
+        run.interrupted = True
+    return run.result()

@@ -1,0 +1,35 @@
+"""Every search by name, all with the signature ``search(start, spec) -> SearchResult``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from knossos.errors import KsUsageError
+from knossos.expr import Expr
+from search.astar import astar, greedy
+from search.beam import beam
+from search.exhaustive import exhaustive
+from search.mcts import mcts
+from search.random_search import random_search
+from search.result import SearchResult
+from search.spec import SearchSpec
+from search.two_phase import two_phase
+
+Search = Callable[[Expr, SearchSpec], SearchResult]
+
+SEARCHES: dict[str, Search] = {
+    "astar": astar,
+    "greedy": greedy,
+    "beam": beam,
+    "mcts": mcts,
+    "random": random_search,
+    "exhaustive": exhaustive,
+    "two-phase": two_phase,
+}
+
+
+def get_search(name: str) -> Search:
+    found = SEARCHES.get(name)
+    if found is None:
+        raise KsUsageError(f"unknown search '{name}' (known: {', '.join(SEARCHES)})")
+    return found

@@ -1,0 +1,81 @@
+"""The settings every search takes, and the bookkeeping they share (timing, Ctrl-C, the result)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from knossos.expr import Expr
+from rules.rule_set import RuleSet
+from search.graph import SearchGraph
+from search.mdp import CostFunction, Transitions, rlo_cost
+from search.result import SearchResult
+from search.value import Evaluator, ValueFunction, ZeroValue
+
+#: Called now and then with (evaluations so far, best cost so far).
+Progress = Callable[[int, float], None]
+
+
+@dataclass
+class SearchSpec:
+    rules: RuleSet
+    #: H: the most rewrites in a sequence.
+    depth: int
+    #: The most expressions sent to the value function (Table 1's "evaluations").
+    budget: int
+    value: ValueFunction = field(default_factory=ZeroValue)
+    cost: CostFunction = rlo_cost
+    seed: int = 0
+    #: New states go to the value function in batches of at least this many (Table 1: 16).
+    batch_size: int = 16
+    progress: Progress | None = None
+    #: Wall-clock limit in seconds, for the searches that honour one (exhaustive).
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.depth < 1:
+            raise ValueError(f"the search depth must be at least 1, not {self.depth}")
+        if self.budget < 1:
+            raise ValueError(f"the evaluation budget must be at least 1, not {self.budget}")
+        if self.batch_size < 1:
+            raise ValueError(f"the batch size must be at least 1, not {self.batch_size}")
+
+
+class SearchRun:
+    """The parts of one search: transitions, value cache, explored graph, clock."""
+
+    def __init__(self, start: Expr, spec: SearchSpec) -> None:
+        self.spec = spec
+        self.transitions = Transitions(spec.rules, spec.cost)
+        self.evaluator = Evaluator(spec.value, spec.depth, spec.budget)
+        self.graph = SearchGraph(start, spec.depth, spec.cost)
+        self.started = time.perf_counter()
+        self.interrupted = False
+        self._last_report = 0.0
+
+    def report(self) -> None:
+        if self.spec.progress is not None:
+            now = time.perf_counter()
+            if now - self._last_report >= 0.1:
+                self._last_report = now
+                self.spec.progress(self.evaluator.evaluations, self.graph.best_cost)
+
+    def result(self, complete: bool = True, notes: list[str] | None = None) -> SearchResult:
+        g = self.graph
+        if self.spec.progress is not None:
+            self.spec.progress(self.evaluator.evaluations, g.best_cost)
+        return SearchResult(
+            start=g.start,
+            best=g.best,
+            start_cost=self.spec.cost(g.start),
+            best_cost=g.best_cost,
+            steps=g.steps(g.best),
+            graph=g,
+            evaluations=self.evaluator.evaluations,
+            expanded=self.transitions.expanded,
+            seconds=time.perf_counter() - self.started,
+            interrupted=self.interrupted,
+            complete=complete,
+            notes=notes or [],
+        )

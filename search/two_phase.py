@@ -1,0 +1,36 @@
+"""Two-phase search (the paper's GEMM and CNN setting): the ``phase1`` rules for the first H/2
+steps, then the full rule set from the best expression found, for the remaining steps.
+
+Each phase is an A* search with half of the budget; the result joins the two rewrite sequences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from knossos.expr import Expr
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.result import SearchResult
+from search.spec import SearchSpec
+
+
+def two_phase(start: Expr, spec: SearchSpec) -> SearchResult:
+    first_depth = max(spec.depth // 2, 1)
+    first_budget = max(spec.budget // 2, 1)
+    first = astar(start, replace(spec, rules=get_rule_set("phase1"), depth=first_depth, budget=first_budget))
+    if first.interrupted or spec.depth - first_depth < 1:
+        return first
+    second = astar(
+        first.best, replace(spec, depth=spec.depth - first_depth, budget=max(spec.budget - first.evaluations, 1))
+    )
+    return replace(
+        second,
+        start=start,
+        start_cost=first.start_cost,
+        steps=first.steps + second.steps,
+        evaluations=first.evaluations + second.evaluations,
+        expanded=first.expanded + second.expanded,
+        seconds=first.seconds + second.seconds,
+        notes=first.notes + second.notes,
+    )

@@ -1,0 +1,71 @@
+"""What search needs from a value function, and the zero value function that ships with search.
+
+A value function estimates, for an expression, the largest cost reduction reachable within ``t``
+more rewrites, for every ``t`` in ``0..depth``, and does so for a whole batch of expressions in one
+call (a neural network is far cheaper per expression in batches).  Search wraps it in an
+:class:`Evaluator`, which caches per expression and counts the evaluations that make up the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from knossos.expr import Expr
+
+
+class ValueFunction(Protocol):
+    """Anything with this method can guide search (the GGNN of :mod:`gnn` is one)."""
+
+    def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
+        """Array of shape ``(len(exprs), depth + 1)``: row ``i``, column ``t`` estimates the cost
+        reduction reachable from ``exprs[i]`` within ``t`` steps."""
+        ...
+
+
+class ZeroValue:
+    """Estimates no reduction anywhere: A* with it is greedy best-first on the cost so far."""
+
+    def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
+        return np.zeros((len(exprs), depth + 1))
+
+
+class Evaluator:
+    """A value function with a per-expression cache and an evaluation budget.
+
+    ``evaluations`` counts the distinct expressions sent to the value function; search stops when it
+    reaches ``budget``.  Rows are read-only views of the cache.
+    """
+
+    def __init__(self, value: ValueFunction, depth: int, budget: int) -> None:
+        self.value = value
+        self.depth = depth
+        self.budget = budget
+        self.evaluations = 0
+        self.batches = 0
+        self._cache: dict[Expr, np.ndarray] = {}
+
+    @property
+    def exhausted(self) -> bool:
+        return self.evaluations >= self.budget
+
+    def known(self, e: Expr) -> bool:
+        return e in self._cache
+
+    def __call__(self, exprs: Sequence[Expr]) -> list[np.ndarray]:
+        """The value rows of ``exprs``, evaluating the ones not cached in one batch."""
+        todo = list(dict.fromkeys(e for e in exprs if e not in self._cache))
+        if todo:
+            table = np.asarray(self.value.values(todo, self.depth), dtype=np.float64)
+            if table.shape != (len(todo), self.depth + 1):
+                raise ValueError(
+                    f"the value function returned shape {table.shape}, expected {(len(todo), self.depth + 1)}"
+                )
+            table.setflags(write=False)
+            for e, row in zip(todo, table, strict=True):
+                self._cache[e] = row
+            self.evaluations += len(todo)
+            self.batches += 1
+        return [self._cache[e] for e in exprs]

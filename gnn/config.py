@@ -1,0 +1,227 @@
+"""Training configs: YAML files loaded into typed dataclasses.
+
+Every key is checked: an unknown key, a missing required one or a value of the wrong type is a
+one-line error naming the file, the key (dotted, e.g. ``search.depth``) and, where YAML knows it,
+the line.  ``--set key=value`` overrides go through the same checks (the value is parsed as YAML).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from knossos.errors import KsUsageError, Pos
+
+SEARCHES = ("astar", "two-phase", "mcts")
+
+
+@dataclass
+class DataSource:
+    """Expressions to train or test on: an arithmetic set by name, or defs of a program file."""
+
+    #: A set of experiments/data/arithmetic_sets.json (bindgen_36, bindgen_test, binding_simplify_8, ...).
+    set: str | None = None
+    #: A program file (relative to the repository root) and the defs of it to use (all targets if empty).
+    file: str | None = None
+    defs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DataConfig:
+    train: DataSource
+    test: DataSource
+
+
+@dataclass
+class SearchConfig:
+    algorithm: str = "astar"
+    depth: int = 10
+    #: Value-function evaluations per search while training.
+    budget: int = 5000
+    #: ... and when evaluating on the train and test sets.
+    test_budget: int = 5000
+    batch_size: int = 16
+
+
+@dataclass
+class ModelSettings:
+    hidden: int = 200
+    steps: int = 10
+    mlp_head: bool = False
+    dropout: float = 0.2
+    constant_values: bool = True
+
+
+@dataclass
+class TrainingConfig:
+    epochs: int = 30
+    #: Training expressions searched per epoch (Table 1's "k").
+    exprs_per_epoch: int = 6
+    #: Passes over an epoch's samples when fitting.
+    fit_passes: int = 1
+    #: Keep the samples of this many recent epochs for fitting (a replay buffer; 1 = this epoch's only).
+    replay_epochs: int = 1
+    lr: float = 1e-4
+    batch_size: int = 16
+    seed: int = 0
+    #: Evaluate on the train and test sets every this many epochs (and after the last).
+    eval_every: int = 1
+
+
+@dataclass
+class TrainConfig:
+    name: str
+    rules: str
+    data: DataConfig
+    search: SearchConfig = field(default_factory=SearchConfig)
+    model: ModelSettings = field(default_factory=ModelSettings)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+
+    def validate(self, file: str) -> None:
+        def bad(key: str, msg: str) -> KsUsageError:
+            return KsUsageError(f"{key}: {msg}", None, file)
+
+        if self.search.algorithm not in SEARCHES:
+            raise bad("search.algorithm", f"'{self.search.algorithm}' is not one of {', '.join(SEARCHES)}")
+        for key, value in (
+            ("search.depth", self.search.depth),
+            ("search.budget", self.search.budget),
+            ("search.test_budget", self.search.test_budget),
+            ("search.batch_size", self.search.batch_size),
+            ("training.epochs", self.training.epochs),
+            ("training.exprs_per_epoch", self.training.exprs_per_epoch),
+            ("training.fit_passes", self.training.fit_passes),
+            ("training.replay_epochs", self.training.replay_epochs),
+            ("training.batch_size", self.training.batch_size),
+            ("training.eval_every", self.training.eval_every),
+            ("model.hidden", self.model.hidden),
+        ):
+            if value < 1:
+                raise bad(key, f"must be at least 1, not {value}")
+        if self.model.steps < 0:
+            raise bad("model.steps", f"must be at least 0, not {self.model.steps}")
+        if not self.training.lr > 0:
+            raise bad("training.lr", f"must be positive, not {self.training.lr}")
+        for key, src in (("data.train", self.data.train), ("data.test", self.data.test)):
+            if (src.set is None) == (src.file is None):
+                raise bad(key, "give exactly one of 'set' or 'file'")
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+    """Read ``path`` and apply ``key=value`` overrides; a KsUsageError on any problem."""
+    file = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise KsUsageError(f"cannot read the config: {err.strerror or err}", None, file) from None
+    try:
+        node = yaml.compose(text)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        pos = Pos(mark.line + 1, mark.column + 1) if mark is not None else None
+        raise KsUsageError(f"not valid YAML: {getattr(err, 'problem', None) or err}", pos, file) from None
+    if not isinstance(raw, dict):
+        raise KsUsageError("a config is a mapping of keys to values", None, file)
+    for item in overrides or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise KsUsageError(f"bad override '{item}': expected KEY=VALUE, e.g. training.epochs=5")
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        _set_dotted(raw, key.strip(), parsed)
+    lines = _key_lines(node)
+    config: TrainConfig = _build(TrainConfig, raw, "", file, lines)
+    config.validate(file)
+    return config
+
+
+def _set_dotted(raw: dict[str, Any], key: str, value: object) -> None:
+    parts = key.split(".")
+    here = raw
+    for p in parts[:-1]:
+        nxt = here.setdefault(p, {})
+        if not isinstance(nxt, dict):
+            raise KsUsageError(f"override {key}: '{p}' is not a section")
+        here = nxt
+    here[parts[-1]] = value
+
+
+def _key_lines(node: yaml.Node | None, prefix: str = "") -> dict[str, Pos]:
+    """Line and column of every (dotted) key of a YAML mapping."""
+    out: dict[str, Pos] = {}
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = f"{prefix}{k.value}"
+            out[key] = Pos(k.start_mark.line + 1, k.start_mark.column + 1)
+            out.update(_key_lines(v, key + "."))
+    return out
+
+
+def _build(cls: type, raw: object, prefix: str, file: str, lines: dict[str, Pos]) -> Any:
+    where = prefix.rstrip(".") or "the config"
+    if not isinstance(raw, dict):
+        raise KsUsageError(f"{where}: expected a mapping of keys, not {raw!r}", lines.get(prefix.rstrip(".")), file)
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in fields:
+            known = ", ".join(fields)
+            raise KsUsageError(f"unknown key '{prefix}{key}' (known here: {known})", lines.get(f"{prefix}{key}"), file)
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        key = f"{prefix}{name}"
+        if name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise KsUsageError(f"missing key '{key}'", None, file)
+            continue
+        values[name] = _convert(hints[name], raw[name], key, file, lines)
+    return cls(**values)
+
+
+def _convert(hint: Any, value: object, key: str, file: str, lines: dict[str, Pos]) -> Any:
+    pos = lines.get(key)
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, key + ".", file, lines)  # type: ignore[arg-type]
+    if origin in (types.UnionType, typing.Union):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        inner = [o for o in options if o is not type(None)]
+        return _convert(inner[0], value, key, file, lines)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise KsUsageError(f"{key}: expected a list, not {value!r}", pos, file)
+        return [_convert(item, v, key, file, lines) for v in value]
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise KsUsageError(f"{key}: expected true or false, not {value!r}", pos, file)
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise KsUsageError(f"{key}: expected a whole number, not {value!r}", pos, file)
+        return value
+    if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-4 (no dot) as text
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise KsUsageError(f"{key}: expected a number, not {value!r}", pos, file)
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise KsUsageError(f"{key}: expected text, not {value!r}", pos, file)
+        return value
+    raise TypeError(f"unsupported config type {hint} for {key}")

@@ -1,0 +1,64 @@
+"""The trained network as a value function for search (see :class:`search.value.ValueFunction`).
+
+Inference runs under ``torch.no_grad`` in eval mode, on batches cut by a node budget so that one
+huge expression does not share a forward pass with hundreds of small ones.  The network predicts a
+per-step value for ``t = 1..D`` steps left; the value for ``t`` is ``t`` times it, and for ``t > D``
+the value at ``D`` (more steps never lose: the MDP has a no-op).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from gnn.graph import batch_graphs
+from gnn.model import ValueNetwork
+from knossos.expr import Expr
+
+DEFAULT_NODE_BUDGET = 20_000
+
+
+class NetworkValue:
+    def __init__(self, network: ValueNetwork, node_budget: int = DEFAULT_NODE_BUDGET) -> None:
+        self.network = network
+        self.node_budget = node_budget
+        #: Forward passes and graphs seen, for benchmarks.
+        self.forward_calls = 0
+        self.graphs_seen = 0
+
+    def per_step(self, exprs: Sequence[Expr]) -> np.ndarray:
+        """The network's raw output, shape ``(len(exprs), D)``."""
+        self.network.eval()
+        out = np.zeros((len(exprs), self.network.config.depth), dtype=np.float64)
+        with torch.no_grad():
+            for start, stop in _chunks([e.size for e in exprs], self.node_budget):
+                batch = batch_graphs(exprs[start:stop])
+                out[start:stop] = self.network(batch).numpy()
+                self.forward_calls += 1
+        self.graphs_seen += len(exprs)
+        return out
+
+    def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
+        per_step = self.per_step(exprs)
+        d = per_step.shape[1]
+        t = np.arange(depth + 1)
+        columns = np.minimum(t, d)  # the value for t > D is the value at D
+        table = np.zeros((len(exprs), depth + 1))
+        table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:]
+        return table
+
+
+def _chunks(sizes: list[int], budget: int) -> list[tuple[int, int]]:
+    """Consecutive ranges whose node counts stay within ``budget`` (a larger graph goes alone)."""
+    out: list[tuple[int, int]] = []
+    start, total = 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and total + n > budget:
+            out.append((start, i))
+            start, total = i, 0
+        total += n
+    if start < len(sizes):
+        out.append((start, len(sizes)))
+    return out

@@ -1,18 +1,10 @@
-"""Train a value function on a set of expressions (thin entry point).
-
-The value network and its training loop (issue: "The GGNN value function...") are not built yet;
-until then this entry point says so instead of pretending.
-"""
+"""Train a value function on a set of expressions.  See ``train.py --help``."""
 
 from __future__ import annotations
 
 import sys
 
-
-def main() -> int:
-    print("train.py: error: value-function training is not implemented yet", file=sys.stderr)
-    return 2
-
+from gnn.train_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,6 +41,8 @@ class DataConfig:
 @dataclass
 class SearchConfig:
     algorithm: str = "astar"
+    #: The search used to evaluate on the train and test sets.
+    test_algorithm: str = "astar"
     depth: int = 10
     #: Value-function evaluations per search while training.
     budget: int = 5000
@@ -72,6 +74,8 @@ class TrainingConfig:
     seed: int = 0
     #: Evaluate on the train and test sets every this many epochs (and after the last).
     eval_every: int = 1
+    #: Evaluate on the training set too (the test set always).
+    eval_train: bool = True
 
 
 @dataclass
@@ -87,8 +91,12 @@ class TrainConfig:
         def bad(key: str, msg: str) -> KsUsageError:
             return KsUsageError(f"{key}: {msg}", None, file)
 
-        if self.search.algorithm not in SEARCHES:
-            raise bad("search.algorithm", f"'{self.search.algorithm}' is not one of {', '.join(SEARCHES)}")
+        for key, name in (
+            ("search.algorithm", self.search.algorithm),
+            ("search.test_algorithm", self.search.test_algorithm),
+        ):
+            if name not in SEARCHES:
+                raise bad(key, f"'{name}' is not one of {', '.join(SEARCHES)}")
         for key, value in (
             ("search.depth", self.search.depth),
             ("search.budget", self.search.budget),

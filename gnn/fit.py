@@ -62,5 +62,5 @@ class Fitter:
                 loss = self.loss(batch)
                 loss.backward()  # type: ignore[no-untyped-call]
                 self.optimizer.step()
-                losses.append(float(loss))
+                losses.append(float(loss.detach()))
         return float(np.mean(losses))

@@ -360,21 +360,28 @@ def _intern_binder(
         c += outside.c
     else:  # lam (var, body)
         s = hash((op, bound.type.h, position, count, scope.s))
-    node = _new(op, args, None, t, cost, free, s, w % _PRIME, c % _PRIME)
-    h = node.h
+    w %= _PRIME
+    h = hash((s, w))
+    node: Expr | None = None
     slot = 0
     while True:
         akey = (h, slot)
         ref = _alpha_table.get(akey)
         other: Expr | None = ref() if ref is not None else None
         if other is None:
-            ref = _Ref(node, _forget_alpha)
-            ref.key = akey
-            _alpha_table[akey] = ref
             break
+        if other.op is op and other.args == args:  # the same node rebuilt: common in search
+            return other
+        if node is None:
+            node = _new(op, args, None, t, cost, free, s, w, c % _PRIME)
         if alpha_equal(other, node):
             return other
         slot += 1  # a genuine hash collision between different expressions
+    if node is None:
+        node = _new(op, args, None, t, cost, free, s, w, c % _PRIME)
+    ref = _Ref(node, _forget_alpha)
+    ref.key = akey
+    _alpha_table[akey] = ref
     return node
 
 

@@ -1,0 +1,52 @@
+"""Checkpoints: written atomically (a temporary file, then a rename), read back for training or search."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gnn.model import ModelConfig, ValueNetwork
+from gnn.value import NetworkValue
+from knossos.errors import KsUsageError
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    try:
+        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise KsUsageError("no such checkpoint", None, str(path)) from None
+    except Exception as err:  # torch raises many kinds on a file that is not a checkpoint
+        raise KsUsageError(f"not a readable checkpoint ({type(err).__name__})", None, str(path)) from None
+    if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
+        raise KsUsageError("not a checkpoint written by train.py", None, str(path))
+    return state
+
+
+def network_from(state: dict[str, Any]) -> ValueNetwork:
+    network = ValueNetwork(ModelConfig(**state["model_config"]))
+    network.load_state_dict(state["model"])
+    network.eval()
+    return network
+
+
+def load_value_function(path: Path) -> NetworkValue:
+    """The value function of a checkpoint, for ``optimize.py --model``."""
+    return NetworkValue(network_from(load_checkpoint(path)))

@@ -1,0 +1,74 @@
+"""Training and test expressions named by a config: arithmetic sets or defs of program files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from gnn.config import DataSource
+from knossos.errors import KsUsageError
+from knossos.expr import Expr
+from knossos.parser import load_program, parse_expr
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "experiments" / "data"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    expr: Expr
+    #: The reference's best cost for it, where known (in the same cost as ``expr.cost``).
+    best_known: float | None
+
+
+@cache
+def _arithmetic_sets() -> dict[str, dict[str, object]]:
+    sets: dict[str, dict[str, object]] = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
+    return sets
+
+
+@cache
+def _best_known_programs() -> dict[str, float]:
+    """Best-known def costs by def name, from best_known_costs_programs.txt (the lowest listed)."""
+    out: dict[str, float] = {}
+    for line in (DATA / "best_known_costs_programs.txt").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 3 or not parts[1].startswith("start="):
+            continue
+        try:
+            best = float(line.split("best=")[1].split()[0])
+        except (IndexError, ValueError):
+            continue
+        out[parts[0]] = min(best, out.get(parts[0], best))
+    return out
+
+
+def load_targets(src: DataSource, label: str) -> list[Target]:
+    if src.set is not None:
+        sets = _arithmetic_sets()
+        if src.set not in sets:
+            raise KsUsageError(f"{label}: no arithmetic set '{src.set}' (known: {', '.join(sets)})")
+        items = sets[src.set]["expressions"]
+        assert isinstance(items, list)
+        return [
+            Target(f"{src.set}[{i}]", parse_expr(item["expr"])[0], float(item["best_known_cost"]))
+            for i, item in enumerate(items)
+        ]
+    assert src.file is not None
+    path = Path(src.file) if Path(src.file).is_absolute() else ROOT / src.file
+    program = load_program(path)
+    names = src.defs or [d.name for d in program.targets]
+    best = _best_known_programs()
+    out = []
+    for name in names:
+        d = program.defs.get(name)
+        if d is None:
+            raise KsUsageError(f"{label}: no def '{name}' in {src.file}")
+        # best_known_costs lists whole-def costs; search works on the body, which costs less by a constant
+        offset = program.def_cost(name) - d.body.cost
+        known = best.get(name)
+        out.append(Target(name, d.body, None if known is None else known - offset))
+    return out

@@ -1,0 +1,209 @@
+"""Algorithm 1: search the training expressions with the current value function, fit it to the
+targets the searches found, evaluate; epoch after epoch, checkpointed so that a run resumes.
+
+Everything random comes from the config's seed (numpy for choosing expressions and shuffling,
+torch for initialisation and dropout), and both generators' states are in each checkpoint, so a
+run killed at any point and resumed ends with the same numbers as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnn.checkpoint import load_checkpoint, save_checkpoint
+from gnn.config import TrainConfig
+from gnn.data import Target, load_targets
+from gnn.fit import Fitter, Sample
+from gnn.model import ModelConfig, ValueNetwork
+from gnn.value import NetworkValue
+from knossos.errors import KsUsageError
+from knossos.perf import fewer_gc_pauses
+from rules.sets import get_rule_set
+from search.registry import get_search
+from search.result import SearchResult
+from search.spec import SearchSpec
+from search.value import ValueFunction
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.jsonl"
+
+#: Reports progress: (what, done, total).
+Progress = Callable[[str, int, int], None]
+
+
+def model_config(config: TrainConfig) -> ModelConfig:
+    m = config.model
+    return ModelConfig(
+        hidden=m.hidden,
+        steps=m.steps,
+        depth=config.search.depth,
+        mlp_head=m.mlp_head,
+        dropout=m.dropout,
+        constant_values=m.constant_values,
+    )
+
+
+def samples_of(result: SearchResult) -> list[Sample]:
+    """Algorithm 2's targets for every state the search reached with steps left."""
+    exprs, steps_left, table = result.graph.value_targets()
+    return [
+        Sample(e, int(t), float(table[i, t])) for i, (e, t) in enumerate(zip(exprs, steps_left, strict=True)) if t > 0
+    ]
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, out: Path, progress: Progress | None = None) -> None:
+        self.config = config
+        self.out = out
+        self.progress = progress
+        self.train_set = load_targets(config.data.train, "data.train")
+        self.test_set = load_targets(config.data.test, "data.test")
+        self.rules = get_rule_set(config.rules)
+        torch.manual_seed(config.training.seed)
+        self.rng = np.random.default_rng(config.training.seed)
+        self.network = ValueNetwork(model_config(config))
+        self.fitter = Fitter(self.network, lr=config.training.lr, batch_size=config.training.batch_size)
+        self.epoch = 0  # epochs completed
+        self.history: list[dict[str, Any]] = []
+        self.replay: list[list[Sample]] = []
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {
+            "config": dataclasses.asdict(self.config),
+            "model_config": dataclasses.asdict(self.network.config),
+            "model": self.network.state_dict(),
+            "optimizer": self.fitter.optimizer.state_dict(),
+            "numpy_rng": self.rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
+            "epoch": self.epoch,
+            "history": self.history,
+            "replay": self.replay,
+            "data": {
+                "train": [t.name for t in self.train_set],
+                "test": [t.name for t in self.test_set],
+            },
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        if state["config"] != dataclasses.asdict(self.config):
+            raise KsUsageError(
+                "the checkpoint was written with a different config; resume with the same one",
+                None,
+                str(self.out / CHECKPOINT),
+            )
+        self.network.load_state_dict(state["model"])
+        self.fitter.optimizer.load_state_dict(state["optimizer"])
+        self.rng.bit_generator.state = state["numpy_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        self.epoch = state["epoch"]
+        self.history = state["history"]
+        self.replay = state["replay"]
+
+    def resume(self) -> bool:
+        path = self.out / CHECKPOINT
+        if not path.exists():
+            return False
+        self.restore(load_checkpoint(path))
+        return True
+
+    def save(self) -> None:
+        save_checkpoint(self.out / CHECKPOINT, self.state())
+
+    # -- the loop ------------------------------------------------------------------------------
+    def value_function(self) -> ValueFunction:
+        return NetworkValue(self.network)
+
+    def search(self, target: Target, algorithm: str, budget: int) -> SearchResult:
+        s = self.config.search
+        spec = SearchSpec(
+            rules=self.rules,
+            depth=s.depth,
+            budget=budget,
+            value=self.value_function(),
+            seed=int(self.rng.integers(2**31)) if algorithm == "mcts" else 0,
+            batch_size=s.batch_size,
+        )
+        return get_search(algorithm)(target.expr, spec)
+
+    def run_epoch(self) -> dict[str, Any]:
+        cfg = self.config
+        started = time.perf_counter()
+        k = min(cfg.training.exprs_per_epoch, len(self.train_set))
+        chosen = sorted(int(i) for i in self.rng.choice(len(self.train_set), size=k, replace=False))
+        samples: list[Sample] = []
+        evaluations = 0
+        for n, i in enumerate(chosen):
+            self._report("search", n, len(chosen))
+            result = self.search(self.train_set[i], cfg.search.algorithm, cfg.search.budget)
+            samples.extend(samples_of(result))
+            evaluations += result.evaluations
+        self.replay = [*self.replay, samples][-cfg.training.replay_epochs :]
+        self._report("fit", 0, 1)
+        loss = self.fitter.fit([s for epoch in self.replay for s in epoch], cfg.training.fit_passes, self.rng)
+        metrics: dict[str, Any] = {
+            "epoch": self.epoch + 1,
+            "loss": loss,
+            "samples": len(samples),
+            "train_exprs": [self.train_set[i].name for i in chosen],
+            "train_evaluations": evaluations,
+        }
+        last = self.epoch + 1 == cfg.training.epochs
+        if (self.epoch + 1) % cfg.training.eval_every == 0 or last:
+            sets = [("test", self.test_set)]
+            if cfg.training.eval_train:
+                sets.insert(0, ("train", self.train_set))
+            for name, targets in sets:
+                metrics[name] = self.evaluate(targets, name)
+        metrics["seconds"] = time.perf_counter() - started
+        return metrics
+
+    def evaluate(self, targets: list[Target], label: str) -> dict[str, Any]:
+        costs, evaluations = [], 0
+        for n, t in enumerate(targets):
+            self._report(f"eval {label}", n, len(targets))
+            r = self.search(t, self.config.search.test_algorithm, self.config.search.test_budget)
+            costs.append(r.best_cost)
+            evaluations += r.evaluations
+        starts = [t.expr.cost for t in targets]
+        known = [t.best_known for t in targets]
+        out: dict[str, Any] = {
+            "best_costs": costs,
+            "total_cost": float(sum(costs)),
+            "mean_ratio_to_start": float(np.mean([c / s for c, s in zip(costs, starts, strict=True)])),
+            "evaluations": evaluations,
+        }
+        if all(k is not None for k in known):
+            out["mean_ratio_to_best_known"] = float(np.mean([c / k for c, k in zip(costs, known, strict=True)]))  # type: ignore[operator]
+            out["reached_best_known"] = int(sum(c <= k + 1e-9 for c, k in zip(costs, known, strict=True)))  # type: ignore[operator]
+        return out
+
+    def train(self, on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        with fewer_gc_pauses():
+            while self.epoch < self.config.training.epochs:
+                metrics = self.run_epoch()
+                self.epoch += 1
+                self.history.append(metrics)
+                self.save()
+                self.write_metrics()
+                if on_epoch is not None:
+                    on_epoch(metrics)
+        return self.history
+
+    def write_metrics(self) -> None:
+        """metrics.jsonl from the checkpointed history, replaced whole (so a resumed run has no gaps)."""
+        tmp = self.out / (METRICS + ".tmp")
+        tmp.write_text("".join(json.dumps(m) + "\n" for m in self.history))
+        tmp.replace(self.out / METRICS)
+
+    def _report(self, what: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(what, done, total)

@@ -63,23 +63,30 @@ class GatedGraphConv(MessagePassing):  # type: ignore[misc]
           edge types ``(E,)``
         - **output:** node features ``(N, channels)``
 
-    The messages of all edge types are computed with one matrix product over the nodes,
-    ``(N, channels) -> (N, P * channels)``, and each edge picks its type's slice: cheaper than a
-    product per edge when edges outnumber nodes, as they do here.
+    Messages are computed per edge, grouped by type: one ``(E_p, channels) x (channels, channels)``
+    product per edge type, ``E * channels^2`` work in all, rather than projecting every node for
+    every type (``N * P * channels^2``, about three times more on expression graphs).
     """
 
     def __init__(self, channels: int, num_edge_types: int) -> None:
         super().__init__(aggr="add")
         self.channels = channels
         self.num_edge_types = num_edge_types
-        self.message_fn = nn.Linear(channels, channels * num_edge_types)
+        self.weight = nn.Parameter(torch.empty(num_edge_types, channels, channels))
+        self.bias = nn.Parameter(torch.zeros(num_edge_types, channels))
         self.gru = nn.GRUCell(channels, channels)
+        bound = 1.0 / channels**0.5
+        nn.init.uniform_(self.weight, -bound, bound)
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_type: Tensor) -> Tensor:  # type: ignore[override]
-        n = x.size(0)
-        per_type = self.message_fn(x).view(n, self.num_edge_types, self.channels)
-        messages = per_type[edge_index[0], edge_type]
-        incoming = scatter(messages, edge_index[1], dim=0, dim_size=n, reduce="sum")
+        incoming = torch.zeros_like(x)
+        source, target = edge_index
+        for p in range(self.num_edge_types):
+            chosen = (edge_type == p).nonzero().squeeze(1)
+            if chosen.numel() == 0:
+                continue
+            messages = torch.addmm(self.bias[p], x[source[chosen]], self.weight[p])
+            incoming.index_add_(0, target[chosen], messages)
         out: Tensor = self.gru(incoming, x)
         return out
 

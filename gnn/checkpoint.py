@@ -40,13 +40,27 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return state
 
 
-def network_from(state: dict[str, Any]) -> ValueNetwork:
-    network = ValueNetwork(ModelConfig(**state["model_config"]))
-    network.load_state_dict(state["model"])
+def load_weights(module: torch.nn.Module, weights: dict[str, Any], label: str) -> None:
+    """``module.load_state_dict``, with a one-line error when the weights are of another network."""
+    try:
+        module.load_state_dict(weights)
+    except (RuntimeError, KeyError, TypeError, ValueError):
+        raise KsUsageError(
+            "the checkpoint's weights do not fit this network (written by another version of the code?)", None, label
+        ) from None
+
+
+def network_from(state: dict[str, Any], label: str) -> ValueNetwork:
+    try:
+        config = ModelConfig(**state["model_config"])
+    except (TypeError, ValueError) as err:
+        raise KsUsageError(f"the checkpoint's model settings are not usable: {err}", None, label) from None
+    network = ValueNetwork(config)
+    load_weights(network, state["model"], label)
     network.eval()
     return network
 
 
 def load_value_function(path: Path) -> NetworkValue:
     """The value function of a checkpoint, for ``optimize.py --model``."""
-    return NetworkValue(network_from(load_checkpoint(path)))
+    return NetworkValue(network_from(load_checkpoint(path), str(path)))

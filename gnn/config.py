@@ -89,7 +89,7 @@ class TrainConfig:
 
     def validate(self, file: str) -> None:
         def bad(key: str, msg: str) -> KsUsageError:
-            return KsUsageError(f"{key}: {msg}", None, file)
+            return KsUsageError(f"{key}: {msg}", None, file)  # checked after overrides: no line
 
         for key, name in (
             ("search.algorithm", self.search.algorithm),
@@ -112,6 +112,12 @@ class TrainConfig:
         ):
             if value < 1:
                 raise bad(key, f"must be at least 1, not {value}")
+        from gnn.graph import NUM_NODE_TYPES
+
+        if self.model.hidden < NUM_NODE_TYPES + 1:
+            raise bad("model.hidden", f"must be at least {NUM_NODE_TYPES + 1} (one feature per node type, + 1)")
+        if not 0.0 <= self.model.dropout < 1.0:
+            raise bad("model.dropout", f"must be in [0, 1), not {self.model.dropout}")
         if self.model.steps < 0:
             raise bad("model.steps", f"must be at least 0, not {self.model.steps}")
         if not self.training.lr > 0:
@@ -146,8 +152,9 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainCo
         except yaml.YAMLError:
             parsed = value
         _set_dotted(raw, key.strip(), parsed)
-    lines = _key_lines(node)
-    config: TrainConfig = _build(TrainConfig, raw, "", file, lines)
+    overridden = {item.partition("=")[0].strip() for item in overrides or []}
+    where = _Where(file, _key_lines(node), overridden)
+    config: TrainConfig = _build(TrainConfig, raw, "", where)
     config.validate(file)
     return config
 
@@ -163,6 +170,20 @@ def _set_dotted(raw: dict[str, Any], key: str, value: object) -> None:
     here[parts[-1]] = value
 
 
+@dataclass
+class _Where:
+    """Where a key's value came from: a line of the file, or a --set override."""
+
+    file: str
+    lines: dict[str, Pos]
+    overridden: set[str]
+
+    def error(self, key: str, message: str) -> KsUsageError:
+        if any(key == o or key.startswith(o + ".") for o in self.overridden):
+            return KsUsageError(f"--set {message}")
+        return KsUsageError(message, self.lines.get(key), self.file)
+
+
 def _key_lines(node: yaml.Node | None, prefix: str = "") -> dict[str, Pos]:
     """Line and column of every (dotted) key of a YAML mapping."""
     out: dict[str, Pos] = {}
@@ -174,50 +195,49 @@ def _key_lines(node: yaml.Node | None, prefix: str = "") -> dict[str, Pos]:
     return out
 
 
-def _build(cls: type, raw: object, prefix: str, file: str, lines: dict[str, Pos]) -> Any:
-    where = prefix.rstrip(".") or "the config"
+def _build(cls: type, raw: object, prefix: str, where: _Where) -> Any:
+    section = prefix.rstrip(".") or "the config"
     if not isinstance(raw, dict):
-        raise KsUsageError(f"{where}: expected a mapping of keys, not {raw!r}", lines.get(prefix.rstrip(".")), file)
+        raise where.error(section, f"{section}: expected a mapping of keys, not {raw!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in fields:
             known = ", ".join(fields)
-            raise KsUsageError(f"unknown key '{prefix}{key}' (known here: {known})", lines.get(f"{prefix}{key}"), file)
+            raise where.error(f"{prefix}{key}", f"unknown key '{prefix}{key}' (known here: {known})")
     values: dict[str, Any] = {}
     for name, f in fields.items():
         key = f"{prefix}{name}"
         if name not in raw:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise KsUsageError(f"missing key '{key}'", None, file)
+                raise KsUsageError(f"missing key '{key}'", None, where.file)
             continue
-        values[name] = _convert(hints[name], raw[name], key, file, lines)
+        values[name] = _convert(hints[name], raw[name], key, where)
     return cls(**values)
 
 
-def _convert(hint: Any, value: object, key: str, file: str, lines: dict[str, Pos]) -> Any:
-    pos = lines.get(key)
+def _convert(hint: Any, value: object, key: str, where: _Where) -> Any:
     origin = typing.get_origin(hint)
     if dataclasses.is_dataclass(hint):
-        return _build(hint, value, key + ".", file, lines)  # type: ignore[arg-type]
+        return _build(hint, value, key + ".", where)  # type: ignore[arg-type]
     if origin in (types.UnionType, typing.Union):
         options = typing.get_args(hint)
         if value is None and type(None) in options:
             return None
         inner = [o for o in options if o is not type(None)]
-        return _convert(inner[0], value, key, file, lines)
+        return _convert(inner[0], value, key, where)
     if origin is list:
         (item,) = typing.get_args(hint)
         if not isinstance(value, list):
-            raise KsUsageError(f"{key}: expected a list, not {value!r}", pos, file)
-        return [_convert(item, v, key, file, lines) for v in value]
+            raise where.error(key, f"{key}: expected a list, not {value!r}")
+        return [_convert(item, v, key, where) for v in value]
     if hint is bool:
         if not isinstance(value, bool):
-            raise KsUsageError(f"{key}: expected true or false, not {value!r}", pos, file)
+            raise where.error(key, f"{key}: expected true or false, not {value!r}")
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise KsUsageError(f"{key}: expected a whole number, not {value!r}", pos, file)
+            raise where.error(key, f"{key}: expected a whole number, not {value!r}")
         return value
     if hint is float:
         if isinstance(value, str):  # YAML 1.1 reads 1e-4 (no dot) as text
@@ -226,10 +246,10 @@ def _convert(hint: Any, value: object, key: str, file: str, lines: dict[str, Pos
             except ValueError:
                 pass
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise KsUsageError(f"{key}: expected a number, not {value!r}", pos, file)
+            raise where.error(key, f"{key}: expected a number, not {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
-            raise KsUsageError(f"{key}: expected text, not {value!r}", pos, file)
+            raise where.error(key, f"{key}: expected text, not {value!r}")
         return value
     raise TypeError(f"unsupported config type {hint} for {key}")

@@ -27,9 +27,14 @@ class Sample:
     target: float
 
 
-def normalised_target(sample: Sample) -> float:
-    """What the per-step output for ``t_s`` is fitted to: ``V_target(s) / t_s``."""
-    return sample.target / sample.steps_left
+def normalised_target(sample: Sample, depth: int | None = None) -> float:
+    """What the per-step output for ``t_s`` is fitted to: ``V_target(s) / t_s``.
+
+    A network of ``depth`` outputs reports ``depth`` times its last output for more steps left
+    than that (see :mod:`gnn.value`), so there the target is divided by ``depth``.
+    """
+    t = sample.steps_left if depth is None else min(sample.steps_left, depth)
+    return sample.target / t
 
 
 class Fitter:
@@ -44,7 +49,7 @@ class Fitter:
         out = self.network(batch_graphs([s.expr for s in batch]))
         columns = torch.tensor([min(s.steps_left, depth) - 1 for s in batch])
         predicted = out[torch.arange(len(batch)), columns]
-        wanted = torch.tensor([normalised_target(s) for s in batch], dtype=predicted.dtype)
+        wanted = torch.tensor([normalised_target(s, depth) for s in batch], dtype=predicted.dtype)
         return F.huber_loss(predicted, wanted, delta=self.huber_delta)
 
     def fit(self, samples: Sequence[Sample], epochs: int, rng: np.random.Generator) -> float:

@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetitions", type=int, default=1, metavar="N", help="N seeds in parallel processes")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch threads per run (1: expression graphs are small; default)"
+    )
     return p
 
 
@@ -57,10 +60,15 @@ def run(args: argparse.Namespace) -> int:
         (dataclasses.replace(config, training=dataclasses.replace(config.training, seed=config.training.seed + k)), f)
         for k, f in enumerate(folders)
     ]
+    if args.threads < 1:
+        raise KsUsageError(f"--threads must be at least 1, not {args.threads}")
     if len(jobs) == 1:
+        import torch
+
+        torch.set_num_threads(args.threads)
         summary = [train_one(*jobs[0], show_progress=not args.quiet)]
     else:
-        threads = max(1, (os.cpu_count() or 1) // len(jobs))
+        threads = max(1, min(args.threads, (os.cpu_count() or 1) // len(jobs)))
         with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
             summary = pool.starmap(_train_in_worker, [(c, f, threads) for c, f in jobs])
     for folder, last in zip(folders, summary, strict=True):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnn.checkpoint import load_checkpoint, save_checkpoint
+from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from gnn.config import TrainConfig
 from gnn.data import Target, load_targets
 from gnn.fit import Fitter, Sample
@@ -94,14 +94,31 @@ class Trainer:
         }
 
     def restore(self, state: dict[str, Any]) -> None:
-        if state["config"] != dataclasses.asdict(self.config):
-            raise KsUsageError(
-                "the checkpoint was written with a different config; resume with the same one",
-                None,
-                str(self.out / CHECKPOINT),
+        label = str(self.out / CHECKPOINT)
+        # a run may be continued for more epochs; anything else must be as it was
+        mine, theirs = dataclasses.asdict(self.config), dict(state["config"])
+        mine["training"] = {**mine["training"], "epochs": None}
+        theirs["training"] = {**theirs["training"], "epochs": None}
+        if mine != theirs:
+            changed = sorted(
+                f"{section}.{k}"
+                for section in mine
+                for k in (mine[section] if isinstance(mine[section], dict) else {"": 0})
+                if (mine[section].get(k) if isinstance(mine[section], dict) else mine[section])
+                != (theirs.get(section, {}).get(k) if isinstance(mine[section], dict) else theirs.get(section))
             )
-        self.network.load_state_dict(state["model"])
-        self.fitter.optimizer.load_state_dict(state["optimizer"])
+            raise KsUsageError(
+                "the checkpoint was written with a different config"
+                + (f" ({', '.join(c.rstrip('.') for c in changed)})" if changed else "")
+                + "; resume with the same one (only training.epochs may grow)",
+                None,
+                label,
+            )
+        load_weights(self.network, state["model"], label)
+        try:
+            self.fitter.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError) as err:
+            raise KsUsageError(f"the checkpoint's optimiser state does not fit: {err}", None, label) from None
         self.rng.bit_generator.state = state["numpy_rng"]
         torch.set_rng_state(state["torch_rng"])
         self.epoch = state["epoch"]

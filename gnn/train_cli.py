@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except KsError as err:
-        print(err.render(), file=sys.stderr)
+        print(err.render("train.py"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("train.py: interrupted; the last finished epoch is checkpointed (resume with --resume)", file=sys.stderr)

@@ -36,9 +36,9 @@ class KsError(Exception):
             self.file = file
         return self
 
-    def render(self) -> str:
-        """The one-line form printed by the command line."""
-        where = self.file or "knossos"
+    def render(self, program: str = "knossos") -> str:
+        """The one-line form printed by the command line (``program`` names it when no file does)."""
+        where = self.file or program
         if self.pos is not None:
             where = f"{where}:{self.pos.line}:{self.pos.col}"
         return f"{where}: error: {self.message}"

@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with fewer_gc_pauses():
             return run(args)
     except KsError as err:
-        print(err.render(), file=sys.stderr)
+        print(err.render("optimize.py"), file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

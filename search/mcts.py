@@ -7,7 +7,8 @@ then rolls out to the end of the episode with the rollout policy (equation 7), a
 the paper writes the softmax with ``alpha`` without saying more), and backs up ``x``, the largest
 cost reduction against the start that the rollout found, into every state of the descent.  A tree
 state is (expression, steps left).  An unvisited child's mean ``X/n`` counts as 0.  The value
-function is asked about every child a rollout chooses among, so rollouts spend the budget.  Rollouts
+function is asked about every child a rollout chooses among, so rollouts spend the budget; a step
+whose children would go over it ends the search.  Rollouts
 can keep to states already evaluated, so search also stops after ``budget`` iterations.
 """
 
@@ -37,8 +38,9 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
     total: dict[State, float] = {}  # X(s): summed reductions of the rollouts through s
     evaluator([start])
     iterations = 0
+    out_of_budget = False
     try:
-        while not evaluator.exhausted and iterations < spec.budget:
+        while not evaluator.exhausted and not out_of_budget and iterations < spec.budget:
             iterations += 1
             # selection: descend while the state has been visited
             s: State = (start, spec.depth)
@@ -67,6 +69,10 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
                 children = run.transitions.successors(e)
                 graph.add_edges(e, [child for _, child in children])
                 if not children:
+                    break
+                fresh = {child for _, child in children if not evaluator.known(child)}
+                if len(fresh) > evaluator.budget - evaluator.evaluations:
+                    out_of_budget = True  # the rollout cannot see this step's values: stop here
                     break
                 rows = evaluator([child for _, child in children])
                 scores = np.array([cost(e) - cost(c) + row[t - 1] for (_, c), row in zip(children, rows, strict=True)])

@@ -1,7 +1,8 @@
 """Random search: uniformly random rollouts of ``depth`` rewrites from the start, until the budget.
 
 Each distinct state a rollout visits counts as one evaluation (it is sent to the value function,
-whose answer random search ignores), so that budgets compare with A*'s.
+whose answer random search ignores), so that budgets compare with A*'s.  Rollouts can keep to states
+already seen (a small expression has few), so search also stops after ``budget`` rollouts.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ def random_search(start: Expr, spec: SearchSpec) -> SearchResult:
     graph, evaluator = run.graph, run.evaluator
     rng = random.Random(spec.seed)
     evaluator([start])
+    rollouts = 0
     try:
-        while not evaluator.exhausted:
+        while not evaluator.exhausted and rollouts < spec.budget:
+            rollouts += 1
             e = start
             moved = False
             for t in range(spec.depth, 0, -1):

@@ -19,11 +19,9 @@ def two_phase(start: Expr, spec: SearchSpec) -> SearchResult:
     first_depth = max(spec.depth // 2, 1)
     first_budget = max(spec.budget // 2, 1)
     first = astar(start, replace(spec, rules=get_rule_set("phase1"), depth=first_depth, budget=first_budget))
-    if first.interrupted or spec.depth - first_depth < 1:
+    if first.interrupted or spec.depth - first_depth < 1 or first.evaluations >= spec.budget:
         return first
-    second = astar(
-        first.best, replace(spec, depth=spec.depth - first_depth, budget=max(spec.budget - first.evaluations, 1))
-    )
+    second = astar(first.best, replace(spec, depth=spec.depth - first_depth, budget=spec.budget - first.evaluations))
     return replace(
         second,
         start=start,

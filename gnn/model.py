@@ -15,6 +15,7 @@ targets are normalised by the steps left).  ``steps=0`` is the paper's NoGNN abl
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +25,9 @@ from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import scatter
 
 from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, GraphBatch
+
+#: Edges sorted by type: (sources, targets, boundaries of each type's run).
+EdgeGroups = tuple[Tensor, Tensor, list[int]]
 
 
 @dataclass(frozen=True)
@@ -78,17 +82,30 @@ class GatedGraphConv(MessagePassing):  # type: ignore[misc]
         bound = 1.0 / channels**0.5
         nn.init.uniform_(self.weight, -bound, bound)
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_type: Tensor) -> Tensor:  # type: ignore[override]
-        incoming = torch.zeros_like(x)
-        source, target = edge_index
-        for p in range(self.num_edge_types):
-            chosen = (edge_type == p).nonzero().squeeze(1)
-            if chosen.numel() == 0:
-                continue
-            messages = torch.addmm(self.bias[p], x[source[chosen]], self.weight[p])
-            incoming.index_add_(0, target[chosen], messages)
+    def forward(  # type: ignore[override]
+        self, x: Tensor, edge_index: Tensor, edge_type: Tensor, groups: EdgeGroups | None = None
+    ) -> Tensor:
+        """``groups`` (from :meth:`group_edges`) saves sorting the edges again at every step."""
+        if groups is None:
+            groups = self.group_edges(edge_index, edge_type)
+        source, target, bounds = groups
+        gathered = x[source]
+        parts = [
+            torch.addmm(self.bias[p], gathered[start:stop], self.weight[p])
+            for p, (start, stop) in enumerate(itertools.pairwise(bounds))
+            if stop > start
+        ]
+        messages = torch.cat(parts) if parts else gathered[:0]
+        incoming = torch.zeros_like(x).index_add_(0, target, messages)
         out: Tensor = self.gru(incoming, x)
         return out
+
+    def group_edges(self, edge_index: Tensor, edge_type: Tensor) -> EdgeGroups:
+        """Edges sorted by type: sources, targets and each type's ``[start, stop)`` boundaries."""
+        order = torch.argsort(edge_type, stable=True)
+        counts = torch.bincount(edge_type, minlength=self.num_edge_types)
+        bounds = [0, *torch.cumsum(counts, 0).tolist()]
+        return edge_index[0, order], edge_index[1, order], bounds
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.channels}, num_edge_types={self.num_edge_types})"
@@ -128,8 +145,9 @@ class ValueNetwork(nn.Module):
     def forward(self, graphs: GraphBatch) -> Tensor:
         h0 = self.initial_features(graphs)
         h = h0
+        groups = self.conv.group_edges(graphs.edge_index, graphs.edge_type)
         for _ in range(self.config.steps):
-            h = self.conv(h, graphs.edge_index, graphs.edge_type)
+            h = self.conv(h, graphs.edge_index, graphs.edge_type, groups)
         weights = torch.sigmoid(self.gate(torch.cat([h, h0], dim=1)))
         pooled = scatter(weights * self.readout(h), graphs.batch, dim=0, dim_size=graphs.num_graphs, reduce="sum")
         values: Tensor = self.out(pooled)

@@ -22,6 +22,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -59,6 +60,26 @@ def network_from(state: dict[str, Any], label: str) -> ValueNetwork:
     load_weights(network, state["model"], label)
     network.eval()
     return network
+
+
+#: The model that ships with the package (trained with a config of ``configs/``; see the README).
+DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "default.pt"
+
+
+def export_model(checkpoint: Path, out: Path) -> None:
+    """Write only what inference needs (weights, model settings, the config it came from)."""
+    state = load_checkpoint(checkpoint)
+    network_from(state, str(checkpoint))  # refuse to export something that does not load
+    save_checkpoint(
+        out,
+        {
+            "model": state["model"],
+            "model_config": state["model_config"],
+            "config": state.get("config"),
+            "epoch": state.get("epoch"),
+            "history": state.get("history", [])[-1:],
+        },
+    )
 
 
 def load_value_function(path: Path) -> NetworkValue:

@@ -1,4 +1,5 @@
-"""Value functions by name, for the command line: ``none`` (zero) or a trained model checkpoint."""
+"""Value functions by name, for the command line: ``none`` (zero), ``default`` (the model that ships
+with the package) or a checkpoint written by train.py."""
 
 from __future__ import annotations
 
@@ -11,11 +12,19 @@ from search.value import ValueFunction, ZeroValue
 def load_value_function(spec: str) -> ValueFunction:
     if spec in ("none", "zero"):
         return ZeroValue()
+    if spec == "default":
+        try:
+            from gnn.checkpoint import DEFAULT_MODEL
+        except ImportError:
+            raise KsUsageError("the default model needs the gnn package (torch)") from None
+        if not DEFAULT_MODEL.is_file():
+            raise KsUsageError(f"the default model is missing from this installation ({DEFAULT_MODEL})")
+        spec = str(DEFAULT_MODEL)
     path = Path(spec)
     if not path.is_file():
         raise KsUsageError(f"no model file '{spec}' (give a checkpoint written by train.py, or 'none')")
     try:
-        from gnn.checkpoint import load_value_function as load_checkpoint  # type: ignore[import-not-found]
+        from gnn.checkpoint import load_value_function as load_checkpoint
     except ImportError:
         raise KsUsageError(f"{spec}: loading a trained model needs the gnn package, which is not built yet") from None
     loaded: ValueFunction = load_checkpoint(path)

@@ -1,0 +1,48 @@
+"""The per-epoch table of training runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gnn.report import main, table
+from knossos.errors import KsUsageError
+
+
+def write_run(folder: Path, rows: list[dict[str, object]]) -> Path:
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_table_lists_every_epoch_of_every_run(tmp_path: Path) -> None:
+    a = write_run(
+        tmp_path / "a",
+        [
+            {
+                "epoch": 1,
+                "loss": 0.5,
+                "test": {"total_cost": 100.0, "reached_best_known": 1, "mean_ratio_to_start": 0.9},
+            },
+            {
+                "epoch": 2,
+                "loss": 0.25,
+                "test": {"total_cost": 90.0, "reached_best_known": 3, "mean_ratio_to_start": 0.8},
+            },
+        ],
+    )
+    b = write_run(tmp_path / "b", [{"epoch": 1, "loss": 0.125}])
+    lines = table([a, b]).splitlines()
+    assert len(lines) == 3
+    assert "0.5000" in lines[1] and "100.0" in lines[1] and "0.900" in lines[1] and "0.1250" in lines[1]
+    assert "90.0" in lines[2] and " 3 " in lines[2]
+
+
+def test_missing_run_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(KsUsageError):
+        table([tmp_path / "nothing"])
+    assert main([str(tmp_path / "nothing")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "metrics.jsonl" in err[0]

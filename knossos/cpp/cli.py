@@ -1,0 +1,57 @@
+"""``knossos cpp FILE [--def NAME] [-o OUT.cpp] [--driver]``: emit a program as C++17.
+
+Registered through the ``knossos.commands`` entry point (see pyproject.toml).  The output stands alone
+(the runtime header is inlined); ``--driver`` adds the test driver's ``main()`` (see
+:mod:`knossos.cpp.driver`).  ``-o`` may overwrite a file, but never the input FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from knossos.cli import _ArgumentParser, _located, find_def
+from knossos.cpp.driver import driver_source
+from knossos.cpp.emit import emit_program
+from knossos.errors import KsUsageError
+from knossos.parser import load_program
+
+
+def register(sub: argparse._SubParsersAction[_ArgumentParser]) -> None:
+    """Add the ``cpp`` subcommand to the ``knossos`` command line."""
+    p = sub.add_parser("cpp", help="emit a program (or one def and what it calls) as C++17")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--def", dest="def_name", metavar="NAME", help="only this def and the defs it calls")
+    p.add_argument("-o", dest="out", metavar="OUT.cpp", help="write the C++ here instead of to stdout")
+    p.add_argument("--driver", action="store_true", help="add the test driver's main() (requests on stdin)")
+    p.set_defaults(run=cmd_cpp)
+
+
+def _same_file(a: str, b: str) -> bool:
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def cmd_cpp(args: argparse.Namespace) -> int:
+    if args.out is not None and _same_file(args.out, args.file):
+        raise KsUsageError("-o names the input file; refusing to overwrite it", None, args.out)
+    program = load_program(args.file)
+    names = [find_def(program, args.def_name, args.file).name] if args.def_name else None
+    if args.driver:
+        source = _located(lambda: driver_source(program, names)[0], args.file)
+    else:
+        source = _located(lambda: emit_program(program, names), args.file)
+    if args.out is None:
+        sys.stdout.write(source)
+        return 0
+    try:
+        Path(args.out).write_text(source, encoding="utf-8")
+    except OSError as err:
+        raise KsUsageError(f"cannot write: {err.strerror}", None, args.out) from None
+    return 0

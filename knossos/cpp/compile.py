@@ -1,0 +1,175 @@
+"""Compiling generated C++ with g++, cached on a hash of the source and the flags.
+
+``g++ -O3 -std=c++17 -march=native`` (``-march=native`` left out where the compiler refuses it) runs
+through :mod:`subprocess` with an argument list, never a shell.  Results are cached under
+``$KNOSSOS_CPP_CACHE`` (default ``~/.cache/knossos-cpp``) in a folder named by the SHA-256 of the
+compiler, the flags and the source; the folder keeps ``source.cpp`` and ``compile.log`` too.  The
+compiler is ``$KNOSSOS_CXX`` or ``g++``.  A missing compiler or a failed compilation raises
+:class:`KsCompileError`, one line naming the log file with the compiler's full output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import subprocess
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from knossos.errors import KsUsageError
+
+BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-ffp-contract=off")  # no FMA: IEEE as the interpreter
+NATIVE_FLAG = "-march=native"
+#: Seconds one compilation may take.
+COMPILE_TIMEOUT = 900.0
+
+
+class KsCompileError(KsUsageError):
+    """The C++ compiler is missing, or it rejected the source (the message names the log file)."""
+
+
+class _Stats:
+    """How many compilations actually ran in this process (cache hits do not count)."""
+
+    compilations = 0
+
+
+stats = _Stats()
+_lock = threading.Lock()
+_native_ok: dict[str, bool] = {}
+
+
+def cache_dir() -> Path:
+    """Where compiled programs are kept: ``$KNOSSOS_CPP_CACHE`` or ``~/.cache/knossos-cpp``."""
+    env = os.environ.get("KNOSSOS_CPP_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "knossos-cpp"
+
+
+def compiler() -> str:
+    """The C++ compiler command: ``$KNOSSOS_CXX`` or ``g++``."""
+    return os.environ.get("KNOSSOS_CXX") or "g++"
+
+
+def _cpu_tag() -> str:
+    """What ``-march=native`` depends on, for the cache key (binaries are not shared across CPUs)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "flags")):
+                    model += line.strip()
+                    if line.startswith("flags"):
+                        break
+    except OSError:
+        pass
+    return platform.machine() + "|" + hashlib.sha256(model.encode()).hexdigest()[:16]
+
+
+def native_supported(cxx: str | None = None) -> bool:
+    """Whether the compiler accepts ``-march=native`` (probed once per compiler)."""
+    cxx = cxx or compiler()
+    if cxx not in _native_ok:
+        with tempfile.TemporaryDirectory(prefix="knossos-cpp-") as tmp:
+            src = Path(tmp) / "probe.cpp"
+            src.write_text("int main() { return 0; }\n", encoding="utf-8")
+            try:
+                proc = subprocess.run(
+                    [cxx, NATIVE_FLAG, "-o", str(Path(tmp) / "probe"), str(src)],
+                    capture_output=True,
+                    timeout=120,
+                    check=False,
+                )
+                _native_ok[cxx] = proc.returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                _native_ok[cxx] = False
+    return _native_ok[cxx]
+
+
+def compile_flags(extra_flags: Sequence[str] = (), shared: bool = False) -> list[str]:
+    """The flags a compilation uses (later flags win: ``extra_flags=("-O1",)`` overrides ``-O3``)."""
+    flags = list(BASE_FLAGS)
+    if native_supported():
+        flags.append(NATIVE_FLAG)
+    if shared:
+        flags += ["-shared", "-fPIC"]
+    flags += list(extra_flags)
+    return flags
+
+
+def cache_key(source: str, flags: Sequence[str], cxx: str) -> str:
+    h = hashlib.sha256()
+    for part in (cxx, _cpu_tag(), *flags):
+        h.update(part.encode("utf-8", "surrogateescape") + b"\0")
+    h.update(b"\0")
+    h.update(source.encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def _first_error(output: str) -> str:
+    for line in output.splitlines():
+        if "error" in line:
+            text = " ".join(line.split())
+            return text if len(text) <= 200 else text[:197] + "..."
+    return ""
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def compile_cpp(source: str, extra_flags: Sequence[str] = (), *, shared: bool = False) -> Path:
+    """Compile ``source`` into an executable (or, with ``shared``, a shared object); return its path.
+
+    The result is cached: the same source and flags give the same path without compiling again.
+    """
+    cxx = compiler()
+    flags = compile_flags(extra_flags, shared)
+    key = cache_key(source, flags, cxx)
+    folder = cache_dir() / key
+    out = folder / ("module.so" if shared else "program")
+    if out.exists():
+        return out
+    with _lock:
+        if out.exists():
+            return out
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise KsCompileError(f"cannot create the C++ cache folder {folder}: {err.strerror}") from None
+        src = folder / "source.cpp"
+        log = folder / "compile.log"
+        _write_atomic(src, source)
+        tmp_out = folder / f".{out.name}.{os.getpid()}.tmp"
+        cmd = [cxx, *flags, "-o", str(tmp_out), str(src)]
+        command_line = " ".join(shlex.quote(c) for c in cmd)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False)
+        except FileNotFoundError:
+            _write_atomic(log, f"{command_line}\n\nthe C++ compiler '{cxx}' was not found\n")
+            raise KsCompileError(
+                f"the C++ compiler '{cxx}' was not found (install g++ or set KNOSSOS_CXX); details in {log}"
+            ) from None
+        except OSError as err:
+            _write_atomic(log, f"{command_line}\n\ncannot run the C++ compiler: {err}\n")
+            raise KsCompileError(f"cannot run the C++ compiler '{cxx}': {err.strerror}; details in {log}") from None
+        except subprocess.TimeoutExpired:
+            _write_atomic(log, f"{command_line}\n\ntimed out after {COMPILE_TIMEOUT:.0f} s\n")
+            raise KsCompileError(f"C++ compilation took more than {COMPILE_TIMEOUT:.0f} s; details in {log}") from None
+        _write_atomic(log, f"{command_line}\n\n{proc.stdout}{proc.stderr}")
+        if proc.returncode != 0:
+            tmp_out.unlink(missing_ok=True)
+            first = _first_error(proc.stdout + proc.stderr)
+            summary = f": {first}" if first else f" (exit status {proc.returncode})"
+            raise KsCompileError(f"C++ compilation failed{summary}; the full compiler output is in {log}")
+        os.replace(tmp_out, out)
+        stats.compilations += 1
+        return out

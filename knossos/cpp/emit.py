@@ -1,0 +1,614 @@
+"""C++17 from Knossos programs: one C++ function per def, over the runtime in ``runtime.h``.
+
+:func:`emit_program` gives a self-contained translation unit: the runtime header (inlined, so that a
+written ``.cpp`` needs nothing else), a declaration of every emitted def, then their definitions.
+
+Code is in A-normal form: every non-trivial subexpression is computed into a ``const`` temporary in
+evaluation order, so deep expressions (let chains thousands deep) become flat runs of statements; the
+walk over an expression runs on an explicit stack of generators (:mod:`knossos.trampoline`), like
+the interpreter's, so Python's recursion limit is never reached.  What each construct becomes:
+
+=========================  ===============================================================================
+``let``                    the variable names the right-hand side's temporary (no copy)
+``if``, ``and``, ``or``    a result variable assigned inside ``if (...) {...} else {...}`` (lazy)
+``build``                  a dense vector filled by a ``for`` loop; ``(build n (lam i c))`` with ``c`` a
+                           constant or a variable other than ``i`` is ``ks::const_vec`` (lazy, no
+                           allocation per element: reverse-mode code writes zero vectors like that)
+``sumbuild``               a loop accumulating into a dense copy of the first iteration's value, the
+                           others added in place (``ks::add_inplace``), with the arena reset after each
+                           later iteration when the body may allocate; Float/Integer accumulate in a scalar
+``sum``                    ``ks::sum`` (same accumulation)
+``lam`` / application      a ``std::function`` holding a ``[=]`` lambda / a call of it
+``tuple``, ``get$i$n``     ``std::tuple<...>(...)``, ``std::get<i-1>``
+``index``, ``size``        ``ks::index`` (range-checked, works on lazy vectors), ``ks::size``
+``constVec``, ``deltaVec`` ``ks::const_vec``, ``ks::delta_vec`` (lazy)
+``add sub mul div neg``    C++ operators on Floats; checked ``ks::add_i`` etc. on Integers; ``ks::add`` etc.
+                           (element-wise, broadcasting) on vectors and tuples
+``max abs exp log tanh     ``ks::max_f``/``ks::max_i``, ``std::fabs``/``ks::abs_i``, ``std::exp``...
+pow to_float``             ``static_cast<double>``
+comparisons                ``ks::eq``, ``ks::lt``... (C++ comparisons, as functions so that ``(eq x x)``
+                           is no compiler warning)
+``assert``                 ``if (!c) ks::fail("assertion failed")``
+calls                      defs: the mangled C++ function; edefs and prelude functions: the C++ meaning
+                           of :mod:`knossos.natives` (:data:`NATIVE_CPP`)
+=========================  ===============================================================================
+
+Identifiers.  No text of the input ever reaches the C++ source: a def ``f`` becomes ``ks_`` followed by
+:func:`escape_name` of ``f`` (ASCII letters but ``Z``, digits and single underscores kept, every other
+character ``c`` written ``Z<hex code of c>Z``: ``rev$conv1d`` is ``ks_revZ24Zconv1d``), which is
+injective, never a keyword and never contains ``__``; parameters are ``p<k>_<escape>``, other
+variables ``v<n>_<escape>``, size variables ``z<k>_<escape>``, temporaries ``t<n>``, and nothing
+else the code declares has one of these forms.  Literals are written from their values: Floats as
+exact hexadecimal literals (``0x1.8p+1``), Integers as ``std::int64_t(...LL)``, Bools as
+``true``/``false``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Generator, Iterable
+from pathlib import Path
+
+from knossos import trampoline
+from knossos.arith import INT_MIN
+from knossos.callee import Callee, CalleeKind
+from knossos.errors import KsUsageError
+from knossos.expr import Expr
+from knossos.ops import BINDERS, Op
+from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
+from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, tuple_of, vec
+
+RUNTIME_HEADER = Path(__file__).resolve().parent / "runtime.h"
+
+#: Indentation stops growing here, so that very deep programs stay linear in size.
+MAX_INDENT = 40
+
+_KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYabcdefghijklmnopqrstuvwxyz0123456789")  # not 'Z': it escapes
+
+
+def escape_name(name: str) -> str:
+    """``name`` as ``[A-Za-z0-9_]`` text to follow a prefix ending in ``_``.
+
+    ASCII letters other than ``Z`` and digits are kept, and so is ``_`` unless the text so far ends
+    in ``_``; every other character ``c`` is written ``Z<lower-case hex of ord(c)>Z``.  Escapes are
+    self-delimiting and everything else stands for itself, so the name can be read back: the map is
+    injective.  The result never contains ``__`` (so, after the prefix, the identifier is not one
+    reserved to the implementation) and is never a keyword.
+    """
+    out: list[str] = []
+    previous = "_"
+    for c in name:
+        if c in _KEPT or (c == "_" and previous != "_"):
+            out.append(c)
+            previous = c
+        else:
+            out.append(f"Z{ord(c):x}Z")
+            previous = "Z"
+    return "".join(out)
+
+
+def unescape_name(text: str) -> str:
+    """The inverse of :func:`escape_name`."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text[i] == "Z":
+            end = text.index("Z", i + 1)
+            out.append(chr(int(text[i + 1 : end], 16)))
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def def_symbol(name: str) -> str:
+    """The C++ function of the def ``name``."""
+    return "ks_" + escape_name(name)
+
+
+@functools.cache
+def runtime_source() -> str:
+    """The text of ``runtime.h``."""
+    return RUNTIME_HEADER.read_text(encoding="utf-8")
+
+
+# -- types -----------------------------------------------------------------------------------------
+_type_cache: dict[Type, str] = {}
+
+
+def cpp_type(t: Type) -> str:
+    """The C++ type of values of ``t``."""
+    found = _type_cache.get(t)
+    if found is not None:
+        return found
+    if t is FLOAT:
+        text = "double"
+    elif t is INTEGER:
+        text = "std::int64_t"
+    elif t is BOOL:
+        text = "bool"
+    elif t.kind is Kind.VEC:
+        if Kind.LAM in t.elem.leaves:
+            raise KsUsageError(f"the C++ backend does not support vectors of functions ({t})")
+        text = f"ks::Vec<{cpp_type(t.elem)}>"
+    elif t.kind is Kind.TUPLE:
+        text = f"std::tuple<{', '.join(cpp_type(c) for c in t.children)}>"
+    else:
+        text = f"std::function<{cpp_type(t.lam_ret)}(const {cpp_type(t.lam_arg)}&)>"
+    _type_cache[t] = text
+    return text
+
+
+def _param_decl(t: Type, name: str) -> str:
+    return f"{cpp_type(t)} {name}" if t.is_scalar else f"const {cpp_type(t)}& {name}"
+
+
+def c_string(text: str) -> str:
+    """A C++ string literal of ``text`` (every character outside a small safe set escaped in octal)."""
+    out = []
+    for b in text.encode("utf-8"):
+        c = chr(b)
+        out.append(c if c.isascii() and (c.isalnum() or c in " ()") else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+# -- literals --------------------------------------------------------------------------------------
+def float_literal(x: float) -> str:
+    """An exact C++ literal of a finite double."""
+    text = float(x).hex()  # e.g. 0x1.8000000000000p+1
+    return f"({text})" if text.startswith("-") else text
+
+
+def int_literal(v: int) -> str:
+    if v == INT_MIN:
+        return f"(std::int64_t({v + 1}LL) - 1)"
+    return f"std::int64_t({v}LL)"
+
+
+def literal(node: Expr) -> str:
+    if node.type is BOOL:
+        return "true" if node.data else "false"
+    if node.type is INTEGER:
+        return int_literal(int(node.data))
+    return float_literal(float(node.data))
+
+
+# -- edefs and prelude functions -----------------------------------------------------------------------
+_F, _I, _B = FLOAT, INTEGER, BOOL
+_VF = vec(FLOAT)
+_VVF = vec(_VF)
+
+#: name -> [(parameter types, return type, C++ expression with {0}, {1}... for the arguments)]: the
+#: C++ meaning of each function of :data:`knossos.natives.NATIVES`, for the signatures it supports.
+NATIVE_CPP: dict[str, list[tuple[tuple[Type, ...], Type, str]]] = {
+    "abs": [((_F,), _F, "std::fabs({0})"), ((_I,), _I, "ks::abs_i({0})")],
+    "max": [((_F, _F), _F, "ks::max_f({0}, {1})"), ((_I, _I), _I, "ks::max_i({0}, {1})")],
+    "pow": [((_F, _F), _F, "std::pow({0}, {1})")],
+    "tanh": [((_F,), _F, "std::tanh({0})")],
+    "cosh": [((_F,), _F, "std::cosh({0})")],
+    "exp": [((_F,), _F, "std::exp({0})")],
+    "log": [((_F,), _F, "std::log({0})")],
+    "lgamma": [((_F,), _F, "std::lgamma({0})")],
+    "fwd$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
+    "rev$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
+    "dotv": [((_VF, _VF), _F, "ks::dotv({0}, {1})")],
+    "mul$Mat$Vec": [((_VVF, _VF), _VF, "ks::mul_mat_vec({0}, {1})")],
+    "rev$mul$Mat$Vec": [((_VVF, _VF, _VF), tuple_of(_VVF, _VF), "ks::rev_mul_mat_vec({0}, {1}, {2})")],
+    "add$ii": [((_I, _I), _I, "ks::add_i({0}, {1})")],
+    "add$ff": [((_F, _F), _F, "({0} + {1})")],
+    "add$vfvf": [((_VF, _VF), _VF, "ks::add({0}, {1})")],
+    "sub$ii": [((_I, _I), _I, "ks::sub_i({0}, {1})")],
+    "sub$ff": [((_F, _F), _F, "({0} - {1})")],
+    "mul$ii": [((_I, _I), _I, "ks::mul_i({0}, {1})")],
+    "mul$ff": [((_F, _F), _F, "({0} * {1})")],
+    "div$ii": [((_I, _I), _I, "ks::div_i({0}, {1})")],
+    "div$ff": [((_F, _F), _F, "({0} / {1})")],
+    "exp$f": [((_F,), _F, "std::exp({0})")],
+    "log$f": [((_F,), _F, "std::log({0})")],
+    "eq$ii": [((_I, _I), _B, "ks::eq({0}, {1})")],
+    "eq$ff": [((_F, _F), _B, "ks::eq({0}, {1})")],
+    "gt$ii": [((_I, _I), _B, "ks::gt({0}, {1})")],
+    "gt$ff": [((_F, _F), _B, "ks::gt({0}, {1})")],
+    "gte$ii": [((_I, _I), _B, "ks::gte({0}, {1})")],
+    "gte$ff": [((_F, _F), _B, "ks::gte({0}, {1})")],
+    "$ranhashdoub": [((_I,), _F, "ks::ranhashdoub({0})")],
+}
+
+
+def native_template(callee: Callee) -> str:
+    """The C++ expression template of an edef or prelude function, or a KsUsageError."""
+    for params, ret, template in NATIVE_CPP.get(callee.name, []):
+        if params == callee.param_types and ret is callee.ret_type:
+            return template
+    sig = " ".join(str(t) for t in callee.param_types)
+    raise KsUsageError(
+        f"the C++ backend has no implementation of edef '{callee.name}' taking ({sig}) and returning {callee.ret_type}"
+    )
+
+
+# -- expressions -----------------------------------------------------------------------------------
+_ARITH_SYMBOL = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
+_ARITH_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.DIV: "div"}
+_COMPARE = {Op.EQ: "eq", Op.NE: "ne", Op.GT: "gt", Op.GTE: "gte", Op.LT: "lt", Op.LTE: "lte"}
+_FLOAT_FN = {Op.EXP: "std::exp", Op.LOG: "std::log", Op.TANH: "std::tanh"}
+_ALLOCATING = frozenset({Op.BUILD, Op.CONSTVEC, Op.DELTAVEC, Op.CALL, Op.LAM, Op.APPLY})
+_ELEMENTWISE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.SUM, Op.SUMBUILD})
+
+Step = Generator[Expr, str, str]
+
+
+def _is_identifier(atom: str) -> bool:
+    return atom.replace("_", "a").isalnum() and not atom[0].isdigit()
+
+
+class _FunctionEmitter:
+    """Writes the statements of one def's body."""
+
+    def __init__(self, env: dict[str, str], depth: int = 1) -> None:
+        self.lines: list[str] = []
+        self.depth = depth
+        self.env = env
+        self.counter = 0
+        self._allocates: dict[int, bool] = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * min(self.depth, MAX_INDENT) + text)
+
+    def fresh(self, prefix: str = "t") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def fresh_var(self, name: str) -> str:
+        self.counter += 1
+        return f"v{self.counter}_{escape_name(name)}"
+
+    def bind(self, t: Type, expr: str) -> str:
+        """A temporary holding ``expr`` of type ``t``."""
+        name = self.fresh()
+        self.line(f"const {cpp_type(t)} {name} = {expr};")
+        return name
+
+    def body(self, root: Expr) -> str:
+        """Emit the statements computing ``root``; returns the C++ atom (name or literal) of its value."""
+        result: str = trampoline.run(self._start, root)
+        return result
+
+    def may_allocate(self, root: Expr) -> bool:
+        """Whether evaluating ``root`` may allocate arena memory (conservative, iterative, memoised)."""
+        memo = self._allocates
+        stack: list[tuple[Expr, bool]] = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in memo:
+                continue
+            if not ready:
+                stack.append((node, True))
+                stack.extend((a, False) for a in node.args if id(a) not in memo)
+                continue
+            own = node.op in _ALLOCATING or (node.op in _ELEMENTWISE and not node.type.is_scalar)
+            memo[id(node)] = own or any(memo[id(a)] for a in node.args)
+        return memo[id(root)]
+
+    # -- the walk --------------------------------------------------------------------------------
+    def _start(self, node: Expr) -> str | Step:
+        op = node.op
+        if op is Op.CONST:
+            return literal(node)
+        if op is Op.VAR:
+            try:
+                return self.env[node.data]
+            except KeyError:
+                raise KsUsageError(f"variable '{node.data}' is not bound") from None
+        method = _LAZY.get(op)
+        if method is not None:
+            return method(self, node)
+        return self._strict(node)
+
+    def _strict(self, node: Expr) -> Step:
+        atoms: list[str] = []
+        for a in node.args:
+            atoms.append((yield a))
+        return self.bind(node.type, self._strict_expr(node, atoms))
+
+    def _strict_expr(self, node: Expr, a: list[str]) -> str:
+        op, t = node.op, node.type
+        if op in _ARITH_SYMBOL:
+            lt, rt = node.args[0].type, node.args[1].type
+            if lt is FLOAT and rt is FLOAT:
+                return f"({a[0]} {_ARITH_SYMBOL[op]} {a[1]})"
+            if lt is INTEGER and rt is INTEGER:
+                return f"ks::{_ARITH_NAME[op]}_i({a[0]}, {a[1]})"
+            return f"ks::{_ARITH_NAME[op]}({a[0]}, {a[1]})"
+        if op is Op.NEG:
+            if t is FLOAT:
+                return f"(-{a[0]})"
+            return f"ks::neg_i({a[0]})" if t is INTEGER else f"ks::neg({a[0]})"
+        if op in _COMPARE:
+            return f"ks::{_COMPARE[op]}({a[0]}, {a[1]})"
+        if op in _FLOAT_FN:
+            return f"{_FLOAT_FN[op]}({a[0]})"
+        if op is Op.POW:
+            return f"std::pow({a[0]}, {a[1]})"
+        if op is Op.ABS:
+            return f"std::fabs({a[0]})" if t is FLOAT else f"ks::abs_i({a[0]})"
+        if op is Op.MAX:
+            return f"ks::max_f({a[0]}, {a[1]})" if t is FLOAT else f"ks::max_i({a[0]}, {a[1]})"
+        if op is Op.TO_FLOAT:
+            return f"static_cast<double>({a[0]})"
+        if op is Op.INDEX:
+            return f"ks::index({a[0]}, {a[1]})"
+        if op is Op.SIZE:
+            return f"ks::size({a[0]})"
+        if op is Op.SUM:
+            return f"ks::sum({a[0]}, {c_string(str(t))})"
+        if op is Op.CONSTVEC:
+            return f"ks::const_vec<{cpp_type(t.elem)}>({a[0]}, {a[1]})"
+        if op is Op.DELTAVEC:
+            return f"ks::delta_vec<{cpp_type(t.elem)}>({a[0]}, {a[1]}, {a[2]})"
+        if op is Op.TUPLE:
+            return f"{cpp_type(t)}({', '.join(a)})"
+        if op is Op.GET:
+            return f"std::get<{node.data[0] - 1}>({a[0]})"
+        if op is Op.APPLY:
+            return f"{a[0]}({a[1]})"
+        if op is Op.CALL:
+            callee: Callee = node.data
+            if callee.kind is CalleeKind.DEF:
+                return f"{def_symbol(callee.name)}({', '.join(a)})"
+            return native_template(callee).format(*a)
+        raise KsUsageError(f"the C++ backend cannot emit {op.name}")  # pragma: no cover
+
+    # -- lazy and binding constructs ---------------------------------------------------------------
+    def _if(self, node: Expr) -> Step:
+        cond = yield node.args[0]
+        result = self.fresh()
+        self.line(f"{cpp_type(node.type)} {result}{{}};")
+        self.line(f"if ({cond}) {{")
+        self.depth += 1
+        then = yield node.args[1]
+        self.line(f"{result} = {then};")
+        self.depth -= 1
+        self.line("} else {")
+        self.depth += 1
+        other = yield node.args[2]
+        self.line(f"{result} = {other};")
+        self.depth -= 1
+        self.line("}")
+        return result
+
+    def _logic(self, node: Expr) -> Step:
+        left = yield node.args[0]
+        result = self.fresh()
+        self.line(f"bool {result} = {left};")
+        self.line(f"if ({'' if node.op is Op.AND else '!'}{result}) {{")
+        self.depth += 1
+        right = yield node.args[1]
+        self.line(f"{result} = {right};")
+        self.depth -= 1
+        self.line("}")
+        return result
+
+    def _assert(self, node: Expr) -> Step:
+        cond = yield node.args[0]
+        self.line(f'if (!({cond})) ks::fail("assertion failed");')
+        return (yield node.args[1])
+
+    def _scoped(self, name: str, atom: str) -> str | None:
+        saved = self.env.get(name)
+        self.env[name] = atom
+        return saved
+
+    def _restore(self, name: str, saved: str | None) -> None:
+        if saved is None:
+            del self.env[name]
+        else:
+            self.env[name] = saved
+
+    def _let(self, node: Expr) -> Step:
+        var, rhs, body = node.args
+        value = yield rhs
+        if var.data not in body.free and _is_identifier(value):
+            self.line(f"(void){value};")
+        saved = self._scoped(var.data, value)
+        result = yield body
+        self._restore(var.data, saved)
+        return result
+
+    def _lam(self, node: Expr) -> Step:
+        var, body = node.args
+        result = self.fresh("f")
+        param = self.fresh_var(var.data)
+        t = node.type
+        self.line(
+            f"const {cpp_type(t)} {result} = [=](const {cpp_type(t.lam_arg)}& {param}) -> {cpp_type(t.lam_ret)} {{"
+        )
+        self.depth += 1
+        saved = self._scoped(var.data, param)
+        value = yield body
+        self._restore(var.data, saved)
+        self.line(f"return {value};")
+        self.depth -= 1
+        self.line("};")
+        return result
+
+    def _build(self, node: Expr) -> Step:
+        size, var, body = node.args
+        n = yield size
+        self.line(f'ks::check_size({n}, "build");')
+        elem = cpp_type(body.type)
+        if body.op in (Op.CONST, Op.VAR) and var.data not in body.free:
+            value = yield body
+            return self.bind(node.type, f"ks::const_vec<{elem}>({n}, {value})")
+        result = self.fresh()
+        self.line(f"const {cpp_type(node.type)} {result} = ks::make_vec<{elem}>({n});")
+        i = self.fresh_var(var.data)
+        self.line(f"for (std::int64_t {i} = 0; {i} < {n}; ++{i}) {{")
+        self.depth += 1
+        saved = self._scoped(var.data, i)
+        value = yield body
+        self._restore(var.data, saved)
+        self.line(f"{result}.data[{i}] = {value};")
+        self.depth -= 1
+        self.line("}")
+        return result
+
+    def _sumbuild(self, node: Expr) -> Step:
+        size, var, body = node.args
+        t = node.type
+        n = yield size
+        self.line(f'ks::check_size({n}, "sumbuild");')
+        acc = self.fresh()
+        self.line(f"{cpp_type(t)} {acc}{{}};")
+        scalar = t is FLOAT or t is INTEGER
+        skipped = self.fresh("s")
+        if not scalar:
+            self.line(f"if ({n} == 0) {acc} = ks::zero_of<{cpp_type(t)}>({c_string(str(t))});")
+            self.line(f"bool {skipped} = false;")
+        i = self.fresh_var(var.data)
+        self.line(f"for (std::int64_t {i} = 0; {i} < {n}; ++{i}) {{")
+        self.depth += 1
+        reset = self.may_allocate(body)
+        mark = self.fresh("m")
+        if reset:
+            self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
+        saved = self._scoped(var.data, i)
+        value = yield body
+        self._restore(var.data, saved)
+        release = f" ks::arena().reset({mark});" if reset else ""
+        if t is FLOAT:
+            self.line(f"{acc} += {value};{release}")
+        elif t is INTEGER:
+            self.line(f"{acc} = ks::add_i({acc}, {value});{release}")
+        else:
+            # the first iteration's memory is the accumulator's: release only after later ones
+            self.line(f"if ({i} == 0) {{")
+            self.line(f"    {acc} = ks::copy_dense({value});")
+            self.line("} else {")
+            self.line(f"    ks::add_inplace({acc}, {value}, {skipped});{release}")
+            self.line("}")
+        self.depth -= 1
+        self.line("}")
+        if not scalar:
+            self.line(f"if ({skipped}) ks::normalise_zeros({acc});")
+        return acc
+
+
+_LAZY = {
+    Op.IF: _FunctionEmitter._if,
+    Op.AND: _FunctionEmitter._logic,
+    Op.OR: _FunctionEmitter._logic,
+    Op.ASSERT: _FunctionEmitter._assert,
+    Op.LET: _FunctionEmitter._let,
+    Op.LAM: _FunctionEmitter._lam,
+    Op.BUILD: _FunctionEmitter._build,
+    Op.SUMBUILD: _FunctionEmitter._sumbuild,
+}
+
+assert set(BINDERS) <= set(_LAZY)
+
+
+# -- defs ------------------------------------------------------------------------------------------
+def _signature(d: Def) -> str:
+    params = ", ".join(_param_decl(p.type, f"p{k}_{escape_name(p.name)}") for k, p in enumerate(d.params))
+    return f"{cpp_type(d.ret_type)} {def_symbol(d.name)}({params})"
+
+
+def _size_bindings(d: Def, em: _FunctionEmitter) -> None:
+    """Bind the size variables of sized vector parameters, checking that they agree (as the
+    interpreter's ``_bind_sizes`` does)."""
+    names = list(d.size_vars)
+    if not names:
+        return
+    slots: dict[str, tuple[str, str]] = {}
+    for k, name in enumerate(names):
+        slot, have = f"z{k}_{escape_name(name)}", f"z{k}_set"
+        em.line(f"std::int64_t {slot} = 0;")
+        em.line(f"bool {have} = false;")
+        slots[name] = (slot, have)
+
+    def walk(tree: SizeTree, value: str, depth: int) -> None:
+        if isinstance(tree, VecSizes):
+            if tree.name is not None:
+                slot, have = slots[tree.name]
+                em.line(f"ks::bind_size({slot}, {have}, ks::size({value}));")
+            if tree.elem is not None:
+                k = f"k{depth}_{em.fresh('')}"
+                em.line(f"for (std::int64_t {k} = 0; {k} < ks::size({value}); ++{k}) {{")
+                em.depth += 1
+                e = em.fresh("e")
+                em.line(f"const auto {e} = {value}.get({k});")
+                walk(tree.elem, e, depth + 1)
+                em.depth -= 1
+                em.line("}")
+        elif isinstance(tree, TupleSizes):
+            for j, part in enumerate(tree.parts):
+                if part is not None:
+                    walk(part, f"std::get<{j}>({value})", depth + 1)
+
+    for k, p in enumerate(d.params):
+        if p.sizes is not None:
+            walk(p.sizes, f"p{k}_{escape_name(p.name)}", 0)
+    for name in names:
+        slot, have = slots[name]
+        if name in d.body.free:
+            em.line(f'if (!{have}) ks::fail("a vector size is unknown: its vector is empty");')
+        em.env[name] = slot
+
+
+def emit_def(d: Def) -> str:
+    """The C++ definition of one def."""
+    env = {p.name: f"p{k}_{escape_name(p.name)}" for k, p in enumerate(d.params)}
+    em = _FunctionEmitter(env)
+    _size_bindings(d, em)
+    result = em.body(d.body)
+    em.line(f"return {result};")
+    return "\n".join([_signature(d) + " {", *em.lines, "}"])
+
+
+def selected_defs(program: Program, defs: Iterable[str] | None = None) -> list[Def]:
+    """The defs named (all if ``None``) and every def they call, in program order."""
+    if defs is None:
+        return list(program.defs.values())
+    wanted: set[str] = set()
+    for name in defs:
+        if name not in program.defs:
+            raise KsUsageError(f"no def named '{name}'")
+        wanted.update(d.name for d in program.closure(name))
+    return [d for d in program.defs.values() if d.name in wanted]
+
+
+def emit_program(program: Program, defs: Iterable[str] | None = None, *, include_runtime: bool = True) -> str:
+    """C++17 source of the defs of ``program`` (those named in ``defs`` and what they call, or all).
+
+    With ``include_runtime`` (the default) the runtime header is inlined, so the source stands alone;
+    otherwise it starts with ``#include "runtime.h"``.  Raises KsUsageError for what the backend does
+    not support (an edef with no C++ meaning, vectors of functions).
+    """
+    chosen = selected_defs(program, defs)
+    parts = ["// C++17 generated from a Knossos program by knossos.cpp.emit", ""]
+    if include_runtime:
+        inlined = runtime_source().replace("#pragma once\n", "", 1)  # a main file must not say it
+        parts += ["// ---- runtime.h ----", inlined, "// ---- end of runtime.h ----", ""]
+    else:
+        parts += ['#include "runtime.h"', ""]
+    parts += [_signature(d) + ";" for d in chosen]
+    parts.append("")
+    parts += [emit_def(d) + "\n" for d in chosen]
+    return "\n".join(parts)
+
+
+__all__ = [
+    "NATIVE_CPP",
+    "c_string",
+    "cpp_type",
+    "def_symbol",
+    "emit_def",
+    "emit_program",
+    "escape_name",
+    "float_literal",
+    "int_literal",
+    "runtime_source",
+    "selected_defs",
+    "unescape_name",
+]

@@ -1,0 +1,861 @@
+// The runtime of C++ code generated from Knossos programs (knossos/cpp/emit.py).
+//
+// Values: Float = double, Integer = std::int64_t, Bool = bool, (Vec T) = ks::Vec<T>, (Tuple T...) =
+// std::tuple<T...>, (Lam S T) = std::function<T(const S&)>.  Vectors point into an arena: everything a
+// call allocates lives until the caller resets the arena to a mark taken before the call (the driver
+// does so around each call; sumbuild does so around each iteration after the first, whose memory the
+// accumulator owns).  Values are immutable once built, so vectors share storage freely.
+//
+// A vector is dense, or lazy: CONST (n copies of one element) or DELTA (zero everywhere except at one
+// index); any vector can also be read as "zero with the shape of this vector" (the zero flag), which is
+// how zero_like of a vector costs nothing.  index works on lazy vectors directly; arithmetic keeps
+// results lazy where that is exact (constants, adding zeros, deltas at one index) and materialises
+// otherwise; sumbuild's accumulator is a dense copy of the first iteration to which the others are
+// added in place, so adding a deltaVec costs one element.
+//
+// Semantics follow knossos/interpreter.py: IEEE doubles (compile with -ffp-contract=off: no fused
+// multiply-add), 64-bit Integers whose overflow is an error, Integer division truncating towards zero
+// (by zero: an error), index out of range, element-wise operations on vectors of different sizes and
+// failed asserts are errors.  Errors are thrown as ks::Error with a one-line message.  Lazy results are
+// exact, signs of zeros included; a lazy zero added to an accumulator is skipped, and +0.0 added to
+// the whole accumulator once at the end where that matters.  Two known differences: Float sums add in
+// order (the interpreter's math.fsum rounds the exact sum), and the sizes of the zeros of lazy vectors
+// are not compared with those of the other operand (only the outer size is).
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace ks {
+
+// -- errors ----------------------------------------------------------------------------------------
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void fail(const std::string& message) { throw Error(message); }
+
+// -- the arena -------------------------------------------------------------------------------------
+class Arena {
+    struct Chunk {
+        char* base;
+        std::size_t cap;
+        std::size_t used;
+    };
+    std::vector<Chunk> chunks_;
+    std::size_t cur_ = 0;
+    static constexpr std::size_t kFirstChunk = std::size_t(1) << 20;
+
+   public:
+    struct Mark {
+        std::size_t chunk;
+        std::size_t used;
+    };
+
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena() {
+        for (Chunk& c : chunks_) std::free(c.base);
+    }
+
+    Mark mark() const { return chunks_.empty() ? Mark{0, 0} : Mark{cur_, chunks_[cur_].used}; }
+
+    // Release everything allocated since the mark (the memory is kept for reuse).
+    void reset(Mark m) {
+        if (chunks_.empty()) return;
+        cur_ = m.chunk;
+        chunks_[cur_].used = m.used;
+    }
+
+    std::size_t bytes_reserved() const {
+        std::size_t total = 0;
+        for (const Chunk& c : chunks_) total += c.cap;
+        return total;
+    }
+
+    void* alloc(std::size_t bytes, std::size_t align) {
+        if (!chunks_.empty()) {
+            Chunk& c = chunks_[cur_];
+            std::size_t p = (c.used + align - 1) & ~(align - 1);
+            if (p <= c.cap && bytes <= c.cap - p) {
+                c.used = p + bytes;
+                return c.base + p;
+            }
+        }
+        return alloc_slow(bytes, align);
+    }
+
+   private:
+    void* alloc_slow(std::size_t bytes, std::size_t align) {
+        if (bytes > (std::numeric_limits<std::size_t>::max() >> 2)) fail("out of memory: a vector is too large");
+        std::size_t need = bytes + align;
+        std::size_t next = chunks_.empty() ? 0 : cur_ + 1;
+        if (next < chunks_.size() && chunks_[next].cap < need) {  // too small to reuse: replace it
+            std::free(chunks_[next].base);
+            chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(next));
+        }
+        if (next >= chunks_.size() || chunks_[next].cap < need) {
+            std::size_t cap = chunks_.empty() ? kFirstChunk : 2 * chunks_.back().cap;
+            cap = std::max(cap, need);
+            cap = (cap + 63) & ~std::size_t(63);
+            void* base = std::aligned_alloc(64, cap);
+            if (base == nullptr) throw std::bad_alloc();
+            chunks_.insert(chunks_.begin() + static_cast<std::ptrdiff_t>(std::min(next, chunks_.size())),
+                           Chunk{static_cast<char*>(base), cap, 0});
+        }
+        cur_ = next;
+        Chunk& c = chunks_[cur_];
+        c.used = 0;
+        std::size_t p = (c.used + align - 1) & ~(align - 1);
+        c.used = p + bytes;
+        return c.base + p;
+    }
+};
+
+inline Arena& arena() {
+    static thread_local Arena a;
+    return a;
+}
+
+// Resets the arena to where it was when constructed (used by the driver around each call).
+class ArenaScope {
+    Arena::Mark mark_;
+
+   public:
+    ArenaScope() : mark_(arena().mark()) {}
+    ArenaScope(const ArenaScope&) = delete;
+    ArenaScope& operator=(const ArenaScope&) = delete;
+    ~ArenaScope() { arena().reset(mark_); }
+};
+
+// -- vectors ---------------------------------------------------------------------------------------
+enum VecKind : std::uint8_t { DENSE = 0, CONST = 1, DELTA = 2 };
+
+// The one stored element of a lazy vector: CONST (every element) or DELTA (the element at `hot`, which
+// may be out of range; every other element is zero_like(value)).
+template <class T>
+struct Lazy {
+    T value;
+    std::int64_t hot;
+    VecKind kind;
+};
+
+// A vector is 16 bytes, passed and returned in registers: a tagged pointer and a size.  Untagged, the
+// pointer is the dense elements (the fast path of every access tests two bits).  Bit 0 set: it points
+// to a Lazy<T>.  Bit 1 set: every element reads as zero_like(element) (how zero_like(v) costs nothing).
+// Arena memory is at least 8-aligned, so the bits are free.
+template <class T>
+struct Vec {
+    static_assert(std::is_trivially_destructible<T>::value,
+                  "vector elements live in the arena and are never destroyed (no functions in vectors)");
+    T* data = nullptr;   // dense elements when untagged; fresh vectors from make_vec are filled through it
+    std::int64_t n = 0;  // number of elements
+
+    std::int64_t size() const { return n; }
+    std::uintptr_t bits() const { return reinterpret_cast<std::uintptr_t>(data); }
+    bool plain() const { return (bits() & 3) == 0; }  // dense, not read as zeros
+    bool lazy() const { return (bits() & 1) != 0; }
+    bool zero() const { return (bits() & 2) != 0; }
+    const Lazy<T>* header() const { return reinterpret_cast<const Lazy<T>*>(bits() & ~std::uintptr_t(3)); }
+    const T* dense() const { return reinterpret_cast<const T*>(bits() & ~std::uintptr_t(3)); }
+    VecKind kind() const { return lazy() ? header()->kind : DENSE; }
+    std::int64_t hot() const { return header()->hot; }  // DELTA only
+    const T& stored() const { return header()->value; }  // CONST and DELTA only
+
+    inline T get(std::int64_t k) const {  // element k, 0 <= k < n (not checked)
+        if (__builtin_expect(plain(), 1)) return data[k];
+        return get_lazy(k);
+    }
+    T get_lazy(std::int64_t k) const;
+};
+
+template <class T>
+struct is_vec : std::false_type {};
+template <class T>
+struct is_vec<Vec<T>> : std::true_type {};
+template <class T>
+struct is_tuple : std::false_type {};
+template <class... Ts>
+struct is_tuple<std::tuple<Ts...>> : std::true_type {};
+template <class T>
+constexpr bool is_number_v = std::is_same<T, double>::value || std::is_same<T, std::int64_t>::value;
+template <class V>
+using elem_t = typename std::remove_const<typename std::remove_reference<decltype(*std::declval<V>().data)>::type>::type;
+
+inline void check_size(std::int64_t n, const char* what) {
+    if (n < 0) fail(std::string(what) + " of negative size " + std::to_string(n));
+}
+
+// Binds a size variable of a sized vector parameter (Vec n T), checking that its uses agree.
+inline void bind_size(std::int64_t& slot, bool& have, std::int64_t n) {
+    if (have && slot != n)
+        fail("a vector has " + std::to_string(n) + " elements but its size is already " + std::to_string(slot));
+    slot = n;
+    have = true;
+}
+
+template <class T>
+T* alloc_array(std::int64_t n) {
+    if (n <= 0) return nullptr;
+    if (static_cast<std::uint64_t>(n) > std::numeric_limits<std::size_t>::max() / (4 * sizeof(T)))
+        fail("out of memory: a vector of " + std::to_string(n) + " elements is too large");
+    constexpr std::size_t align = alignof(T) < 8 ? 8 : alignof(T);  // low pointer bits are tags
+    T* p = static_cast<T*>(arena().alloc(static_cast<std::size_t>(n) * sizeof(T), align));
+    if constexpr (!std::is_trivially_default_constructible<T>::value) {
+        for (std::int64_t i = 0; i < n; ++i) new (p + i) T();
+    }
+    return p;
+}
+
+// A dense vector of n elements to be filled through .data.
+template <class T>
+Vec<T> make_vec(std::int64_t n) {
+    Vec<T> v;
+    v.data = alloc_array<T>(n);
+    v.n = n;
+    return v;
+}
+
+template <class T>
+Vec<T> lazy_vec(std::int64_t n, VecKind kind, std::int64_t hot, const T& x) {
+    Lazy<T>* h = static_cast<Lazy<T>*>(arena().alloc(sizeof(Lazy<T>), alignof(Lazy<T>) < 8 ? 8 : alignof(Lazy<T>)));
+    new (h) Lazy<T>{x, hot, kind};
+    Vec<T> v;
+    v.data = reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(h) | 1);
+    v.n = n;
+    return v;
+}
+
+template <class T>
+Vec<T> const_vec(std::int64_t n, const T& x) {
+    check_size(n, "constVec");
+    return lazy_vec<T>(n, CONST, 0, x);
+}
+
+template <class T>
+Vec<T> delta_vec(std::int64_t n, std::int64_t i, const T& x) {
+    check_size(n, "deltaVec");
+    return lazy_vec<T>(n, DELTA, i, x);
+}
+
+// zero_like(x): zeros of x's shape, without allocating.
+template <class T>
+inline T zero_like(const T& x);
+
+template <class... Ts, std::size_t... I>
+std::tuple<Ts...> zero_like_tuple(const std::tuple<Ts...>& x, std::index_sequence<I...>) {
+    return std::tuple<Ts...>(zero_like(std::get<I>(x))...);
+}
+
+template <class T>
+inline T zero_like(const T& x) {
+    if constexpr (is_vec<T>::value) {
+        T z = x;
+        z.data = reinterpret_cast<decltype(z.data)>(x.bits() | 2);
+        return z;
+    } else if constexpr (is_tuple<T>::value) {
+        return zero_like_tuple(x, std::make_index_sequence<std::tuple_size<T>::value>{});
+    } else {
+        (void)x;
+        return T{};
+    }
+}
+
+template <class T>
+T Vec<T>::get_lazy(std::int64_t k) const {
+    if (!lazy()) return zero_like(dense()[k]);
+    const Lazy<T>* h = header();
+    if (h->kind == DELTA && k != h->hot) return zero_like(h->value);
+    return zero() ? zero_like(h->value) : h->value;
+}
+
+[[noreturn]] inline void index_error(std::int64_t i, std::int64_t n) {
+    fail("index " + std::to_string(i) + " is out of range for a vector of size " + std::to_string(n));
+}
+
+template <class T>
+inline T index(std::int64_t i, const Vec<T>& v) {
+    if (__builtin_expect(static_cast<std::uint64_t>(i) >= static_cast<std::uint64_t>(v.n), 0)) index_error(i, v.n);
+    if (__builtin_expect(v.plain(), 1)) return v.data[i];
+    return v.get_lazy(i);
+}
+
+template <class T>
+inline std::int64_t size(const Vec<T>& v) {
+    return v.n;
+}
+
+// Every element zero (of either sign), known without looking at dense storage.
+template <class T>
+inline bool is_all_zero(const T& x) {
+    if constexpr (is_vec<T>::value) {
+        if (x.zero()) return true;
+        if (!x.lazy()) return x.n == 0;
+        return is_all_zero(x.stored());
+    } else if constexpr (is_tuple<T>::value) {
+        return std::apply([](const auto&... e) { return (true && ... && is_all_zero(e)); }, x);
+    } else if constexpr (is_number_v<T>) {
+        return x == 0;
+    } else {
+        return false;
+    }
+}
+
+// Every element +0.0 (or Integer 0), known without looking at dense storage: what zero_like gives.
+template <class T>
+inline bool is_pos_zero(const T& x) {
+    if constexpr (is_vec<T>::value) {
+        if (x.zero()) return true;
+        if (!x.lazy()) return x.n == 0;
+        return is_pos_zero(x.stored());
+    } else if constexpr (is_tuple<T>::value) {
+        return std::apply([](const auto&... e) { return (true && ... && is_pos_zero(e)); }, x);
+    } else if constexpr (std::is_same<T, double>::value) {
+        return x == 0.0 && !std::signbit(x);
+    } else if constexpr (is_number_v<T>) {
+        return x == 0;
+    } else {
+        return false;
+    }
+}
+
+// -- scalar arithmetic -----------------------------------------------------------------------------
+[[noreturn]] inline void overflow() { fail("Integer overflow (Integers are 64-bit)"); }
+
+inline std::int64_t add_i(std::int64_t a, std::int64_t b) {
+    std::int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) overflow();
+    return r;
+}
+inline std::int64_t sub_i(std::int64_t a, std::int64_t b) {
+    std::int64_t r;
+    if (__builtin_sub_overflow(a, b, &r)) overflow();
+    return r;
+}
+inline std::int64_t mul_i(std::int64_t a, std::int64_t b) {
+    std::int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) overflow();
+    return r;
+}
+inline std::int64_t div_i(std::int64_t a, std::int64_t b) {
+    if (b == 0) fail("Integer division by zero");
+    if (a == std::numeric_limits<std::int64_t>::min() && b == -1) overflow();
+    return a / b;
+}
+inline std::int64_t neg_i(std::int64_t a) {
+    if (a == std::numeric_limits<std::int64_t>::min()) overflow();
+    return -a;
+}
+inline std::int64_t abs_i(std::int64_t a) { return a < 0 ? neg_i(a) : a; }
+// std::max: the first argument unless it is less than the second.
+inline double max_f(double a, double b) { return a < b ? b : a; }
+inline std::int64_t max_i(std::int64_t a, std::int64_t b) { return a < b ? b : a; }
+
+// Comparisons as functions: the same operand on both sides must not be a compiler warning.
+template <class T>
+inline bool eq(T a, T b) { return a == b; }
+template <class T>
+inline bool ne(T a, T b) { return a != b; }
+template <class T>
+inline bool gt(T a, T b) { return a > b; }
+template <class T>
+inline bool gte(T a, T b) { return a >= b; }
+template <class T>
+inline bool lt(T a, T b) { return a < b; }
+template <class T>
+inline bool lte(T a, T b) { return a <= b; }
+
+struct AddOp {
+    static constexpr bool zero_preserving = true;  // 0 + 0 == 0
+    static double f(double a, double b) { return a + b; }
+    static std::int64_t f(std::int64_t a, std::int64_t b) { return add_i(a, b); }
+};
+struct SubOp {
+    static constexpr bool zero_preserving = true;
+    static double f(double a, double b) { return a - b; }
+    static std::int64_t f(std::int64_t a, std::int64_t b) { return sub_i(a, b); }
+};
+struct MulOp {
+    static constexpr bool zero_preserving = true;  // 0 * 0 == 0
+    static double f(double a, double b) { return a * b; }
+    static std::int64_t f(std::int64_t a, std::int64_t b) { return mul_i(a, b); }
+};
+struct DivOp {
+    static constexpr bool zero_preserving = false;  // 0 / 0 is NaN
+    static double f(double a, double b) { return a / b; }
+    static std::int64_t f(std::int64_t a, std::int64_t b) { return div_i(a, b); }
+};
+
+// -- element-wise arithmetic over vectors and tuples -------------------------------------------------
+template <class Op, class A, class B>
+auto arith(const A& a, const B& b);
+
+[[noreturn]] inline void size_mismatch(std::int64_t a, std::int64_t b) {
+    fail("element-wise operation on vectors of sizes " + std::to_string(a) + " and " + std::to_string(b));
+}
+
+template <class Op, class T>
+Vec<T> zip_vec(const Vec<T>& a, const Vec<T>& b) {
+    if (a.n != b.n) size_mismatch(a.n, b.n);
+    const std::int64_t n = a.n;
+    // Lazy operands give lazy results where that is exact, signs of zeros included.
+    if (n > 0 && a.lazy() && b.lazy()) {
+        const VecKind ka = a.kind(), kb = b.kind();
+        if (ka == CONST && kb == CONST) return const_vec<T>(n, arith<Op>(a.get(0), b.get(0)));
+        if constexpr (Op::zero_preserving) {  // +0 op +0 == +0: the zeros of a delta stay zeros
+            const bool both = ka == DELTA && kb == DELTA && a.hot() == b.hot();
+            const bool left = ka == DELTA && kb == CONST && is_pos_zero(b.get(0));
+            const bool right = kb == DELTA && ka == CONST && is_pos_zero(a.get(0));
+            if (both || left || right) {
+                const std::int64_t hot = ka == DELTA ? a.hot() : b.hot();
+                const std::int64_t at = static_cast<std::uint64_t>(hot) < static_cast<std::uint64_t>(n) ? hot : 0;
+                return delta_vec<T>(n, hot, arith<Op>(a.get(at), b.get(at)));
+            }
+        }
+    }
+    Vec<T> r = make_vec<T>(n);
+    if (a.plain() && b.plain()) {
+        for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.data[k], b.data[k]);
+    } else {
+        for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.get(k), b.get(k));
+    }
+    return r;
+}
+
+// s * +0 == +0 (sign included): s is finite and not negative.
+template <class S>
+inline bool mul_keeps_zero(S s) {
+    if constexpr (std::is_same<S, double>::value) {
+        return std::isfinite(s) && !std::signbit(s);
+    } else {
+        (void)s;
+        return true;
+    }
+}
+
+// +0 / s == +0 (sign included): s is positive (an infinity too).
+template <class S>
+inline bool div_keeps_zero(S s) {
+    if constexpr (std::is_same<S, double>::value) {
+        return s > 0.0;
+    } else {
+        return s != 0;
+    }
+}
+
+// s op each element of v (scalar on the left)
+template <class Op, class S, class T>
+T bcast_left(S s, const T& v) {
+    if constexpr (is_vec<T>::value) {
+        using E = elem_t<T>;
+        const VecKind kind = v.kind();
+        if (v.n > 0 && kind == CONST) return const_vec<E>(v.n, bcast_left<Op>(s, v.get(0)));
+        if constexpr (std::is_same<Op, MulOp>::value) {
+            if (kind == DELTA && !v.zero() && mul_keeps_zero(s))
+                return delta_vec<E>(v.n, v.hot(), bcast_left<Op>(s, v.stored()));
+        }
+        T r = make_vec<E>(v.n);
+        for (std::int64_t k = 0; k < v.n; ++k) r.data[k] = bcast_left<Op>(s, v.get(k));
+        return r;
+    } else if constexpr (is_tuple<T>::value) {
+        return std::apply([&](const auto&... e) { return T(bcast_left<Op>(s, e)...); }, v);
+    } else {
+        return Op::f(s, v);
+    }
+}
+
+// each element of v op s (scalar on the right)
+template <class Op, class S, class T>
+T bcast_right(const T& v, S s) {
+    if constexpr (is_vec<T>::value) {
+        using E = elem_t<T>;
+        const VecKind kind = v.kind();
+        if (v.n > 0 && kind == CONST) return const_vec<E>(v.n, bcast_right<Op>(v.get(0), s));
+        if constexpr (std::is_same<Op, MulOp>::value) {
+            if (kind == DELTA && !v.zero() && mul_keeps_zero(s))
+                return delta_vec<E>(v.n, v.hot(), bcast_right<Op>(v.stored(), s));
+        }
+        if constexpr (std::is_same<Op, DivOp>::value) {
+            if (kind == DELTA && !v.zero() && div_keeps_zero(s))
+                return delta_vec<E>(v.n, v.hot(), bcast_right<Op>(v.stored(), s));
+        }
+        T r = make_vec<E>(v.n);
+        for (std::int64_t k = 0; k < v.n; ++k) r.data[k] = bcast_right<Op>(v.get(k), s);
+        return r;
+    } else if constexpr (is_tuple<T>::value) {
+        return std::apply([&](const auto&... e) { return T(bcast_right<Op>(e, s)...); }, v);
+    } else {
+        return Op::f(v, s);
+    }
+}
+
+template <class Op, class... Ts, std::size_t... I>
+std::tuple<Ts...> zip_tuple(const std::tuple<Ts...>& a, const std::tuple<Ts...>& b, std::index_sequence<I...>) {
+    return std::tuple<Ts...>(arith<Op>(std::get<I>(a), std::get<I>(b))...);
+}
+
+template <class Op, class A, class B>
+auto arith(const A& a, const B& b) {
+    if constexpr (is_number_v<A> && is_number_v<B>) {
+        static_assert(std::is_same<A, B>::value, "arithmetic on an Integer and a Float");
+        return Op::f(a, b);
+    } else if constexpr (is_number_v<A>) {
+        return bcast_left<Op>(a, b);
+    } else if constexpr (is_number_v<B>) {
+        return bcast_right<Op>(a, b);
+    } else if constexpr (is_vec<A>::value) {
+        static_assert(std::is_same<A, B>::value, "element-wise arithmetic on different types");
+        return zip_vec<Op>(a, b);
+    } else {
+        static_assert(std::is_same<A, B>::value, "element-wise arithmetic on different types");
+        return zip_tuple<Op>(a, b, std::make_index_sequence<std::tuple_size<A>::value>{});
+    }
+}
+
+template <class A, class B>
+auto add(const A& a, const B& b) {
+    return arith<AddOp>(a, b);
+}
+template <class A, class B>
+auto sub(const A& a, const B& b) {
+    return arith<SubOp>(a, b);
+}
+template <class A, class B>
+auto mul(const A& a, const B& b) {
+    return arith<MulOp>(a, b);
+}
+template <class A, class B>
+auto div(const A& a, const B& b) {
+    return arith<DivOp>(a, b);
+}
+
+template <class T>
+T neg(const T& x) {
+    if constexpr (std::is_same<T, double>::value) {
+        return -x;
+    } else if constexpr (std::is_same<T, std::int64_t>::value) {
+        return neg_i(x);
+    } else if constexpr (is_vec<T>::value) {
+        using E = elem_t<T>;
+        if (x.n > 0 && x.kind() == CONST) return const_vec<E>(x.n, neg(x.get(0)));  // (-0.0 is not a zero_like)
+        T r = make_vec<E>(x.n);
+        for (std::int64_t k = 0; k < x.n; ++k) r.data[k] = neg(x.get(k));
+        return r;
+    } else {
+        return std::apply([](const auto&... e) { return T(neg(e)...); }, x);
+    }
+}
+
+// -- accumulation (sum, sumbuild) ------------------------------------------------------------------
+// The zero of a type with no vectors in it (the sum of no elements); vectors: an error.
+template <class T>
+T zero_of(const char* type_text) {
+    if constexpr (is_vec<T>::value) {
+        fail(std::string("a sum over no elements of type ") + type_text + " has no defined size");
+    } else if constexpr (is_tuple<T>::value) {
+        return std::apply([&](const auto&... e) { return T(zero_of<std::decay_t<decltype(e)>>(type_text)...); }, T{});
+    } else {
+        (void)type_text;
+        return T{};
+    }
+}
+
+// A copy that is dense at every level, in fresh memory (an accumulator that can be added to in place).
+template <class T>
+T copy_dense(const T& x) {
+    if constexpr (is_vec<T>::value) {
+        using E = elem_t<T>;
+        T r = make_vec<E>(x.n);
+        for (std::int64_t k = 0; k < x.n; ++k) r.data[k] = copy_dense(x.get(k));
+        return r;
+    } else if constexpr (is_tuple<T>::value) {
+        return std::apply([](const auto&... e) { return T(copy_dense(e)...); }, x);
+    } else {
+        return x;
+    }
+}
+
+template <class T, std::size_t... I>
+void add_tuple_inplace(T& acc, const T& x, bool& skipped, std::index_sequence<I...>);
+template <class T>
+inline bool is_neg_zero(const T& x);
+
+// acc += x, where acc came from copy_dense.  Zeros of lazy vectors are not added; where a +0.0 was
+// skipped, `skipped` is set, and normalise_zeros(acc) once at the end of the accumulation makes the
+// result exact (x + +0.0 differs from x only for x = -0.0, and adding it later gives the same sum).
+template <class T>
+void add_inplace(T& acc, const T& x, bool& skipped) {
+    if constexpr (std::is_same<T, double>::value) {
+        acc += x;
+    } else if constexpr (std::is_same<T, std::int64_t>::value) {
+        acc = add_i(acc, x);
+    } else if constexpr (is_vec<T>::value) {
+        if (acc.n != x.n) size_mismatch(acc.n, x.n);
+        if (x.plain()) {
+            for (std::int64_t k = 0; k < x.n; ++k) add_inplace(acc.data[k], x.data[k], skipped);
+        } else if (x.zero()) {
+            skipped = skipped || x.n > 0;
+        } else if (x.kind() == CONST) {
+            if (is_all_zero(x.stored())) {
+                skipped = skipped || (x.n > 0 && !is_neg_zero(x.stored()));
+                return;
+            }
+            for (std::int64_t k = 0; k < x.n; ++k) add_inplace(acc.data[k], x.stored(), skipped);
+        } else {
+            const std::int64_t hot = x.hot();
+            const bool in_range = static_cast<std::uint64_t>(hot) < static_cast<std::uint64_t>(x.n);
+            if (in_range) add_inplace(acc.data[hot], x.stored(), skipped);
+            if (x.n > (in_range ? 1 : 0)) skipped = true;
+        }
+    } else {
+        add_tuple_inplace(acc, x, skipped, std::make_index_sequence<std::tuple_size<T>::value>{});
+    }
+}
+
+template <class T, std::size_t... I>
+void add_tuple_inplace(T& acc, const T& x, bool& skipped, std::index_sequence<I...>) {
+    (add_inplace(std::get<I>(acc), std::get<I>(x), skipped), ...);
+}
+
+// Every element -0.0 (a skipped -0.0 changes nothing), known without looking at dense storage.
+template <class T>
+inline bool is_neg_zero(const T& x) {
+    if constexpr (is_vec<T>::value) {
+        if (x.zero() || !x.lazy() || x.kind() == DELTA) return x.n == 0;
+        return is_neg_zero(x.stored());
+    } else if constexpr (is_tuple<T>::value) {
+        return std::apply([](const auto&... e) { return (true && ... && is_neg_zero(e)); }, x);
+    } else if constexpr (std::is_same<T, double>::value) {
+        return x == 0.0 && std::signbit(x);
+    } else {
+        (void)x;
+        return false;
+    }
+}
+
+// acc += +0.0 everywhere (acc dense, from copy_dense): -0.0 becomes +0.0, nothing else changes.
+template <class T>
+void normalise_zeros(T& acc) {
+    if constexpr (std::is_same<T, double>::value) {
+        acc += 0.0;
+    } else if constexpr (is_vec<T>::value) {
+        for (std::int64_t k = 0; k < acc.n; ++k) normalise_zeros(acc.data[k]);
+    } else if constexpr (is_tuple<T>::value) {
+        std::apply([](auto&... e) { (normalise_zeros(e), ...); }, acc);
+    }
+}
+
+// The sum of the elements of a vector: Floats from +0.0 as math.fsum gives (never -0.0 from zeros);
+// anything else the first element and the others added in place.
+template <class T>
+T sum(const Vec<T>& v, const char* type_text) {
+    if (v.n == 0) return zero_of<T>(type_text);
+    if constexpr (std::is_same<T, double>::value) {
+        if (v.zero()) return 0.0;
+        if (v.kind() == DELTA) {
+            const std::int64_t hot = v.hot();
+            return static_cast<std::uint64_t>(hot) < static_cast<std::uint64_t>(v.n) ? 0.0 + v.stored() : 0.0;
+        }
+        double acc = 0.0;
+        for (std::int64_t k = 0; k < v.n; ++k) acc += v.get(k);
+        return acc;
+    } else {
+        bool skipped = false;
+        T acc = copy_dense(v.get(0));
+        for (std::int64_t k = 1; k < v.n; ++k) add_inplace(acc, v.get(k), skipped);
+        if (skipped) normalise_zeros(acc);
+        return acc;
+    }
+}
+
+// -- tuples ----------------------------------------------------------------------------------------
+// (Tuple) is std::tuple<>; get$i$n is std::get<i - 1>.
+
+// -- functions of the prelude and of edefs (knossos/natives.py) --------------------------------------
+constexpr double kPi = 3.141592653589793;  // math.pi
+
+inline double digamma(double x) {
+    if (x <= 0 && x == std::floor(x)) return std::numeric_limits<double>::quiet_NaN();
+    double result = 0.0;
+    if (x < 0) return digamma(1 - x) - kPi / std::tan(kPi * x);
+    while (x < 6) {
+        result -= 1 / x;
+        x += 1;
+    }
+    double inv = 1 / x;
+    double inv2 = inv * inv;
+    return result + std::log(x) - 0.5 * inv -
+           inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 / 132))));
+}
+
+inline double dotv(const Vec<double>& a, const Vec<double>& b) {
+    if (a.n != b.n) size_mismatch(a.n, b.n);
+    double acc = 0.0;
+    for (std::int64_t k = 0; k < a.n; ++k) acc += a.get(k) * b.get(k);
+    return acc;
+}
+
+inline Vec<double> mul_mat_vec(const Vec<Vec<double>>& m, const Vec<double>& v) {
+    Vec<double> r = make_vec<double>(m.n);
+    for (std::int64_t i = 0; i < m.n; ++i) r.data[i] = dotv(m.get(i), v);
+    return r;
+}
+
+inline std::tuple<Vec<Vec<double>>, Vec<double>> rev_mul_mat_vec(const Vec<Vec<double>>& m, const Vec<double>& v,
+                                                                 const Vec<double>& dr) {
+    Vec<Vec<double>> dm = make_vec<Vec<double>>(dr.n);
+    for (std::int64_t i = 0; i < dr.n; ++i) {
+        Vec<double> row = make_vec<double>(v.n);
+        const double d = dr.get(i);
+        for (std::int64_t j = 0; j < v.n; ++j) row.data[j] = d * v.get(j);
+        dm.data[i] = row;
+    }
+    Vec<double> dv = make_vec<double>(v.n);
+    for (std::int64_t j = 0; j < v.n; ++j) {
+        double acc = 0.0;
+        for (std::int64_t i = 0; i < m.n; ++i) acc += index(i, dr) * index(j, index(i, m));
+        dv.data[j] = acc;
+    }
+    return std::tuple<Vec<Vec<double>>, Vec<double>>(dm, dv);
+}
+
+inline double ranhashdoub(std::int64_t v) {
+    std::uint64_t x = static_cast<std::uint64_t>(v);
+    x = x * 3935559000370003845ULL + 2691343689449507681ULL;
+    x ^= x >> 21;
+    x ^= x << 37;
+    x ^= x >> 4;
+    x *= 4768777513237032717ULL;
+    x ^= x << 20;
+    x ^= x >> 41;
+    x ^= x << 5;
+    return 5.42101086242752217e-20 * static_cast<double>(x);
+}
+
+// -- reading and writing values (the test driver's text format) -------------------------------------
+// A value is a flat list of whitespace-separated tokens following its type: a Float as a C hex float
+// (or inf, -inf, nan), an Integer in decimal, a Bool as 0 or 1, a vector as its size and then its
+// elements, a tuple as its elements in order.
+struct InputError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+class Reader {
+    std::string text_;
+    std::size_t pos_ = 0;
+
+   public:
+    explicit Reader(std::string text) : text_(std::move(text)) {}
+
+    bool at_end() {
+        skip();
+        return pos_ >= text_.size();
+    }
+
+    std::string token() {
+        skip();
+        if (pos_ >= text_.size()) throw InputError("unexpected end of input");
+        std::size_t start = pos_;
+        while (pos_ < text_.size() && !is_space(text_[pos_])) ++pos_;
+        return text_.substr(start, pos_ - start);
+    }
+
+    std::int64_t integer() {
+        std::string t = token();
+        errno = 0;
+        char* end = nullptr;
+        long long v = std::strtoll(t.c_str(), &end, 10);
+        if (errno != 0 || end != t.c_str() + t.size() || t.empty()) throw InputError("bad Integer token");
+        return static_cast<std::int64_t>(v);
+    }
+
+    double real() {
+        std::string t = token();
+        char* end = nullptr;
+        double v = std::strtod(t.c_str(), &end);
+        if (end != t.c_str() + t.size() || t.empty()) throw InputError("bad Float token");
+        return v;
+    }
+
+   private:
+    static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+    void skip() {
+        while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
+    }
+};
+
+template <class T, std::size_t... I>
+T read_tuple(Reader& in, std::index_sequence<I...>);
+
+template <class T>
+T read_value(Reader& in) {
+    if constexpr (std::is_same<T, double>::value) {
+        return in.real();
+    } else if constexpr (std::is_same<T, std::int64_t>::value) {
+        return in.integer();
+    } else if constexpr (std::is_same<T, bool>::value) {
+        std::int64_t b = in.integer();
+        if (b != 0 && b != 1) throw InputError("bad Bool token");
+        return b == 1;
+    } else if constexpr (is_vec<T>::value) {
+        using E = elem_t<T>;
+        std::int64_t n = in.integer();
+        if (n < 0) throw InputError("negative vector size");
+        T v = make_vec<E>(n);
+        for (std::int64_t k = 0; k < n; ++k) v.data[k] = read_value<E>(in);
+        return v;
+    } else {
+        return read_tuple<T>(in, std::make_index_sequence<std::tuple_size<T>::value>{});
+    }
+}
+
+template <class T, std::size_t... I>
+T read_tuple(Reader& in, std::index_sequence<I...>) {
+    return T{read_value<std::tuple_element_t<I, T>>(in)...};  // braced: read left to right
+}
+
+template <class T>
+void write_value(std::string& out, const T& x) {
+    char buf[64];
+    if constexpr (std::is_same<T, double>::value) {
+        std::snprintf(buf, sizeof buf, " %a", x);
+        out += buf;
+    } else if constexpr (std::is_same<T, std::int64_t>::value) {
+        std::snprintf(buf, sizeof buf, " %lld", static_cast<long long>(x));
+        out += buf;
+    } else if constexpr (std::is_same<T, bool>::value) {
+        out += x ? " 1" : " 0";
+    } else if constexpr (is_vec<T>::value) {
+        std::snprintf(buf, sizeof buf, " %lld", static_cast<long long>(x.n));
+        out += buf;
+        for (std::int64_t k = 0; k < x.n; ++k) write_value(out, x.get(k));
+    } else {
+        std::apply([&](const auto&... e) { (write_value(out, e), ...); }, x);
+    }
+}
+
+// One line of text that cannot break the driver's line protocol.
+inline std::string one_line(const std::string& s) {
+    std::string r;
+    for (char c : s) r += (c == '\n' || c == '\r') ? ' ' : c;
+    return r;
+}
+
+}  // namespace ks

@@ -54,14 +54,19 @@ def flog(a: float) -> float:
     return math.nan
 
 
+def _odd_integer(b: float) -> bool:
+    return math.isfinite(b) and b == math.floor(b) and math.fmod(b, 2.0) != 0.0
+
+
 def fpow(a: float, b: float) -> float:
+    """C's pow: infinities where Python raises, negative for a negative base and an odd exponent."""
     try:
         return math.pow(a, b)
     except OverflowError:
-        return INF
+        return -INF if a < 0 and _odd_integer(b) else INF
     except ValueError:
         if a == 0.0 and b < 0:
-            return INF
+            return -INF if math.copysign(1.0, a) < 0 and _odd_integer(b) else INF
         return math.nan
 
 

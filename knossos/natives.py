@@ -11,24 +11,42 @@ import math
 from collections.abc import Callable
 
 from knossos import arith
+from knossos.errors import KsEvalError
 from knossos.types import FLOAT, vec
 from knossos.values import Value, add
 
 Native = Callable[..., Value]
 
 
+def _same_size(what: str, a: list[object], b: list[object]) -> None:
+    if len(a) != len(b):
+        raise KsEvalError(f"{what}: sizes differ ({len(a)} and {len(b)})")
+
+
 def _dotv(a: list[float], b: list[float]) -> float:
+    _same_size("dotv", a, b)  # type: ignore[arg-type]
     return math.fsum(x * y for x, y in zip(a, b, strict=True))
 
 
 def _mul_mat_vec(m: list[list[float]], v: list[float]) -> list[float]:
-    return [_dotv(row, v) for row in m]
+    for row in m:
+        _same_size("mul$Mat$Vec", row, v)  # type: ignore[arg-type]
+    return [math.fsum(x * y for x, y in zip(row, v, strict=True)) for row in m]
 
 
 def _rev_mul_mat_vec(m: list[list[float]], v: list[float], dr: list[float]) -> tuple[Value, Value]:
+    _same_size("rev$mul$Mat$Vec", m, dr)  # type: ignore[arg-type]
+    for row in m:
+        _same_size("rev$mul$Mat$Vec", row, v)  # type: ignore[arg-type]
     d_m = [[d * x for x in v] for d in dr]
     d_v = [math.fsum(dr[i] * m[i][j] for i in range(len(m))) for j in range(len(v))]
     return (d_m, d_v)
+
+
+def _abs(x: Value) -> Value:
+    if isinstance(x, int) and not isinstance(x, bool):
+        return arith.checked(abs(x))
+    return abs(x)  # type: ignore[arg-type]
 
 
 def digamma(x: float) -> float:
@@ -54,7 +72,7 @@ def digamma(x: float) -> float:
 _VF = vec(FLOAT)
 
 NATIVES: dict[str, Native] = {
-    "abs": lambda x: abs(x),
+    "abs": _abs,
     "max": arith.cmax,
     "pow": arith.fpow,
     "tanh": math.tanh,

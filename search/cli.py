@@ -1,17 +1,32 @@
-"""``optimize.py``: search for a cheaper rewrite of a def or a bare expression."""
+"""``optimize.py``: search for a cheaper rewrite of a def or a bare expression.
+
+With FILE --def NAME the result can also be written out: the whole program with the optimised def
+(``-o OUT.ks``), its C++ (``--emit-cpp OUT.cpp``), and wall-clock times of the def as written, after
+the ksc-style baseline simplifier and as optimised (``--bench n=256,512``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
+import stat
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from knossos.cli import _ArgumentParser, find_def, load_source
+from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
+from knossos.cpp.driver import serializable
+from knossos.cpp.emit import emit_program
 from knossos.errors import KsError, KsUsageError
 from knossos.perf import fewer_gc_pauses
-from knossos.printer import format_def, format_expr
+from knossos.printer import format_def, format_expr, format_program
 from knossos.program import Def, Program
+from knossos.types import INTEGER, Kind, Type
+from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
 from search.models import load_value_function
 from search.registry import SEARCHES, get_search
@@ -49,6 +64,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=None, metavar="S", help="time limit (exhaustive)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    out = p.add_argument_group("outputs (FILE --def NAME only, not --expr)")
+    out.add_argument(
+        "-o",
+        dest="out",
+        metavar="OUT.ks",
+        help="write the whole program, with the optimised def in place of the original (atomically); "
+        "never over FILE itself unless --in-place, and over another existing file only with --force",
+    )
+    out.add_argument("--in-place", action="store_true", help="write the optimised program over FILE (-o FILE)")
+    out.add_argument("--force", action="store_true", help="let -o and --emit-cpp overwrite an existing file")
+    out.add_argument(
+        "--emit-cpp", metavar="OUT.cpp", help="write the optimised def and the defs it calls as C++17 (no main)"
+    )
+    out.add_argument(
+        "--bench",
+        metavar="NAME=N1,N2,...",
+        help="compile the def as written, after the baseline simplifier and as optimised (g++ -O3), and time "
+        "each at every size N: min and median seconds per call over at least 0.2 s, on the same "
+        "pseudo-random inputs; every vector is N long (a size variable or Integer parameter NAME is N too). "
+        "Each is checked against the interpreter at size 4 ('verified') and against the def as written "
+        "('agrees'). With --json: a list under \"bench\"",
+    )
     return p
 
 
@@ -72,12 +109,14 @@ def run(args: argparse.Namespace) -> int:
         raise KsUsageError("give either FILE --def NAME or --expr, not both")
     src = load_source(args)
     d: Def | None = None
+    outputs = _Outputs.from_args(args, src.expr is not None)
     if src.expr is not None:
         start = src.expr
     else:
         assert src.program is not None
         d = _pick_def(src.program, args.def_name, src.label)
         start = d.body
+        outputs.check_def(src.program, d)
     bar = _progress_bar(args.budget, disabled=args.quiet)
     spec = SearchSpec(
         rules=rules,
@@ -93,11 +132,222 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    report = result.to_json()
+    messages: list[str] = []
+    if d is not None and src.program is not None and outputs.wanted:
+        optimised = dataclasses.replace(d, body=result.best)
+        messages = outputs.write(src.program, d, optimised)
+        if outputs.bench is not None:
+            report["bench"], notes = outputs.run_bench(src.program, d, optimised)
+            messages += [f"note: {n}" for n in notes]
+            if notes:
+                report["bench_notes"] = notes
     if args.json:
-        print(json.dumps(result.to_json()))
+        print(json.dumps(report))
     else:
         _print_human(result, d)
+        if "bench" in report:
+            assert d is not None
+            print(_bench_table(d.name, report["bench"]))  # type: ignore[arg-type]
+        for m in messages:
+            print(m)
     return 0
+
+
+# -- outputs: -o, --emit-cpp, --bench ------------------------------------------------------------------
+def _same_file(a: str, b: str) -> bool:
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_target(path: str, force: bool, what: str) -> None:
+    """A file we may write: its folder exists, and it is not there yet unless ``force``."""
+    target = Path(path)
+    if target.is_dir():
+        raise KsUsageError(f"{what} names a folder", None, path)
+    if not target.resolve().parent.is_dir():
+        raise KsUsageError(f"{what}: the folder does not exist", None, path)
+    if target.exists() and not force:
+        raise KsUsageError(f"{what}: the file exists; add --force to overwrite it", None, path)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so that the
+    file is either the old one or the new one, never half written; an existing file keeps its mode."""
+    target = Path(os.path.realpath(path))
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        raise KsUsageError(f"cannot write: {err.strerror}", None, path) from None
+
+
+def parse_bench(spec: str) -> tuple[str, list[int]]:
+    """``"n=256,512"`` -> ``("n", [256, 512])``; a one-line KsUsageError otherwise."""
+    name, sep, values = spec.partition("=")
+    name = name.strip()
+    bad = KsUsageError(
+        f"bad --bench '{spec}': expected NAME=N1,N2,... with one size name and whole numbers >= 1 (e.g. n=256,512)"
+    )
+    if not sep or not name or any(c in name for c in ",= ") or "=" in values:
+        raise bad
+    try:
+        sizes = [int(v) for v in values.split(",")]
+    except ValueError:
+        raise bad from None
+    if not sizes or any(v < 1 for v in sizes):
+        raise bad
+    return name, sizes
+
+
+def _has_vectors(t: Type) -> bool:
+    return t.kind is Kind.VEC or any(_has_vectors(c) for c in t.children)
+
+
+def _with_def(program: Program, d: Def) -> Program:
+    """``program`` with ``d`` in place of the def of the same name (calls still go by name)."""
+    out = Program()
+    for item in program.items:
+        out.add(d if isinstance(item, Def) and item.name == d.name else item, program.callees[item.name])
+    return out
+
+
+@dataclasses.dataclass
+class _Outputs:
+    label: str
+    out: str | None
+    force: bool
+    emit_cpp: str | None
+    bench: tuple[str, list[int]] | None
+    sizes: list[Size] = dataclasses.field(default_factory=list)
+
+    @property
+    def wanted(self) -> bool:
+        return self.out is not None or self.emit_cpp is not None or self.bench is not None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, is_expr: bool) -> _Outputs:
+        """Check the output options before the search, so that mistakes do not wait for it."""
+        if is_expr and (args.out or args.in_place or args.emit_cpp or args.bench):
+            raise KsUsageError("-o, --in-place, --emit-cpp and --bench need FILE --def NAME, not --expr")
+        out: str | None = args.out
+        if args.in_place:
+            if out is not None and not _same_file(out, args.file):
+                raise KsUsageError("--in-place writes over FILE; it cannot be combined with -o naming another file")
+            out = args.file
+        elif out is not None:
+            if _same_file(out, args.file):
+                raise KsUsageError("-o names the input file; add --in-place to overwrite it", None, out)
+            _check_target(out, args.force, "-o")
+        if args.emit_cpp is not None:
+            if _same_file(args.emit_cpp, args.file):
+                raise KsUsageError("--emit-cpp names the input file; refusing to overwrite it", None, args.emit_cpp)
+            if out is not None and _same_file(args.emit_cpp, out):
+                raise KsUsageError("--emit-cpp and -o name the same file", None, args.emit_cpp)
+            _check_target(args.emit_cpp, args.force, "--emit-cpp")
+        bench = parse_bench(args.bench) if args.bench is not None else None
+        return cls(args.file or "<expr>", out, args.force, args.emit_cpp, bench)
+
+    def check_def(self, program: Program, d: Def) -> None:
+        """Before the search: the def has a C++ form (for --emit-cpp and --bench), and the --bench size
+        name fits it: one of its size variables or Integer parameters, or any name when the def has
+        vectors and no size variables (it names the length of every vector)."""
+        if self.emit_cpp is not None or self.bench is not None:
+            try:
+                emit_program(program, [d.name])
+            except KsError as err:
+                raise err.located(None, self.label) from None
+        if self.bench is None:
+            return
+        if not all(serializable(p.type) for p in d.params) or not serializable(d.ret_type):
+            raise KsUsageError(
+                f"--bench: '{d.name}' takes or returns functions, which cannot be timed", None, self.label
+            )
+        name, values = self.bench
+        named = name in d.size_vars or any(p.name == name and p.type is INTEGER for p in d.params)
+        if not named and d.size_vars:
+            raise KsUsageError(
+                f"--bench: '{name}' is not a size variable of '{d.name}' (its size variables: "
+                f"{', '.join(d.size_vars)})",
+                None,
+                self.label,
+            )
+        if not named and not any(_has_vectors(p.type) for p in d.params):
+            raise KsUsageError(f"--bench: '{d.name}' has no vector parameter to size", None, self.label)
+        self.sizes = [Size({name: v} if named else {}, v, name) for v in values]
+
+    def write(self, program: Program, original: Def, optimised: Def) -> list[str]:
+        """Write -o and --emit-cpp; returns what to tell the user."""
+        messages = []
+        if self.out is not None:
+            write_atomic(self.out, format_program(_with_def(program, optimised)))
+            messages.append(f"wrote {self.out}: the program with '{original.name}' optimised")
+        if self.emit_cpp is not None:
+            try:
+                source = emit_program(_with_def(program, optimised), [original.name])
+            except KsError as err:
+                raise err.located(None, self.label) from None
+            write_atomic(self.emit_cpp, source)
+            messages.append(f"wrote {self.emit_cpp}: C++17 of '{original.name}' and the defs it calls")
+        return messages
+
+    def run_bench(self, program: Program, original: Def, optimised: Def) -> tuple[list[dict[str, object]], list[str]]:
+        variants = [
+            Variant("original", program),
+            Variant("baseline", _with_def(program, simplify_def(original))),
+            Variant("optimised", _with_def(program, optimised)),
+        ]
+        notes: list[str] = []
+        try:
+            rows = bench(variants, original.name, self.sizes, notes=notes)
+        except KsError as err:
+            raise err.located(None, self.label) from None
+        return [r.to_json() for r in rows], notes
+
+
+def _bench_table(name: str, rows: list[dict[str, object]]) -> str:
+    """The --bench results as a table: one line per size and variant, speed relative to the baseline."""
+
+    def text(size: object) -> str:
+        assert isinstance(size, dict)
+        return " ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in size.items())
+
+    lines = [
+        f"bench '{name}': seconds per call, min and median over at least 0.2 s; verified: equal to the interpreter "
+        f"at size {CHECK_SIZE} and to the original at this size",
+        f"{'size':<16} {'variant':<10} {'min':>10} {'median':>10} {'runs':>6} {'vs baseline':>12}  verified",
+    ]
+    baseline = {text(r["size"]): r["min_s"] for r in rows if r["variant"] == "baseline"}
+    for r in rows:
+        size = text(r["size"])
+        min_s, median_s = r["min_s"], r["median_s"]
+        assert isinstance(min_s, float) and isinstance(median_s, float)
+        base = baseline.get(size)
+        ratio = f"{base / min_s:.2f}x" if isinstance(base, float) and min_s > 0 else "-"
+        ok = "yes" if r["verified"] and r["agrees"] else "NO (interpreter)" if not r["verified"] else "NO (differs)"
+        lines.append(
+            f"{size:<16} {r['variant']!s:<10} {format_seconds(min_s):>10} {format_seconds(median_s):>10} "
+            f"{r['runs']!s:>6} {ratio:>12}  {ok}"
+        )
+    return "\n".join(lines)
 
 
 def _pick_def(program: Program, name: str | None, label: str) -> Def:

@@ -8,6 +8,7 @@ expression the training never saw, where A* with the zero value function finds n
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -26,7 +27,7 @@ def optimise(model: str) -> dict[str, object]:
         text=True,
         cwd=ROOT,
         timeout=300,
-        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout)

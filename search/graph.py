@@ -50,6 +50,28 @@ class SearchGraph:
             self.best, self.best_cost = e, c
         return True
 
+    @classmethod
+    def joined(cls, first: SearchGraph, second: SearchGraph) -> SearchGraph:
+        """One graph of two searches run one after the other, ``second`` from a state of ``first``.
+
+        Steps left are counted to the end of both: a state of ``first`` gets ``second.depth`` more.
+        A state reached in both keeps the visit with more steps left (so parent chains still lead
+        back to ``first``'s start); edges are the union.
+        """
+        joined = cls(first.start, first.depth + second.depth, first.cost)
+        joined.states = {e: Reached(r.steps_left + second.depth, r.parent, r.action) for e, r in first.states.items()}
+        for e, r in second.states.items():
+            mine = joined.states.get(e)
+            if mine is None or r.steps_left > mine.steps_left:
+                joined.states[e] = r
+        joined.edges = {**first.edges}
+        for e, children in second.edges.items():
+            joined.edges[e] = list(dict.fromkeys([*joined.edges.get(e, []), *children]))
+        for g in (first, second):
+            if g.best_cost < joined.best_cost:
+                joined.best, joined.best_cost = g.best, g.best_cost
+        return joined
+
     def add_edges(self, e: Expr, children: list[Expr]) -> None:
         self.edges[e] = children
 

@@ -1,7 +1,8 @@
 """Two-phase search (the paper's GEMM and CNN setting): the ``phase1`` rules for the first H/2
 steps, then the full rule set from the best expression found, for the remaining steps.
 
-Each phase is an A* search with half of the budget; the result joins the two rewrite sequences.
+Each phase is an A* search with half of the budget; the result joins the two rewrite sequences and
+the two explored graphs (so that value targets cover both phases, with steps left counted to the end).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import replace
 from knossos.expr import Expr
 from rules.sets import get_rule_set
 from search.astar import astar
+from search.graph import SearchGraph
 from search.result import SearchResult
 from search.spec import SearchSpec
 
@@ -24,6 +26,7 @@ def two_phase(start: Expr, spec: SearchSpec) -> SearchResult:
     second = astar(first.best, replace(spec, depth=spec.depth - first_depth, budget=spec.budget - first.evaluations))
     return replace(
         second,
+        graph=SearchGraph.joined(first.graph, second.graph),
         start=start,
         start_cost=first.start_cost,
         steps=first.steps + second.steps,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,19 @@ PROGRAM_FILES = sorted(PROGRAMS.glob("*.kso"))
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(scope="module")
+def cpp_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh C++ compilation cache for the module that asks for it (KNOSSOS_CPP_CACHE)."""
+    folder = tmp_path_factory.mktemp("knossos-cpp-cache")
+    saved = os.environ.get("KNOSSOS_CPP_CACHE")
+    os.environ["KNOSSOS_CPP_CACHE"] = str(folder)
+    yield folder
+    if saved is None:
+        del os.environ["KNOSSOS_CPP_CACHE"]
+    else:
+        os.environ["KNOSSOS_CPP_CACHE"] = saved
 
 
 def random_value(t: Type, rng: random.Random) -> object:

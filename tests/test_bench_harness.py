@@ -8,9 +8,6 @@ second or two each.
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -48,16 +45,8 @@ SOURCE = """
 """
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cpp_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = tmp_path_factory.mktemp("knossos-cpp-cache")
-    saved = os.environ.get("KNOSSOS_CPP_CACHE")
-    os.environ["KNOSSOS_CPP_CACHE"] = str(folder)
-    yield folder
-    if saved is None:
-        del os.environ["KNOSSOS_CPP_CACHE"]
-    else:
-        os.environ["KNOSSOS_CPP_CACHE"] = saved
+#: Each module compiles into a fresh cache of its own (see conftest.cpp_cache).
+pytestmark = pytest.mark.usefixtures("cpp_cache")
 
 
 @pytest.fixture(scope="module")

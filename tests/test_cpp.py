@@ -9,13 +9,11 @@ failed assert, an index out of range) the C++ code must fail too.
 from __future__ import annotations
 
 import math
-import os
 import random
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,17 +40,8 @@ FILES = ["blas_test.kso", "conv1d_rev_test.kso", "gelu.kso", "gmm_test.kso"]
 QUICK_DEFS = 12
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cpp_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh compilation cache for this module."""
-    folder = tmp_path_factory.mktemp("knossos-cpp-cache")
-    saved = os.environ.get("KNOSSOS_CPP_CACHE")
-    os.environ["KNOSSOS_CPP_CACHE"] = str(folder)
-    yield folder
-    if saved is None:
-        del os.environ["KNOSSOS_CPP_CACHE"]
-    else:
-        os.environ["KNOSSOS_CPP_CACHE"] = saved
+#: Each module compiles into a fresh cache of its own (see conftest.cpp_cache).
+pytestmark = pytest.mark.usefixtures("cpp_cache")
 
 
 _compiled: dict[str, tuple[Program, CompiledProgram]] = {}

@@ -7,13 +7,11 @@ C++ compilations use a fresh cache for this module; the --bench tests compile ge
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,16 +31,8 @@ BLAS = PROGRAMS / "blas_test.kso"
 SEARCH = ["--rules", "ml_rules_no_bind", "--quiet"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cpp_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = tmp_path_factory.mktemp("knossos-cpp-cache")
-    saved = os.environ.get("KNOSSOS_CPP_CACHE")
-    os.environ["KNOSSOS_CPP_CACHE"] = str(folder)
-    yield folder
-    if saved is None:
-        del os.environ["KNOSSOS_CPP_CACHE"]
-    else:
-        os.environ["KNOSSOS_CPP_CACHE"] = saved
+#: Each module compiles into a fresh cache of its own (see conftest.cpp_cache).
+pytestmark = pytest.mark.usefixtures("cpp_cache")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:

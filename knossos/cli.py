@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from knossos.errors import KsError, KsUsageError, Pos
@@ -55,6 +56,16 @@ def load_source(args: argparse.Namespace) -> Source:
     if not getattr(args, "file", None):
         raise KsUsageError('give a FILE or --expr "(...)"')
     return Source(args.file, program=load_program(args.file))
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (so that an output would overwrite an input)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def find_def(program: Program, name: str, file: str) -> Def:

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from knossos.cli import _ArgumentParser, find_def, load_source
+from knossos.cli import _ArgumentParser, find_def, load_source, same_file
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
 from knossos.cpp.emit import emit_program
@@ -155,15 +155,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- outputs: -o, --emit-cpp, --bench ------------------------------------------------------------------
-def _same_file(a: str, b: str) -> bool:
-    if Path(a).resolve() == Path(b).resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def _check_target(path: str, force: bool, what: str) -> None:
     """A file we may write: its folder exists, and it is not there yet unless ``force``."""
     target = Path(path)
@@ -250,17 +241,17 @@ class _Outputs:
             raise KsUsageError("-o, --in-place, --emit-cpp and --bench need FILE --def NAME, not --expr")
         out: str | None = args.out
         if args.in_place:
-            if out is not None and not _same_file(out, args.file):
+            if out is not None and not same_file(out, args.file):
                 raise KsUsageError("--in-place writes over FILE; it cannot be combined with -o naming another file")
             out = args.file
         elif out is not None:
-            if _same_file(out, args.file):
+            if same_file(out, args.file):
                 raise KsUsageError("-o names the input file; add --in-place to overwrite it", None, out)
             _check_target(out, args.force, "-o")
         if args.emit_cpp is not None:
-            if _same_file(args.emit_cpp, args.file):
+            if same_file(args.emit_cpp, args.file):
                 raise KsUsageError("--emit-cpp names the input file; refusing to overwrite it", None, args.emit_cpp)
-            if out is not None and _same_file(args.emit_cpp, out):
+            if out is not None and same_file(args.emit_cpp, out):
                 raise KsUsageError("--emit-cpp and -o name the same file", None, args.emit_cpp)
             _check_target(args.emit_cpp, args.force, "--emit-cpp")
         bench = parse_bench(args.bench) if args.bench is not None else None

@@ -8,11 +8,10 @@ Registered through the ``knossos.commands`` entry point (see pyproject.toml).  T
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from knossos.cli import _ArgumentParser, _located, find_def
+from knossos.cli import _ArgumentParser, _located, find_def, same_file
 from knossos.cpp.driver import driver_source
 from knossos.cpp.emit import emit_program
 from knossos.errors import KsUsageError
@@ -29,17 +28,8 @@ def register(sub: argparse._SubParsersAction[_ArgumentParser]) -> None:
     p.set_defaults(run=cmd_cpp)
 
 
-def _same_file(a: str, b: str) -> bool:
-    if Path(a).resolve() == Path(b).resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def cmd_cpp(args: argparse.Namespace) -> int:
-    if args.out is not None and _same_file(args.out, args.file):
+    if args.out is not None and same_file(args.out, args.file):
         raise KsUsageError("-o names the input file; refusing to overwrite it", None, args.out)
     program = load_program(args.file)
     names = [find_def(program, args.def_name, args.file).name] if args.def_name else None

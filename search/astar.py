@@ -11,7 +11,6 @@ asked about ``budget`` expressions, or nothing is left to expand.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
 
 from knossos.expr import Expr
 from search.result import SearchResult
@@ -31,7 +30,7 @@ def astar(start: Expr, spec: SearchSpec) -> SearchResult:
             if pending and (len(pending) >= spec.batch_size or not frontier):
                 if evaluator.exhausted:
                     break
-                batch = _within_budget(pending, evaluator.budget - evaluator.evaluations, evaluator.known)
+                batch = evaluator.affordable(pending, lambda p: p[0])
                 pending.clear()
                 for (e, t), row in zip(batch, evaluator([e for e, _ in batch]), strict=True):
                     if graph.steps_left(e) > t:
@@ -44,11 +43,9 @@ def astar(start: Expr, spec: SearchSpec) -> SearchResult:
             _, _, e, t = heapq.heappop(frontier)
             if graph.steps_left(e) > t:
                 continue
-            children = run.transitions.successors(e)
-            graph.add_edges(e, [child for _, child in children])
-            for action, child in children:
-                if graph.reach(child, t - 1, e, action) and t > 1:
-                    pending.append((child, t - 1))
+            reached = run.expand(e, t)
+            if t > 1:  # children with no steps left are reached, not queued
+                pending.extend((child, t - 1) for child in reached)
     except KeyboardInterrupt:
         run.interrupted = True
     return run.result()
@@ -59,18 +56,3 @@ def greedy(start: Expr, spec: SearchSpec) -> SearchResult:
     from dataclasses import replace
 
     return astar(start, replace(spec, value=ZeroValue()))
-
-
-def _within_budget(
-    pending: list[tuple[Expr, int]], room: int, is_known: Callable[[Expr], bool]
-) -> list[tuple[Expr, int]]:
-    """``pending`` cut so that it asks the value function about at most ``room`` new expressions."""
-    out: list[tuple[Expr, int]] = []
-    new: set[Expr] = set()
-    for e, t in pending:
-        if not is_known(e) and e not in new:
-            if len(new) >= room:
-                continue
-            new.add(e)
-        out.append((e, t))
-    return out

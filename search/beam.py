@@ -11,24 +11,15 @@ DEFAULT_WIDTH = 16
 
 def beam(start: Expr, spec: SearchSpec, width: int = DEFAULT_WIDTH) -> SearchResult:
     run = SearchRun(start, spec)
-    graph, evaluator, cost = run.graph, run.evaluator, spec.cost
+    evaluator, cost = run.evaluator, spec.cost
     c0 = cost(start)
     evaluator([start])
     level = [start]
     try:
         for t in range(spec.depth, 0, -1):  # the states of `level` have t steps left
-            candidates: list[Expr] = []
-            for e in level:
-                children = run.transitions.successors(e)
-                graph.add_edges(e, [child for _, child in children])
-                for action, child in children:
-                    if graph.reach(child, t - 1, e, action):
-                        candidates.append(child)
-            room = evaluator.budget - evaluator.evaluations
-            fresh = [c for c in dict.fromkeys(candidates) if not evaluator.known(c)]
-            if len(fresh) > room:  # the budget ends inside this level: rank what it still covers
-                allowed = set(fresh[: max(room, 0)])
-                candidates = [c for c in candidates if evaluator.known(c) or c in allowed]
+            candidates = [child for e in level for child in run.expand(e, t)]
+            # the budget may end inside this level: rank what it still covers
+            candidates = evaluator.affordable(candidates, lambda c: c)
             if not candidates or t == 1:
                 break
             rows = evaluator(candidates)

@@ -24,11 +24,7 @@ def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
         for t in range(spec.depth, 0, -1):
             following: list[Expr] = []
             for e in level:
-                children = run.transitions.successors(e)
-                graph.add_edges(e, [child for _, child in children])
-                for action, child in children:
-                    if graph.reach(child, t - 1, e, action):
-                        following.append(child)
+                following.extend(run.expand(e, t))
                 if len(graph.states) > spec.budget:
                     stopped = f"stopped at the state limit of {spec.budget} distinct expressions (depth {spec.depth - t + 1} of {spec.depth})"
                     break

@@ -46,8 +46,7 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
             s: State = (start, spec.depth)
             descent: list[State] = []
             while s[1] > 0 and visits.get(s, 0) > 0:
-                children = run.transitions.successors(s[0])
-                graph.add_edges(s[0], [child for _, child in children])
+                children = run.successors(s[0])
                 if not children:
                     break
                 log_n = math.log(visits[s])
@@ -66,16 +65,16 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
             lowest = cost(s[0])
             e, t = s
             while t > 0 and not evaluator.exhausted:
-                children = run.transitions.successors(e)
-                graph.add_edges(e, [child for _, child in children])
+                children = run.successors(e)
                 if not children:
                     break
                 fresh = {child for _, child in children if not evaluator.known(child)}
-                if len(fresh) > evaluator.budget - evaluator.evaluations:
+                if len(fresh) > evaluator.room:
                     out_of_budget = True  # the rollout cannot see this step's values: stop here
                     break
                 rows = evaluator([child for _, child in children])
-                scores = np.array([cost(e) - cost(c) + row[t - 1] for (_, c), row in zip(children, rows, strict=True)])
+                rewards = [run.transitions.reward(e, c) for _, c in children]
+                scores = np.array([r + row[t - 1] for r, row in zip(rewards, rows, strict=True)])
                 weights = np.exp(alpha * (scores - scores.max()))
                 i = _sample(rng, weights)
                 action, child = children[i]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knossos.expr import Expr
+from rules.actions import Action
 from rules.rule_set import RuleSet
 from search.graph import SearchGraph
 from search.mdp import CostFunction, Transitions, rlo_cost
@@ -53,6 +54,16 @@ class SearchRun:
         self.started = time.perf_counter()
         self.interrupted = False
         self._last_report = 0.0
+
+    def successors(self, e: Expr) -> list[tuple[Action, Expr]]:
+        """The successors of ``e``, recorded as explored edges of the graph."""
+        children = self.transitions.successors(e)
+        self.graph.add_edges(e, [child for _, child in children])
+        return children
+
+    def expand(self, e: Expr, steps_left: int) -> list[Expr]:
+        """Expand ``e`` reached with ``steps_left``: the children that are new or now have more steps left."""
+        return [child for action, child in self.successors(e) if self.graph.reach(child, steps_left - 1, e, action)]
 
     def report(self) -> None:
         if self.spec.progress is not None:

@@ -8,12 +8,14 @@ call (a neural network is far cheaper per expression in batches).  Search wraps 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from knossos.expr import Expr
+
+T = TypeVar("T")
 
 
 class ValueFunction(Protocol):
@@ -50,6 +52,25 @@ class Evaluator:
     @property
     def exhausted(self) -> bool:
         return self.evaluations >= self.budget
+
+    @property
+    def room(self) -> int:
+        """How many more expressions the value function may be asked about."""
+        return max(self.budget - self.evaluations, 0)
+
+    def affordable(self, items: Sequence[T], expr_of: Callable[[T], Expr]) -> list[T]:
+        """``items`` (in order) without those whose new expression would go past the budget."""
+        room = self.room
+        out: list[T] = []
+        new: set[Expr] = set()
+        for item in items:
+            e = expr_of(item)
+            if e not in self._cache and e not in new:
+                if len(new) >= room:
+                    continue
+                new.add(e)
+            out.append(item)
+        return out
 
     def known(self, e: Expr) -> bool:
         return e in self._cache

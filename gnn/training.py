@@ -51,6 +51,17 @@ def model_config(config: TrainConfig) -> ModelConfig:
     )
 
 
+def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as dotted keys: ``{"search.depth": 10, "data.train.set": ...}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def samples_of(result: SearchResult) -> list[Sample]:
     """Algorithm 2's targets for every state the search reached with steps left."""
     exprs, steps_left, table = result.graph.value_targets()
@@ -96,21 +107,14 @@ class Trainer:
     def restore(self, state: dict[str, Any]) -> None:
         label = str(self.out / CHECKPOINT)
         # a run may be continued for more epochs; anything else must be as it was
-        mine, theirs = dataclasses.asdict(self.config), dict(state["config"])
-        mine["training"] = {**mine["training"], "epochs": None}
-        theirs["training"] = {**theirs["training"], "epochs": None}
-        if mine != theirs:
-            changed = sorted(
-                f"{section}.{k}"
-                for section in mine
-                for k in (mine[section] if isinstance(mine[section], dict) else {"": 0})
-                if (mine[section].get(k) if isinstance(mine[section], dict) else mine[section])
-                != (theirs.get(section, {}).get(k) if isinstance(mine[section], dict) else theirs.get(section))
-            )
+        mine, theirs = _flatten(dataclasses.asdict(self.config)), _flatten(state["config"])
+        changed = sorted(
+            k for k in mine.keys() | theirs.keys() if k != "training.epochs" and mine.get(k) != theirs.get(k)
+        )
+        if changed:
             raise KsUsageError(
-                "the checkpoint was written with a different config"
-                + (f" ({', '.join(c.rstrip('.') for c in changed)})" if changed else "")
-                + "; resume with the same one (only training.epochs may grow)",
+                f"the checkpoint was written with a different config ({', '.join(changed)}); "
+                "resume with the same one (only training.epochs may grow)",
                 None,
                 label,
             )

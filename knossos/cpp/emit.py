@@ -365,15 +365,9 @@ class _FunctionEmitter:
         result = self.fresh()
         self.line(f"{cpp_type(node.type)} {result}{{}};")
         self.line(f"if ({cond}) {{")
-        self.depth += 1
-        then = yield node.args[1]
-        self.line(f"{result} = {then};")
-        self.depth -= 1
+        yield from self._assign_indented(result, node.args[1])
         self.line("} else {")
-        self.depth += 1
-        other = yield node.args[2]
-        self.line(f"{result} = {other};")
-        self.depth -= 1
+        yield from self._assign_indented(result, node.args[2])
         self.line("}")
         return result
 
@@ -382,11 +376,16 @@ class _FunctionEmitter:
         result = self.fresh()
         self.line(f"bool {result} = {left};")
         self.line(f"if ({'' if node.op is Op.AND else '!'}{result}) {{")
-        self.depth += 1
-        right = yield node.args[1]
-        self.line(f"{result} = {right};")
-        self.depth -= 1
+        yield from self._assign_indented(result, node.args[1])
         self.line("}")
+        return result
+
+    def _assign_indented(self, result: str, child: Expr) -> Step:
+        """``result = child;`` inside a block the caller opens and closes (a lazy branch)."""
+        self.depth += 1
+        value = yield child
+        self.line(f"{result} = {value};")
+        self.depth -= 1
         return result
 
     def _assert(self, node: Expr) -> Step:
@@ -394,25 +393,23 @@ class _FunctionEmitter:
         self.line(f'if (!({cond})) ks::fail("assertion failed");')
         return (yield node.args[1])
 
-    def _scoped(self, name: str, atom: str) -> str | None:
+    def _in_scope(self, name: str, atom: str, body: Expr) -> Step:
+        """Emit ``body`` with the variable ``name`` bound to the C++ expression ``atom``."""
         saved = self.env.get(name)
         self.env[name] = atom
-        return saved
-
-    def _restore(self, name: str, saved: str | None) -> None:
+        value = yield body
         if saved is None:
             del self.env[name]
         else:
             self.env[name] = saved
+        return value
 
     def _let(self, node: Expr) -> Step:
         var, rhs, body = node.args
         value = yield rhs
         if var.data not in body.free and _is_identifier(value):
             self.line(f"(void){value};")
-        saved = self._scoped(var.data, value)
-        result = yield body
-        self._restore(var.data, saved)
+        result = yield from self._in_scope(var.data, value, body)
         return result
 
     def _lam(self, node: Expr) -> Step:
@@ -424,9 +421,7 @@ class _FunctionEmitter:
             f"const {cpp_type(t)} {result} = [=](const {cpp_type(t.lam_arg)}& {param}) -> {cpp_type(t.lam_ret)} {{"
         )
         self.depth += 1
-        saved = self._scoped(var.data, param)
-        value = yield body
-        self._restore(var.data, saved)
+        value = yield from self._in_scope(var.data, param, body)
         self.line(f"return {value};")
         self.depth -= 1
         self.line("};")
@@ -445,9 +440,7 @@ class _FunctionEmitter:
         i = self.fresh_var(var.data)
         self.line(f"for (std::int64_t {i} = 0; {i} < {n}; ++{i}) {{")
         self.depth += 1
-        saved = self._scoped(var.data, i)
-        value = yield body
-        self._restore(var.data, saved)
+        value = yield from self._in_scope(var.data, i, body)
         self.line(f"{result}.data[{i}] = {value};")
         self.depth -= 1
         self.line("}")
@@ -472,9 +465,7 @@ class _FunctionEmitter:
         mark = self.fresh("m")
         if reset:
             self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
-        saved = self._scoped(var.data, i)
-        value = yield body
-        self._restore(var.data, saved)
+        value = yield from self._in_scope(var.data, i, body)
         release = f" ks::arena().reset({mark});" if reset else ""
         if t is FLOAT:
             self.line(f"{acc} += {value};{release}")

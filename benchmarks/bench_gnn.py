@@ -1,8 +1,10 @@
 """Inference speed of the GGNN value network, and where a learned A* search spends its time.
 
 Run:  python benchmarks/bench_gnn.py [--hidden 200] [--steps 10] [--threads 2] [--seconds 2]
+                                    [--precision float32 bfloat16]
 
-Prints forward throughput (graphs per second, no_grad, eval mode, ``--threads`` torch threads) at
+Prints forward throughput (graphs per second, no_grad, eval mode, ``--threads`` torch threads,
+float32 and bfloat16 inference: gnn/value.py) at
 the paper's model size for batches of 16, 64 and 256 bindgen expressions, for gemm (its calls
 inlined, as the reference's expression had them) and for rev$conv1d; then one A* search with the
 (untrained) network at budget 5000 on a bindgen_test expression, split into time in the network
@@ -32,6 +34,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
+    ap.add_argument("--precision", nargs="+", choices=("float32", "bfloat16"), default=["float32", "bfloat16"])
     args = ap.parse_args()
 
     import torch
@@ -63,42 +66,48 @@ def main() -> None:
         ("rev$conv1d", [conv] * 16),
     ]
     print(f"model: {args.hidden} features, {args.steps} steps, {args.threads} threads")
-    print(f"{'batch':<16} {'graphs':>6} {'nodes':>7} {'edges':>7} {'graphs/s':>9}  vs reference")
+    print(f"{'batch':<16} {'precision':<9} {'graphs':>6} {'nodes':>7} {'edges':>7} {'graphs/s':>9}  vs reference")
     for name, exprs in cases:
         batch = batch_graphs(exprs)
-        with torch.no_grad():
-            net(batch)
-            runs, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < args.seconds:
-                net(batch)
-                runs += 1
-            rate = len(exprs) * runs / (time.perf_counter() - t0)
-        ref = REFERENCE.get(name)
-        vs = f"{rate / ref:.2f}x (target 2x)" if ref else ""
-        print(f"{name:<16} {len(exprs):>6} {batch.num_nodes:>7} {batch.edge_index.shape[1]:>7} {rate:>9.0f}  {vs}")
+        for precision in args.precision:
+            model = NetworkValue(net, precision=precision).network
+            with torch.no_grad():
+                model(batch)
+                runs, t0 = 0, time.perf_counter()
+                while time.perf_counter() - t0 < args.seconds:
+                    model(batch)
+                    runs += 1
+                rate = len(exprs) * runs / (time.perf_counter() - t0)
+            ref = REFERENCE.get(name)
+            vs = f"{rate / ref:.2f}x (target 2x)" if ref else ""
+            print(
+                f"{name:<16} {precision:<9} {len(exprs):>6} {batch.num_nodes:>7} {batch.edge_index.shape[1]:>7} "
+                f"{rate:>9.0f}  {vs}"
+            )
 
-    value = NetworkValue(net)
-    model_time = 0.0
-    inner = value.values
-
-    def timed(exprs, depth):  # type: ignore[no-untyped-def]
-        nonlocal model_time
-        t = time.perf_counter()
-        out = inner(exprs, depth)
-        model_time += time.perf_counter() - t
-        return out
-
-    value.values = timed  # type: ignore[method-assign]
     e = parse_expr(sets["bindgen_test"]["expressions"][0]["expr"])[0]
-    with fewer_gc_pauses():
-        t0 = time.perf_counter()
-        r = astar(e, SearchSpec(get_rule_set("binding_rules"), 10, 5000, value=value))
-        total = time.perf_counter() - t0
-    print(
-        f"A* with the network, bindgen_test[0], budget 5000: {total:.2f} s, of which the network "
-        f"{model_time:.2f} s ({100 * model_time / total:.0f}%) and search {total - model_time:.2f} s; "
-        f"{r.evaluations} evaluations in {value.forward_calls} forward passes (reference: 92% in the model)"
-    )
+    for precision in args.precision:
+        value = NetworkValue(net, precision=precision)
+        model_time = 0.0
+        inner = value.values
+
+        def timed(exprs, depth):  # type: ignore[no-untyped-def]
+            nonlocal model_time
+            t = time.perf_counter()
+            out = inner(exprs, depth)  # noqa: B023  (called only within this iteration)
+            model_time += time.perf_counter() - t
+            return out
+
+        value.values = timed  # type: ignore[method-assign]
+        with fewer_gc_pauses():
+            t0 = time.perf_counter()
+            r = astar(e, SearchSpec(get_rule_set("binding_rules"), 10, 5000, value=value))
+            total = time.perf_counter() - t0
+        print(
+            f"A* with the network ({precision}), bindgen_test[0], budget 5000: {total:.2f} s, of which the network "
+            f"{model_time:.2f} s ({100 * model_time / total:.0f}%) and search {total - model_time:.2f} s; "
+            f"{r.evaluations} evaluations in {value.forward_calls} forward passes (reference: 92% in the model)"
+        )
 
 
 if __name__ == "__main__":

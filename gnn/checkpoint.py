@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from gnn.model import ModelConfig, ValueNetwork
-from gnn.value import NetworkValue
+from gnn.value import NetworkValue, Precision
 from knossos.errors import KsUsageError
 
 
@@ -82,6 +82,6 @@ def export_model(checkpoint: Path, out: Path) -> None:
     )
 
 
-def load_value_function(path: Path) -> NetworkValue:
+def load_value_function(path: Path, precision: Precision = "float32") -> NetworkValue:
     """The value function of a checkpoint, for ``optimize.py --model``."""
-    return NetworkValue(network_from(load_checkpoint(path), str(path)))
+    return NetworkValue(network_from(load_checkpoint(path), str(path)), precision=precision)

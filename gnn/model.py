@@ -143,7 +143,7 @@ class ValueNetwork(nn.Module):
         return h0
 
     def forward(self, graphs: GraphBatch) -> Tensor:
-        h0 = self.initial_features(graphs)
+        h0 = self.initial_features(graphs).to(self.gate.weight.dtype)
         h = h0
         groups = self.conv.group_edges(graphs.edge_index, graphs.edge_type)
         for _ in range(self.config.steps):
@@ -151,4 +151,4 @@ class ValueNetwork(nn.Module):
         weights = torch.sigmoid(self.gate(torch.cat([h, h0], dim=1)))
         pooled = scatter(weights * self.readout(h), graphs.batch, dim=0, dim_size=graphs.num_graphs, reduce="sum")
         values: Tensor = self.out(pooled)
-        return values
+        return values.float()

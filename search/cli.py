@@ -60,7 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="value-function evaluations (5000); exhaustive: most distinct expressions",
     )
     p.add_argument("--seed", type=int, default=0, help="for random, mcts (0)")
-    p.add_argument("--model", default="none", metavar="CKPT", help="value function: none, or a train.py checkpoint")
+    p.add_argument(
+        "--model", default="none", metavar="CKPT", help="value function: none, default, or a train.py checkpoint"
+    )
+    p.add_argument(
+        "--precision",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="the model's inference arithmetic: bfloat16 is about twice as fast on CPUs with AMX/AVX512-BF16",
+    )
     p.add_argument("--seconds", type=float, default=None, metavar="S", help="time limit (exhaustive)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -104,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     search = get_search(args.search)
     rules = get_rule_set(args.rules)
-    value = load_value_function(args.model)
+    value = load_value_function(args.model, args.precision)
     if args.expr is not None and args.def_name:
         raise KsUsageError("give either FILE --def NAME or --expr, not both")
     src = load_source(args)

@@ -9,7 +9,8 @@ from knossos.errors import KsUsageError
 from search.value import ValueFunction, ZeroValue
 
 
-def load_value_function(spec: str) -> ValueFunction:
+def load_value_function(spec: str, precision: str = "float32") -> ValueFunction:
+    """``precision`` (float32 or bfloat16) is the network's inference arithmetic; zero ignores it."""
     if spec in ("none", "zero"):
         return ZeroValue()
     if spec == "default":
@@ -27,5 +28,5 @@ def load_value_function(spec: str) -> ValueFunction:
         from gnn.checkpoint import load_value_function as load_checkpoint
     except ImportError:
         raise KsUsageError(f"{spec}: loading a trained model needs the gnn package, which is not built yet") from None
-    loaded: ValueFunction = load_checkpoint(path)
+    loaded: ValueFunction = load_checkpoint(path, precision)  # type: ignore[arg-type]
     return loaded

@@ -12,17 +12,20 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+
 from gnn.checkpoint import DEFAULT_MODEL, load_value_function
+from knossos.parser import parse_expr
 
 from conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "bindgen_test_8.ks"
 
 
-def optimise(model: str) -> dict[str, object]:
+def optimise(model: str, *extra: str) -> dict[str, object]:
     command = [sys.executable, "optimize.py", str(EXAMPLE), "--rules", "binding_rules", "--budget", "300"]
     done = subprocess.run(
-        [*command, "--model", model, "--json", "--quiet"],
+        [*command, "--model", model, "--json", "--quiet", *extra],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -46,3 +49,15 @@ def test_the_default_model_beats_the_zero_value_function_on_the_example() -> Non
     assert learned["start_cost"] == zero["start_cost"] == 12.0
     assert zero["best_cost"] == 12.0
     assert float(learned["best_cost"]) <= 9.1  # type: ignore[arg-type]
+
+
+def test_bfloat16_inference_stays_close_to_float32_and_finds_the_same_program() -> None:
+    exact = load_value_function(DEFAULT_MODEL)
+    fast = load_value_function(DEFAULT_MODEL, precision="bfloat16")
+    sets = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    exprs = [parse_expr(x["expr"])[0] for x in sets["bindgen_test"]["expressions"]]
+    a, b = exact.values(exprs, 10), fast.values(exprs, 10)
+    scale = float(np.abs(a).max())
+    assert scale > 0.1
+    assert float(np.abs(a - b).max()) <= 0.03 * scale  # bfloat16 keeps 8 bits of mantissa
+    assert optimise("default", "--precision", "bfloat16")["best"] == optimise("default")["best"]

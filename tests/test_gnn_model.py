@@ -297,6 +297,22 @@ def test_chunking_by_node_budget_gives_the_same_numbers(exprs: list[Expr]) -> No
     assert np.allclose(a, b, atol=1e-5)
 
 
+def test_bfloat16_inference_uses_a_copy_and_returns_float_values(exprs: list[Expr]) -> None:
+    net = small_network()
+    fast = NetworkValue(net, precision="bfloat16")
+    assert fast.network is not net
+    assert next(net.parameters()).dtype == torch.float32  # the original is untouched
+    assert next(fast.network.parameters()).dtype == torch.bfloat16
+    a, b = NetworkValue(net).per_step(exprs), fast.per_step(exprs)
+    assert b.dtype == np.float64
+    assert np.abs(a - b).max() <= 0.03 * np.abs(a).max() + 1e-3
+
+
+def test_an_unknown_precision_is_an_error() -> None:
+    with pytest.raises(ValueError, match="precision must be one of float32, bfloat16"):
+        NetworkValue(small_network(), precision="float16")  # type: ignore[arg-type]
+
+
 def test_chunks() -> None:
     assert _chunks([], 5) == []
     assert _chunks([3, 3, 3], 5) == [(0, 1), (1, 2), (2, 3)]

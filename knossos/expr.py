@@ -204,23 +204,32 @@ class _Fresh(Expr):
 
 
 def _new(
-    op: Op, args: tuple[Expr, ...], data: Any, t: Type, cost: float, free: frozenset[str], s: int, w: int, c: int
+    op: Op,
+    args: tuple[Expr, ...],
+    data: Any,
+    t: Type,
+    cost: float,
+    free: frozenset[str],
+    s: int,
+    w: int,
+    c: int,
+    size: int,
+    h: int,
 ) -> Expr:
+    """A new node; ``size`` (1 + the children's sizes) and ``h`` (``hash((s, w))``) come from the
+    caller, which usually has them at hand (a rebuilt ancestor's size is the old one's plus a change)."""
     node = object.__new__(_Fresh)
     node.op = op
     node.args = args
     node.data = data
     node.type = t
     node.cost = cost
-    size = 1
-    for a in args:
-        size += a.size
     node.size = size
     node.free = free
     node.s = s
     node.w = w
     node.c = c
-    node.h = hash((s, w))
+    node.h = h
     node._pos = None
     node.__class__ = Expr  # type: ignore[assignment]
     return node
@@ -298,6 +307,7 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
         c = (a.c + b.c) % _PRIME
         fa, fb = a.free, b.free
         free = fa if (not fb or fb is fa or fb <= fa) else (fb if not fa or fa <= fb else fa | fb)
+        size = 1 + a.size + b.size
     else:
         s = hash((op, dh, *[a.s for a in args]))
         w = c = 0
@@ -307,7 +317,8 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
             c += a.c
         w, c = w % _PRIME, c % _PRIME
         free = _union_free(args)
-    node = _new(op, args, data, t, cost, free, s, w, c)
+        size = 1 + sum(a.size for a in args)
+    node = _new(op, args, data, t, cost, free, s, w, c, size, hash((s, w)))
     ref = _Ref(node, _forget)
     ref.key = key
     _table[key] = ref
@@ -320,7 +331,8 @@ def _make_binder(op: Op, args: tuple[Expr, ...], data: Any) -> Expr:
         raise KsTypeError(f"a {op.name.lower()} must bind a variable")
     t = TYPE_RULES[op](args, data)
     cost = COST_RULES[op](args, data, t)
-    return _intern_binder(op, args, t, cost, None, _position(args[BINDERS[op][1]], bound.data))
+    size = 1 + sum(a.size for a in args)
+    return _intern_binder(op, args, t, cost, None, _position(args[BINDERS[op][1]], bound.data), size)
 
 
 def _intern_binder(
@@ -330,6 +342,7 @@ def _intern_binder(
     cost: float,
     free: frozenset[str] | None,
     bound_position: Position,
+    size: int,
 ) -> Expr:
     """The binder over ``args``, or the live alpha-variant of it.
 
@@ -373,12 +386,12 @@ def _intern_binder(
         if other.op is op and other.args == args:  # the same node rebuilt: common in search
             return other
         if node is None:
-            node = _new(op, args, None, t, cost, free, s, w, c % _PRIME)
+            node = _new(op, args, None, t, cost, free, s, w, c % _PRIME, size, h)
         if alpha_equal(other, node):
             return other
         slot += 1  # a genuine hash collision between different expressions
     if node is None:
-        node = _new(op, args, None, t, cost, free, s, w, c % _PRIME)
+        node = _new(op, args, None, t, cost, free, s, w, c % _PRIME, size, h)
     ref = _Ref(node, _forget_alpha)
     ref.key = akey
     _alpha_table[akey] = ref
@@ -524,7 +537,8 @@ def const(value: Value) -> Expr:
     found = _lookup(key)
     if found is not None:
         return found
-    node = _new(Op.CONST, (), value, t, 0.0, _EMPTY, hash((Op.CONST, _data_hash(Op.CONST, value, t))), 0, 0)
+    s = hash((Op.CONST, _data_hash(Op.CONST, value, t)))
+    node = _new(Op.CONST, (), value, t, 0.0, _EMPTY, s, 0, 0, 1, hash((s, 0)))
     _register(node, key)
     return node
 
@@ -536,7 +550,8 @@ def var(name: str, t: Type) -> Expr:
     if found is not None:
         return found
     weight = _name_weight(name)
-    node = _new(Op.VAR, (), name, t, 0.0, frozenset((name,)), hash((Op.VAR, t.h)), weight, weight)
+    s = hash((Op.VAR, t.h))
+    node = _new(Op.VAR, (), name, t, 0.0, frozenset((name,)), s, weight, weight, 1, hash((s, weight)))
     _register(node, key)
     return node
 
@@ -618,14 +633,20 @@ def replace_at(root: Expr, number: int, new: Expr | Callable[[Expr], Expr]) -> E
                 node = child
                 break
             number -= child.size
-    result = new(node) if callable(new) else new
-    if result is node:
-        return root
-    if result.type is not node.type:  # the ancestors' types may change too: build them in full
+    return replace_on_path(path, node, new(node) if callable(new) else new)
+
+
+def replace_on_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:
+    """The root of ``path`` with ``old`` replaced by ``new``; ``path`` lists the ancestors of ``old``
+    from the root down, each with the index of the child on the way (callers that have walked to
+    ``old`` already, such as the action enumeration, save the walk of :func:`replace_at`)."""
+    if new is old:
+        return path[0][0] if path else old
+    if new.type is not old.type:  # the ancestors' types may change too: build them in full
         for parent, i in reversed(path):
-            result = parent.replace_args((*parent.args[:i], result, *parent.args[i + 1 :]))
-        return result
-    return _rebuild_path(path, node, result)
+            new = parent.replace_args((*parent.args[:i], new, *parent.args[i + 1 :]))
+        return new
+    return _rebuild_path(path, old, new)
 
 
 def _rebuild_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:
@@ -665,7 +686,10 @@ def _rebuild_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:
                 r, sh = _edge(op, i)
                 w = (parent.w + r * (new.w - old.w) + sh * (new.c - old.c)) % _PRIME
                 c = (parent.c + new.c - old.c) % _PRIME
-                found = _new(op, new_args, data, t, COST_RULES[op](new_args, data, t), free, s, w, c)
+                cost = COST_RULES[op](new_args, data, t)
+                found = _new(
+                    op, new_args, data, t, cost, free, s, w, c, parent.size + new.size - old.size, hash((s, w))
+                )
                 _register(found, key)
         elif i == binder[0]:  # the binding occurrence itself: no rule does this, build it in full
             found = make(op, new_args, data)
@@ -683,7 +707,7 @@ def _rebuild_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:
                 if d is not None:
                     dp, dn = d
                     position = ((position[0] + a * dp + b * dn) % _PRIME, (position[1] + dn) % _PRIME)
-            found = _intern_binder(op, new_args, t, cost, free, position)
+            found = _intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
         if deltas:
             r, sh = _edge(op, i)
             a, b = r * a % _PRIME, (r * b + sh) % _PRIME

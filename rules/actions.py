@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from knossos.errors import KsUsageError
-from knossos.expr import Expr, replace_at
+from knossos.expr import Expr, replace_at, replace_on_path
 from knossos.ops import BINDERS
 from rules.rule import Rule, Site
 from rules.rule_set import RuleSet
@@ -68,6 +68,42 @@ def actions(root: Expr, rule_set: RuleSet) -> list[Action]:
     return out
 
 
+def children(root: Expr, rule_set: RuleSet) -> list[tuple[Action, Expr]]:
+    """Every action of ``rule_set`` on ``root`` (as :func:`actions` orders them) with its result.
+
+    The same as ``apply`` on each of ``actions(root, rule_set)``, but it rewrites at the site the
+    enumeration is standing on: no second walk to the node, no second match (what search needs).
+    """
+    out: list[tuple[Action, Expr]] = []
+    by_op = rule_set.by_op
+    for site in sites(root):
+        for r in by_op.get(site.node.op, ()):
+            if r.matches(site):
+                out.append((Action(site.number, r), _rewrite(root, site, r)))
+    return out
+
+
+def _rewrite(root: Expr, site: Site, rule: Rule) -> Expr:
+    target, replacement = rule.rewrite(site)
+    ancestors = site.ancestors
+    if target == site.number:
+        old, depth = site.node, len(ancestors)
+    else:  # a rule that rewrites an ancestor of its site (lift_bind, lift_if)
+        depth = next((k for k, (_, number, _) in enumerate(ancestors) if number == target), -1)
+        if depth < 0:
+            old = site_at(root, target).node
+            _check_type(rule, old, replacement)
+            return replace_at(root, target, replacement)
+        old = ancestors[depth][0]
+    _check_type(rule, old, replacement)
+    return replace_on_path([(node, i) for node, _, i in ancestors[:depth]], old, replacement)
+
+
+def _check_type(rule: Rule, old: Expr, replacement: Expr) -> None:
+    if replacement.type is not old.type:
+        raise AssertionError(f"rule {rule.name} changed the type from {old.type} to {replacement.type}")
+
+
 def site_at(root: Expr, number: int) -> Site:
     """The site of node ``number`` (with its ancestors and scope)."""
     if not 0 <= number < root.size:
@@ -101,6 +137,5 @@ def apply(root: Expr, action: Action) -> Expr:
         )
     target, replacement = action.rule.rewrite(site)
     old = site.node if target == site.number else site_at(root, target).node
-    if replacement.type is not old.type:
-        raise AssertionError(f"rule {action.rule.name} changed the type from {old.type} to {replacement.type}")
+    _check_type(action.rule, old, replacement)
     return replace_at(root, target, replacement)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from knossos.expr import Expr
-from rules.actions import Action, actions, apply
+from rules.actions import Action, children
 from rules.rule_set import RuleSet
 
 CostFunction = Callable[[Expr], float]
@@ -48,7 +48,7 @@ class Transitions:
         """Every (action, resulting expression) of ``e``, in the order of :func:`rules.actions.actions`."""
         found = self._children.get(e)
         if found is None:
-            found = [(a, apply(e, a)) for a in actions(e, self.rules)]
+            found = children(e, self.rules)
             self._children[e] = found
             self.expanded += 1
         return found

@@ -51,6 +51,15 @@ def model_config(config: TrainConfig) -> ModelConfig:
     )
 
 
+def _defaults() -> dict[str, Any]:
+    """The default of every config field that has one, as flat dotted keys."""
+    out: dict[str, Any] = {}
+    for section in dataclasses.fields(TrainConfig):
+        if isinstance(section.default_factory, type):  # search, model, training (not data)
+            out.update(_flatten({section.name: dataclasses.asdict(section.default_factory())}))
+    return out
+
+
 def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """A nested config as dotted keys: ``{"search.depth": 10, "data.train.set": ...}``."""
     out: dict[str, Any] = {}
@@ -108,6 +117,8 @@ class Trainer:
         label = str(self.out / CHECKPOINT)
         # a run may be continued for more epochs; anything else must be as it was
         mine, theirs = _flatten(dataclasses.asdict(self.config)), _flatten(state["config"])
+        # a key added to the config after the checkpoint was written reads as its default there
+        theirs = {**_defaults(), **theirs}
         changed = sorted(
             k for k in mine.keys() | theirs.keys() if k != "training.epochs" and mine.get(k) != theirs.get(k)
         )
@@ -141,7 +152,8 @@ class Trainer:
 
     # -- the loop ------------------------------------------------------------------------------
     def value_function(self) -> ValueFunction:
-        return NetworkValue(self.network)
+        # a search does not change the network, so a bfloat16 copy per search is exact enough
+        return NetworkValue(self.network, precision=self.config.search.precision)  # type: ignore[arg-type]
 
     def search(self, target: Target, algorithm: str, budget: int) -> SearchResult:
         s = self.config.search

@@ -152,6 +152,30 @@ def test_resume_with_another_config_is_refused(first_run: Path, tmp_path: Path) 
     assert snapshot(out)["checkpoint.pt"] == before["checkpoint.pt"]
 
 
+def test_a_checkpoint_from_before_a_config_key_existed_resumes_with_its_default(
+    first_run: Path, tmp_path: Path
+) -> None:
+    out = copy_of(first_run, tmp_path)
+    state = torch.load(out / "checkpoint.pt", weights_only=False)
+    del state["config"]["search"]["precision"]  # as written before search.precision was added
+    torch.save(state, out / "checkpoint.pt")
+    done = run(train_cmd(out, "--resume", "--set", "training.epochs=3"))
+    assert done.returncode == 0, done.stderr
+    assert [m["epoch"] for m in metrics(out)] == [1, 2, 3]
+    done = run(train_cmd(out, "--resume", "--set", "training.epochs=4", "--set", "search.precision=bfloat16"))
+    assert_one_line_error(done, "different config", "search.precision")
+
+
+def test_training_with_bfloat16_searches(tmp_path: Path) -> None:
+    out = tmp_path / "bf16"
+    done = run(train_cmd(out, "--set", "search.precision=bfloat16", "--set", "training.epochs=1"))
+    assert done.returncode == 0, done.stderr
+    (epoch,) = metrics(out)
+    assert len(epoch["test"]["best_costs"]) == 8
+    saved = torch.load(out / "checkpoint.pt", weights_only=False)
+    assert all(t.dtype == torch.float32 for t in saved["model"].values())  # fitting stays in float32
+
+
 def test_resume_may_add_epochs(first_run: Path, tmp_path: Path) -> None:
     out = copy_of(first_run, tmp_path)
     done = run(train_cmd(out, "--resume", "--set", "training.epochs=3"))

@@ -228,6 +228,11 @@ def test_override_errors_name_the_key(tmp_path: Path) -> None:
     assert "training.epochs: must be at least 1, not 0" in error_of(path, ["training.epochs=0"])
 
 
+def test_precision_must_be_known(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD, "good.yaml")
+    assert "search.precision: 'float16' is not one of float32, bfloat16" in error_of(path, ["search.precision=float16"])
+
+
 def test_override_error_does_not_point_into_the_file(tmp_path: Path) -> None:
     """A bad value given by --set is not at the file's line of that key (whose value is fine).
 

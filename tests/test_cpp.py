@@ -295,6 +295,127 @@ def test_generated_expressions_match_interpreter() -> None:
     assert values > 300
 
 
+# -- loops: hoisting, range checks, row-wise sums (knossos.cpp.emit, "Loops") ---------------------------
+LOOPS = r"""
+(def mm (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float)))
+  (build (size a) (lam (i : Integer)
+    (build (size (index 0 b)) (lam (k : Integer)
+      (sumbuild (size b) (lam (j : Integer) (mul (index j (index i a)) (index k (index j b))))))))))
+(def mm_sized (Vec (Vec Float)) ((n : Integer) (m : Integer) (a : Vec (Vec Float)) (b : Vec (Vec Float)))
+  (build (size a) (lam (i : Integer)
+    (build n (lam (k : Integer)
+      (sumbuild m (lam (j : Integer) (mul (index j (index i a)) (index k (index j b))))))))))
+(def mm_lazy (Tuple (Vec (Vec Float)) (Vec (Vec Float))) ((a : Vec (Vec Float)) (r : Vec Float) (x : Float))
+  (tuple (mm a (constVec (size a) r))
+         (mm a (build (size a) (lam (j : Integer)
+                 (if (eq j 1) (deltaVec (size r) 0 x) (constVec (size r) x)))))))
+(def mv (Vec Float) ((m : Vec (Vec Float)) (v : Vec Float))
+  (build (size m) (lam (i : Integer) (sumbuild (size v) (lam (j : Integer) (mul (index j (index i m)) (index j v)))))))
+(def triangle (Vec Float) ((v : Vec Float))
+  (build (size v) (lam (k : Integer) (sumbuild k (lam (j : Integer) (mul (index j v) (index k v)))))))
+(def k_invariant (Vec Float) ((v : Vec Float) (n : Integer))
+  (build n (lam (k : Integer) (sumbuild (size v) (lam (j : Integer) (mul (index j v) (index j v)))))))
+(def guarded (Vec Float) ((v : Vec Float) (n : Integer))
+  (build n (lam (i : Integer) (if (lt (size v) 3) 0.0 (add (index 2 v) (index i v))))))
+(def empty_loops (Tuple (Vec Float) Float) ((v : Vec Float) (n : Integer))
+  (tuple (build n (lam (i : Integer) (index 5 v)))
+         (sumbuild n (lam (i : Integer) (mul (index 5 v) (index i v))))))
+(def shadows (Vec Float) ((v : Vec Float) (w : Vec Float))
+  (build (size v) (lam (i : Integer)
+    (add (add (index i v) (sum v))
+         (let (v w) (add (index i v) (sum v)))))))
+(def loop_var_shadowed (Vec Float) ((v : Vec Float) (n : Integer))
+  (build n (lam (i : Integer) (let (i (div i 2)) (index i v)))))
+(def reuse (Vec Float) ((v : Vec Float) (x : Float))
+  (build (size v) (lam (i : Integer) (add (sum v) (if (gt x 0.0) (sum v) (index i v))))))
+"""
+
+
+def test_loops_match_interpreter() -> None:
+    program = parse_program(LOOPS, "loops.ks")
+    compiled = compile_program(program, extra_flags=TEST_FLAGS)
+    sq = [[1.0, 2.0], [3.0, 4.0]]
+    calls: list[tuple[str, list[object]]] = [
+        ("mm", [sq, [[1.5, -2.0], [0.5, 4.0]]]),
+        ("mm", [[[1.0, 2.0, 3.0]], [[1.0], [2.0], [3.0]]]),
+        ("mm", [sq, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]),  # wider rows of b
+        ("mm", [sq, [[1.0, 2.0], [3.0]]]),  # a short row of b: out of range
+        ("mm", [[[1.0]], sq]),  # a short row of a: out of range
+        ("mm", [[], sq]),
+        ("mm", [sq, []]),  # (index 0 b) fails
+        ("mm_sized", [0, 5, sq, []]),  # no k: nothing is read
+        ("mm_sized", [2, 0, [[], []], []]),  # no j: zeros
+        ("mm_sized", [3, 2, sq, sq]),  # k out of range
+        ("mm_sized", [2, 3, sq, sq]),  # j out of range
+        ("mm_sized", [2, 2, [[1.0, -0.0]], [[-0.0, 0.0], [-0.0, -0.0]]]),
+        ("mm_lazy", [sq, [1.0, -2.0], 3.0]),
+        ("mm_lazy", [[[1.0, 2.0, 3.0]] * 3, [0.5], -1.0]),
+        ("mv", [sq, [1.0, 2.0]]),
+        ("mv", [sq, [1.0, 2.0, 3.0]]),
+        ("triangle", [[1.0, 2.0, -3.0]]),
+        ("k_invariant", [[1.0, 2.0], 3]),
+        ("k_invariant", [[], 2]),
+        ("guarded", [[1.0, 2.0], 4]),  # the branch that reads index 2 never runs
+        ("guarded", [[1.0, 2.0, 3.0], 3]),
+        ("guarded", [[1.0, 2.0, 3.0], 4]),
+        ("empty_loops", [[1.0], 0]),  # index 5 is never read
+        ("empty_loops", [[1.0, 2.0], 1]),
+        ("shadows", [[1.0, 2.0], [3.0, 4.0]]),
+        ("shadows", [[1.0, 2.0], [3.0]]),
+        ("shadows", [[1.0], [3.0, 4.0]]),
+        ("loop_var_shadowed", [[1.0, 2.0], 3]),  # reads 0, 0, 1: not every i
+        ("loop_var_shadowed", [[1.0], 3]),
+        ("loop_var_shadowed", [[1.0, 2.0, 3.0], 0]),
+        ("reuse", [[1.0, 2.0], 1.0]),
+        ("reuse", [[1.0, 2.0], -1.0]),
+    ]
+    values, failures = compare(program, compiled, calls)
+    assert values == 22 and failures == 10
+
+
+def test_row_wise_sums_add_in_the_order_of_the_program() -> None:
+    """The GEMM of blas_test.kso runs with j outside k, and each element is still ((0 + t0) + t1) + ...
+    to the bit (the interpreter's math.fsum would round the exact sum instead)."""
+    program = parse_program(LOOPS, "loops.ks")
+    source = emit_program(program, ["mm"], include_runtime=False)
+    assert "ks::check_range(" in source and re.search(r"\.data\[v[0-9]+_k\] \+= ", source)
+    rng = random.Random(3)
+    n = 5
+    a = [[rng.choice([1e16, 1.0, -1e16, 0.5, 3.0]) for _ in range(n)] for _ in range(n)]
+    b = [[rng.choice([1.0, -1.0, 1e-3, 7.0]) for _ in range(n)] for _ in range(n)]
+    want = []
+    for i in range(n):
+        row = []
+        for k in range(n):
+            acc = 0.0
+            for j in range(n):
+                acc += a[i][j] * b[j][k]
+            row.append(acc)
+        want.append(row)
+    assert run_def(program, "mm", [a, b], extra_flags=TEST_FLAGS) == want
+    gemm = emit_program(load_program(PROGRAMS / "blas_test.kso"), ["gemm"], include_runtime=False)
+    multiply = gemm.split("ks_matrix_matrix_multiply(const", 2)[2].split("\n}\n", 1)[0]
+    innermost = multiply.rsplit("for (", 1)[1]  # reads rows, with no check per element
+    assert "+= " in innermost and "ks::index" not in innermost
+
+
+def test_adding_zeros_keeps_signs_of_zeros() -> None:
+    """A sum equal to its left operand to the bit is that operand (no copy), and only then."""
+    text = """(def zeros (Tuple (Vec (Vec Float)) (Vec (Vec Float)) (Vec (Vec Float)) (Vec (Vec Float))
+                          (Vec (Vec Float)) (Vec (Vec Float)))
+                   ((m : Vec (Vec Float)) (x : Float))
+      (let ((z (build (size m) (lam (i : Integer) (constVec (size (index i m)) 0.0))))
+            (c (constVec (size m) (constVec 2 x))))
+        (tuple (add m z) (add z m) (add c (constVec (size m) (constVec 2 0.0)))
+               (add z (deltaVec (size m) 1 (index 0 m))) (add z z) (add c c))))"""
+    program = parse_program(text, "zeros.ks")
+    m = [[-0.0, 1.0], [2.0, -0.0]]
+    got = run_def(program, "zeros", [m, -0.0], extra_flags=TEST_FLAGS)
+    assert got == Interpreter().call(program.defs["zeros"], [m, -0.0])
+    signs = [[math.copysign(1.0, x) for row in part for x in row] for part in got]
+    assert signs == [[1.0] * 4] * 5 + [[-1.0] * 4]
+
+
 # -- names --------------------------------------------------------------------------------------------
 TRICKY = [
     "int",

@@ -13,7 +13,9 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
 ``if``, ``and``, ``or``    a result variable assigned inside ``if (...) {...} else {...}`` (lazy)
 ``build``                  a dense vector filled by a ``for`` loop; ``(build n (lam i c))`` with ``c`` a
                            constant or a variable other than ``i`` is ``ks::const_vec`` (lazy, no
-                           allocation per element: reverse-mode code writes zero vectors like that)
+                           allocation per element: reverse-mode code writes zero vectors like that);
+                           ``(build n (lam k (sumbuild m (lam j e))))`` with ``e`` a Float is computed
+                           row-wise (see Loops)
 ``sumbuild``               a loop accumulating into a dense copy of the first iteration's value, the
                            others added in place (``ks::add_inplace``), with the arena reset after each
                            later iteration when the body may allocate; Float/Integer accumulate in a scalar
@@ -33,6 +35,18 @@ calls                      defs: the mangled C++ function; edefs and prelude fun
                            of :mod:`knossos.natives` (:data:`NATIVE_CPP`)
 =========================  ===============================================================================
 
+Loops.  What every iteration of a ``build`` or ``sumbuild`` computes alike (a subexpression that
+the body evaluates whatever the branches, not depending on the loop variable nor on anything bound
+inside the body) is computed once, before the loop, inside ``if (n > 0)`` (so that no error arises
+that the loop would not raise); ``(index i v)`` of the loop variable ``i`` and such a ``v`` has its
+range checked once there (``ks::check_range``) and reads ``v.get(i)`` in the loop, which the C++
+compiler can vectorise.  ``(build n (lam k (sumbuild m (lam j e))))`` with ``e`` a Float that
+depends on ``k`` and allocates nothing, and that reads no ``(index j v)`` with ``v`` depending on
+``k`` (a column walk), is computed with the ``j`` loop outside the ``k`` loop: each element starts
+at +0.0 and adds the terms in the order of ``j``, as the sum of the program does, so the result is
+the same to the bit; the ``k`` loop then reads rows and vectorises (a matrix product written as
+dot products runs as the row-by-row loop one would write by hand).  Errors: the same calls fail, possibly with another of their errors first.
+
 Identifiers.  No text of the input ever reaches the C++ source: a def ``f`` becomes ``ks_`` followed by
 :func:`escape_name` of ``f`` (ASCII letters but ``Z``, digits and single underscores kept, every other
 character ``c`` written ``Z<hex code of c>Z``: ``rev$conv1d`` is ``ks_revZ24Zconv1d``), which is
@@ -46,7 +60,7 @@ exact hexadecimal literals (``0x1.8p+1``), Integers as ``std::int64_t(...LL)``, 
 from __future__ import annotations
 
 import functools
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
 from knossos import trampoline
@@ -242,6 +256,74 @@ def _is_identifier(atom: str) -> bool:
     return atom.replace("_", "a").isalnum() and not atom[0].isdigit()
 
 
+# -- loops -----------------------------------------------------------------------------------------
+def _strict_children(node: Expr) -> list[Expr]:
+    """The children that evaluating ``node`` (not a ``let``) evaluates whatever the values (or fails)."""
+    op, args = node.op, node.args
+    if op in (Op.IF, Op.AND, Op.OR, Op.BUILD, Op.SUMBUILD):
+        return [args[0]]  # branches and loop bodies may not run
+    if op in (Op.LAM, Op.CONST, Op.VAR):
+        return []
+    return list(args)
+
+
+def _loop_invariants(body: Expr, var: str, varying: frozenset[str]) -> tuple[list[Expr], list[Expr]]:
+    """What a loop over ``var`` whose iterations evaluate ``body`` can do once, before the first.
+
+    ``varying`` are the variables that change between iterations (``var`` among them).  Returns the
+    largest subexpressions that every iteration evaluates and that depend neither on those nor on
+    a variable bound inside ``body``, in evaluation order (each iteration would compute the same
+    value); and the ``(index var v)`` that every iteration evaluates with such a ``v`` (the loop
+    reads ``v`` at every index in [0, n), so one check of the range serves them all).
+    """
+    hoisted: dict[int, Expr] = {}
+    ranged: dict[int, Expr] = {}
+    bound = dict.fromkeys(varying, 1)  # variable -> how many bindings inside the loop are in scope
+    stack: list[Expr | tuple[str, int]] = [body]  # (name, +1 or -1): entering or leaving a let's body
+
+    def invariant(e: Expr) -> bool:
+        return not any(bound.get(x) for x in e.free)
+
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            bound[item[0]] = bound.get(item[0], 0) + item[1]
+            continue
+        if item.op is Op.CONST or item.op is Op.VAR:
+            continue
+        if invariant(item):
+            hoisted.setdefault(id(item), item)
+            continue
+        if item.op is Op.INDEX and bound[var] == 1:  # ``var`` is the loop's
+            i, v = item.args
+            if i.op is Op.VAR and i.data == var and invariant(v):
+                ranged.setdefault(id(item), item)
+        if item.op is Op.LET:
+            name = item.args[0].data
+            stack += [(name, -1), item.args[2], (name, 1), item.args[1]]
+        else:
+            stack.extend(reversed(_strict_children(item)))
+    return list(hoisted.values()), list(ranged.values())
+
+
+def _walks_column(e: Expr, j: str, k: str) -> bool:
+    """Whether ``e`` reads some ``(index j v)`` with ``v`` depending on ``k``: with ``k`` the inner
+    loop, that is a walk down a column (a heuristic: shadowed names are not told apart)."""
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op is Op.INDEX:
+            i, v = node.args
+            if i.op is Op.VAR and i.data == j and k in v.free:
+                return True
+        stack.extend(node.args)
+    return False
+
+
 class _FunctionEmitter:
     """Writes the statements of one def's body."""
 
@@ -251,6 +333,10 @@ class _FunctionEmitter:
         self.env = env
         self.counter = 0
         self._allocates: dict[int, bool] = {}
+        # computed before an enclosing loop: id -> (node, atom, the atoms of its free variables then)
+        self._hoisted: dict[int, tuple[Expr, str, tuple[tuple[str, str | None], ...]]] = {}
+        # (index atom, vector atom) whose range an enclosing loop has checked
+        self._in_range: set[tuple[str, str]] = set()
 
     def line(self, text: str) -> None:
         self.lines.append("    " * min(self.depth, MAX_INDENT) + text)
@@ -300,10 +386,16 @@ class _FunctionEmitter:
                 return self.env[node.data]
             except KeyError:
                 raise KsUsageError(f"variable '{node.data}' is not bound") from None
+        found = self._hoisted.get(id(node))
+        if found is not None and found[2] == self._bindings(node):
+            return found[1]  # computed before the loop, where its variables meant the same
         method = _LAZY.get(op)
         if method is not None:
             return method(self, node)
         return self._strict(node)
+
+    def _bindings(self, node: Expr) -> tuple[tuple[str, str | None], ...]:
+        return tuple((x, self.env.get(x)) for x in sorted(node.free))
 
     def _strict(self, node: Expr) -> Step:
         atoms: list[str] = []
@@ -337,6 +429,8 @@ class _FunctionEmitter:
         if op is Op.TO_FLOAT:
             return f"static_cast<double>({a[0]})"
         if op is Op.INDEX:
+            if (a[0], a[1]) in self._in_range:
+                return f"{a[1]}.get({a[0]})"
             return f"ks::index({a[0]}, {a[1]})"
         if op is Op.SIZE:
             return f"ks::size({a[0]})"
@@ -393,15 +487,23 @@ class _FunctionEmitter:
         self.line(f'if (!({cond})) ks::fail("assertion failed");')
         return (yield node.args[1])
 
-    def _in_scope(self, name: str, atom: str, body: Expr) -> Step:
-        """Emit ``body`` with the variable ``name`` bound to the C++ expression ``atom``."""
+    def _push(self, name: str, atom: str) -> str | None:
+        """Bind the variable ``name`` to the C++ expression ``atom``; returns what to give :meth:`_pop`."""
         saved = self.env.get(name)
         self.env[name] = atom
-        value = yield body
+        return saved
+
+    def _pop(self, name: str, saved: str | None) -> None:
         if saved is None:
             del self.env[name]
         else:
             self.env[name] = saved
+
+    def _in_scope(self, name: str, atom: str, body: Expr) -> Step:
+        """Emit ``body`` with the variable ``name`` bound to the C++ expression ``atom``."""
+        saved = self._push(name, atom)
+        value = yield body
+        self._pop(name, saved)
         return value
 
     def _let(self, node: Expr) -> Step:
@@ -437,11 +539,98 @@ class _FunctionEmitter:
             return self.bind(node.type, f"ks::const_vec<{elem}>({n}, {value})")
         result = self.fresh()
         self.line(f"const {cpp_type(node.type)} {result} = ks::make_vec<{elem}>({n});")
+        if self._row_wise(node):
+            yield from self._sum_rows(n, result, var.data, body)
+            return result
         i = self.fresh_var(var.data)
+
+        def store() -> Step:
+            value = yield from self._in_scope(var.data, i, body)
+            self.line(f"{result}.data[{i}] = {value};")
+            return value
+
+        yield from self._loop(n, i, var.data, body, frozenset({var.data}), store)
+        return result
+
+    def _loop(
+        self,
+        n: str,
+        i: str,
+        var: str,
+        body: Expr,
+        varying: frozenset[str],
+        emit: Callable[[], Step],
+        nonempty: bool = False,
+    ) -> Step:
+        """``for`` ``i`` in [0, ``n``) around ``emit()``, which evaluates ``body`` with ``var`` bound to ``i``
+        (and ``varying``, ``var`` among them, changing between iterations); what every iteration would
+        compute alike is computed once before the loop (see :func:`_loop_invariants`), inside
+        ``if (n > 0)`` unless ``nonempty`` says the loop runs."""
+        hoisted, ranged = _loop_invariants(body, var, varying)
+        saved = dict(self._hoisted), set(self._in_range)
+        guard = bool(hoisted or ranged) and not nonempty
+        if guard:
+            self.line(f"if ({n} > 0) {{")
+            self.depth += 1
+        for h in hoisted:
+            atom = yield h
+            self._hoisted[id(h)] = (h, atom, self._bindings(h))
+        for x in ranged:
+            v = yield x.args[1]
+            if (i, v) not in self._in_range:
+                self.line(f"ks::check_range({n}, {v});")
+                self._in_range.add((i, v))
         self.line(f"for (std::int64_t {i} = 0; {i} < {n}; ++{i}) {{")
         self.depth += 1
-        value = yield from self._in_scope(var.data, i, body)
-        self.line(f"{result}.data[{i}] = {value};")
+        yield from emit()
+        self.depth -= 1
+        self.line("}")
+        if guard:
+            self.depth -= 1
+            self.line("}")
+        self._hoisted, self._in_range = saved
+        return i
+
+    def _row_wise(self, node: Expr) -> bool:
+        """Whether ``(build n (lam k (sumbuild m (lam j e))))`` is better computed with ``j`` outside
+        (see Loops): ``e`` a Float depending on ``k``, allocating nothing, walking no column."""
+        _, var, body = node.args
+        if body.op is not Op.SUMBUILD or body.type is not FLOAT:
+            return False
+        size, j, e = body.args
+        k = var.data
+        return (
+            k != j.data
+            and k not in size.free
+            and k in e.free
+            and not self.may_allocate(e)
+            and not _walks_column(e, j.data, k)
+        )
+
+    def _sum_rows(self, n: str, result: str, k: str, sums: Expr) -> Step:
+        """``result[k] = (sumbuild m (lam j e))`` for ``k`` in [0, ``n``), written as ``result[k] += e``
+        in a ``k`` loop inside the ``j`` loop: the same additions in the same order per element."""
+        size, j, e = sums.args
+        self.line(f"if ({n} > 0) {{")
+        self.depth += 1
+        m = yield size  # the same for every k
+        self.line(f'ks::check_size({m}, "sumbuild");')
+        kk = self.fresh_var(k)
+        self.line(f"for (std::int64_t {kk} = 0; {kk} < {n}; ++{kk}) {result}.data[{kk}] = 0.0;")
+        jj = self.fresh_var(j.data)
+
+        def add_term() -> Step:
+            value = yield from self._in_scope(k, kk, e)
+            self.line(f"{result}.data[{kk}] += {value};")
+            return value
+
+        def row() -> Step:
+            saved = self._push(j.data, jj)
+            yield from self._loop(n, kk, k, e, frozenset({k}), add_term, nonempty=True)
+            self._pop(j.data, saved)
+            return jj
+
+        yield from self._loop(m, jj, j.data, e, frozenset({j.data, k}), row)
         self.depth -= 1
         self.line("}")
         return result
@@ -459,27 +648,28 @@ class _FunctionEmitter:
             self.line(f"if ({n} == 0) {acc} = ks::zero_of<{cpp_type(t)}>({c_string(str(t))});")
             self.line(f"bool {skipped} = false;")
         i = self.fresh_var(var.data)
-        self.line(f"for (std::int64_t {i} = 0; {i} < {n}; ++{i}) {{")
-        self.depth += 1
         reset = self.may_allocate(body)
         mark = self.fresh("m")
-        if reset:
-            self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
-        value = yield from self._in_scope(var.data, i, body)
-        release = f" ks::arena().reset({mark});" if reset else ""
-        if t is FLOAT:
-            self.line(f"{acc} += {value};{release}")
-        elif t is INTEGER:
-            self.line(f"{acc} = ks::add_i({acc}, {value});{release}")
-        else:
-            # the first iteration's memory is the accumulator's: release only after later ones
-            self.line(f"if ({i} == 0) {{")
-            self.line(f"    {acc} = ks::copy_dense({value});")
-            self.line("} else {")
-            self.line(f"    ks::add_inplace({acc}, {value}, {skipped});{release}")
-            self.line("}")
-        self.depth -= 1
-        self.line("}")
+
+        def accumulate() -> Step:
+            if reset:
+                self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
+            value = yield from self._in_scope(var.data, i, body)
+            release = f" ks::arena().reset({mark});" if reset else ""
+            if t is FLOAT:
+                self.line(f"{acc} += {value};{release}")
+            elif t is INTEGER:
+                self.line(f"{acc} = ks::add_i({acc}, {value});{release}")
+            else:
+                # the first iteration's memory is the accumulator's: release only after later ones
+                self.line(f"if ({i} == 0) {{")
+                self.line(f"    {acc} = ks::copy_dense({value});")
+                self.line("} else {")
+                self.line(f"    ks::add_inplace({acc}, {value}, {skipped});{release}")
+                self.line("}")
+            return value
+
+        yield from self._loop(n, i, var.data, body, frozenset({var.data}), accumulate)
         if not scalar:
             self.line(f"if ({skipped}) ks::normalise_zeros({acc});")
         return acc

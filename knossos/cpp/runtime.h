@@ -297,6 +297,12 @@ inline T index(std::int64_t i, const Vec<T>& v) {
     return v.get_lazy(i);
 }
 
+// Every index in [0, n) of v is in range: checked once before a loop that reads them all.
+template <class T>
+inline void check_range(std::int64_t n, const Vec<T>& v) {
+    if (__builtin_expect(n > v.n, 0)) index_error(v.n, v.n);
+}
+
 template <class T>
 inline std::int64_t size(const Vec<T>& v) {
     return v.n;
@@ -411,14 +417,41 @@ auto arith(const A& a, const B& b);
     fail("element-wise operation on vectors of sizes " + std::to_string(a) + " and " + std::to_string(b));
 }
 
+template <class T, std::size_t... I>
+inline bool same_tuple_bits(const T& x, const T& y, std::index_sequence<I...>);
+
+// x and y are the same value to the bit, as far as that is cheap to tell: equal bits of numbers,
+// vectors that share their storage (values are immutable, so one can stand for the other).
+template <class T>
+inline bool same_bits(const T& x, const T& y) {
+    if constexpr (is_vec<T>::value) {
+        return x.data == y.data && x.n == y.n;
+    } else if constexpr (is_tuple<T>::value) {
+        return same_tuple_bits(x, y, std::make_index_sequence<std::tuple_size<T>::value>{});
+    } else if constexpr (std::is_same<T, double>::value) {
+        return std::memcmp(&x, &y, sizeof x) == 0;
+    } else {
+        return x == y;
+    }
+}
+
+template <class T, std::size_t... I>
+inline bool same_tuple_bits(const T& x, const T& y, std::index_sequence<I...>) {
+    return (true && ... && same_bits(std::get<I>(x), std::get<I>(y)));
+}
+
 template <class Op, class T>
 Vec<T> zip_vec(const Vec<T>& a, const Vec<T>& b) {
     if (a.n != b.n) size_mismatch(a.n, b.n);
     const std::int64_t n = a.n;
-    // Lazy operands give lazy results where that is exact, signs of zeros included.
+    // Lazy operands give lazy results where that is exact, signs of zeros included; a result equal
+    // to a to the bit is a itself (adding zeros to zeros allocates nothing).
     if (n > 0 && a.lazy() && b.lazy()) {
         const VecKind ka = a.kind(), kb = b.kind();
-        if (ka == CONST && kb == CONST) return const_vec<T>(n, arith<Op>(a.get(0), b.get(0)));
+        if (ka == CONST && kb == CONST) {
+            const T x = a.get(0), r = arith<Op>(x, b.get(0));
+            return same_bits(r, x) ? a : const_vec<T>(n, r);
+        }
         if constexpr (Op::zero_preserving) {  // +0 op +0 == +0: the zeros of a delta stay zeros
             const bool both = ka == DELTA && kb == DELTA && a.hot() == b.hot();
             const bool left = ka == DELTA && kb == CONST && is_pos_zero(b.get(0));
@@ -426,17 +459,34 @@ Vec<T> zip_vec(const Vec<T>& a, const Vec<T>& b) {
             if (both || left || right) {
                 const std::int64_t hot = ka == DELTA ? a.hot() : b.hot();
                 const std::int64_t at = static_cast<std::uint64_t>(hot) < static_cast<std::uint64_t>(n) ? hot : 0;
-                return delta_vec<T>(n, hot, arith<Op>(a.get(at), b.get(at)));
+                const T r = arith<Op>(a.get(at), b.get(at));
+                return ka == DELTA && !a.zero() && same_bits(r, a.stored()) ? a : delta_vec<T>(n, hot, r);
             }
         }
     }
-    Vec<T> r = make_vec<T>(n);
-    if (a.plain() && b.plain()) {
-        for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.data[k], b.data[k]);
+    if constexpr (is_number_v<T>) {
+        Vec<T> r = make_vec<T>(n);
+        if (a.plain() && b.plain()) {
+            for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.data[k], b.data[k]);
+        } else {
+            for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.get(k), b.get(k));
+        }
+        return r;
     } else {
-        for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.get(k), b.get(k));
+        // vectors of vectors (or tuples): storage only from the first element that is not a's
+        std::int64_t k = 0;
+        T x{};
+        for (; k < n; ++k) {
+            x = arith<Op>(a.get(k), b.get(k));
+            if (!same_bits(x, a.get(k))) break;
+        }
+        if (k == n) return a;
+        Vec<T> r = make_vec<T>(n);
+        for (std::int64_t j = 0; j < k; ++j) r.data[j] = a.get(j);
+        r.data[k] = x;
+        for (++k; k < n; ++k) r.data[k] = arith<Op>(a.get(k), b.get(k));
+        return r;
     }
-    return r;
 }
 
 // s * +0 == +0 (sign included): s is finite and not negative.

@@ -77,6 +77,9 @@ class TrainingConfig:
     seed: int = 0
     #: Evaluate on the train and test sets every this many epochs (and after the last).
     eval_every: int = 1
+    #: Keep each epoch's weights as weights/epoch_NNN.pt (loadable by optimize.py --model), so
+    #: that any epoch can be evaluated later, at other budgets or with other searches.
+    keep_weights: bool = False
     #: Evaluate on the training set too (the test set always).
     eval_train: bool = True
 

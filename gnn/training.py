@@ -34,6 +34,7 @@ from search.value import ValueFunction
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
+WEIGHTS = "weights"
 
 #: Reports progress: (what, done, total).
 Progress = Callable[[str, int, int], None]
@@ -49,6 +50,11 @@ def model_config(config: TrainConfig) -> ModelConfig:
         dropout=m.dropout,
         constant_values=m.constant_values,
     )
+
+
+def weights_path(run: Path, epoch: int) -> Path:
+    """Where a run with ``training.keep_weights`` keeps the model of ``epoch`` (1-based)."""
+    return run / WEIGHTS / f"epoch_{epoch:03d}.pt"
 
 
 def _defaults() -> dict[str, Any]:
@@ -150,6 +156,12 @@ class Trainer:
     def save(self) -> None:
         save_checkpoint(self.out / CHECKPOINT, self.state())
 
+    def save_weights(self) -> None:
+        """The model of the epoch just finished, alone (as ``python -m gnn.export`` writes it)."""
+        state = self.state()
+        kept = {key: state[key] for key in ("model", "model_config", "config", "epoch")}
+        save_checkpoint(weights_path(self.out, self.epoch), kept)
+
     # -- the loop ------------------------------------------------------------------------------
     def value_function(self) -> ValueFunction:
         # a search does not change the network, so a bfloat16 copy per search is exact enough
@@ -225,6 +237,8 @@ class Trainer:
                 metrics = self.run_epoch()
                 self.epoch += 1
                 self.history.append(metrics)
+                if self.config.training.keep_weights:
+                    self.save_weights()  # before the checkpoint: a resumed epoch is never without them
                 self.save()
                 self.write_metrics()
                 if on_epoch is not None:

@@ -1,0 +1,324 @@
+"""Learning-curve experiments (the paper's Figures 5 and 6): test cost against training epoch.
+
+An experiment trains one or more *agents* (a train.py config with some overrides: the GGNN, the
+NoGNN ablation, ...) for several seeds with ``training.keep_weights``, and records the total best
+cost the test search reaches on the test set after every epoch, at one or more evaluation budgets:
+the first budget comes from train.py's own per-epoch test evaluation, the others from evaluating
+the kept weights afterwards (every ``eval_every`` epochs and the last).  Baselines that do not
+learn (greedy best-first, random search, A* with the zero value function) are run once per budget
+(per seed where they are random), and reference costs (the start cost, the best-known cost, the
+ksc-style baseline simplifier's) are recorded as lines.
+
+Rows of the results file (``kind`` is agent, baseline or reference):
+  {"kind": "agent", "agent": "ggnn", "seed": 0, "epoch": 3, "budget": 300, "costs": [...], "total": ...}
+  {"kind": "baseline", "agent": "random", "seed": 1, "epoch": null, "budget": 300, ...}
+  {"kind": "reference", "agent": "initial", "seed": null, "epoch": null, "budget": null, ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.common import QUICK, RESULTS, ROOT, RUNS, ResultsFile, read_rows, run_train
+
+KEY = ("kind", "agent", "seed", "epoch", "budget")
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    label: str
+    #: train.py --set overrides that make this agent (on top of the experiment's).
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    label: str
+    #: A search of search.registry, with the zero value function.
+    search: str
+    #: Whether it is random (then it runs once per seed).
+    seeded: bool = False
+
+
+@dataclass(frozen=True)
+class CurveExperiment:
+    figure: str
+    title: str
+    config: str
+    agents: tuple[Agent, ...]
+    baselines: tuple[Baseline, ...]
+    #: Test budgets (evaluations per search); the first is evaluated every epoch by train.py.
+    budgets: tuple[int, ...]
+    repetitions: int
+    #: Overrides for every training run (on top of the config).
+    overrides: tuple[str, ...] = ()
+    #: Evaluate the budgets after the first every this many epochs (and the last).
+    eval_every: int = 5
+    #: Record the ksc-style baseline simplifier's cost (programs).
+    ksc_baseline: bool = False
+    #: Settings of --quick: a tiny version of everything that runs in well under a minute.
+    quick_overrides: tuple[str, ...] = ()
+    quick_budgets: tuple[int, ...] = (20, 40)
+    #: What was reduced to fit this machine, for the README and the plot's caption.
+    reduced: str = ""
+
+    def quick(self) -> CurveExperiment:
+        return dataclasses.replace(
+            self,
+            budgets=self.quick_budgets,
+            repetitions=1,
+            eval_every=1,
+            overrides=(*self.overrides, *self.quick_overrides),
+            reduced="--quick: a tiny version to check that the pipeline runs, not a result",
+        )
+
+
+def results_path(exp: CurveExperiment, quick: bool, out: Path | None = None) -> Path:
+    return (out or (QUICK if quick else RESULTS) / exp.figure) / "results.jsonl"
+
+
+def runs_folder(exp: CurveExperiment, quick: bool, out: Path | None = None) -> Path:
+    if out is not None:
+        return out / "runs"
+    return (QUICK / exp.figure / "runs") if quick else (RUNS / exp.figure)
+
+
+# -- running -----------------------------------------------------------------------------------------
+def run(exp: CurveExperiment, quick: bool, quiet: bool, out: Path | None = None) -> Path:
+    """Measure everything the results file does not have yet; returns the results file.
+
+    ``out``: a folder for the results file and the training runs instead of the usual places.
+    """
+    from gnn.config import load_config
+    from gnn.data import load_targets
+
+    if quick:
+        exp = exp.quick()
+    results = ResultsFile(results_path(exp, quick, out), KEY)
+    config = load_config(ROOT / exp.config, list(exp.overrides))
+    targets = load_targets(config.data.test, "data.test")
+    started = time.perf_counter()
+    _references(exp, results, targets)
+    for baseline in exp.baselines:
+        for budget in exp.budgets:
+            for seed in range(exp.repetitions if baseline.seeded else 1):
+                if not results.has(kind="baseline", agent=baseline.name, seed=seed, epoch=None, budget=budget):
+                    costs = _search_all(config, targets, baseline.search, budget, None, seed)
+                    results.add(_row("baseline", baseline.name, seed, None, budget, costs))
+                    _say(quiet, f"{exp.figure}: {baseline.name} (budget {budget}, seed {seed}): {sum(costs):g}")
+    for agent in exp.agents:
+        for seed in range(exp.repetitions):
+            _train_agent(exp, config, targets, results, agent, seed, runs_folder(exp, quick, out), quiet)
+    _say(quiet, f"{exp.figure}: done in {time.perf_counter() - started:.0f} s; results in {results.path}")
+    return results.path
+
+
+def _references(exp: CurveExperiment, results: ResultsFile, targets: Sequence[Any]) -> None:
+    lines = {"initial": [t.expr.cost for t in targets]}
+    if all(t.best_known is not None for t in targets):
+        lines["best_known"] = [t.best_known for t in targets]
+    if exp.ksc_baseline:
+        from rules.baseline import simplify
+
+        lines["ksc_baseline"] = [simplify(t.expr).cost for t in targets]
+    for name, costs in lines.items():
+        if not results.has(kind="reference", agent=name, seed=None, epoch=None, budget=None):
+            results.add(_row("reference", name, None, None, None, costs))
+
+
+def _train_agent(
+    exp: CurveExperiment,
+    config: Any,
+    targets: Sequence[Any],
+    results: ResultsFile,
+    agent: Agent,
+    seed: int,
+    runs: Path,
+    quiet: bool,
+) -> None:
+    from gnn.training import weights_path
+
+    first, *others = exp.budgets
+    out = runs / f"{agent.name}_seed{seed}"
+    overrides = [
+        *exp.overrides,
+        *agent.overrides,
+        f"training.seed={seed}",
+        "training.keep_weights=true",
+        f"search.test_budget={first}",
+    ]
+    _say(quiet, f"{exp.figure}: training {agent.name}, seed {seed} in {out}")
+    metrics = run_train(exp.config, out, overrides, quiet=quiet)
+    last = metrics[-1]["epoch"]
+    for m in metrics:
+        if "test" in m and not results.has(kind="agent", agent=agent.name, seed=seed, epoch=m["epoch"], budget=first):
+            results.add(_row("agent", agent.name, seed, m["epoch"], first, m["test"]["best_costs"]))
+    from gnn.config import load_config
+
+    trained = load_config(ROOT / exp.config, overrides)
+    for budget in others:
+        for epoch in range(1, last + 1):
+            if (epoch % exp.eval_every and epoch != last) or results.has(
+                kind="agent", agent=agent.name, seed=seed, epoch=epoch, budget=budget
+            ):
+                continue
+            costs = _search_all(trained, targets, trained.search.test_algorithm, budget, weights_path(out, epoch), 0)
+            results.add(_row("agent", agent.name, seed, epoch, budget, costs))
+            _say(quiet, f"{exp.figure}: {agent.name} seed {seed} epoch {epoch} at budget {budget}: {sum(costs):g}")
+
+
+def _search_all(
+    config: Any, targets: Sequence[Any], search: str, budget: int, weights: Path | None, seed: int
+) -> list[float]:
+    """The best cost ``search`` reaches on each target (zero value function unless ``weights``)."""
+    from knossos.perf import fewer_gc_pauses
+    from rules.sets import get_rule_set
+    from search.models import load_value_function
+    from search.registry import get_search
+    from search.spec import SearchSpec
+
+    value = load_value_function(str(weights) if weights else "none", config.search.precision)
+    rules = get_rule_set(config.rules)
+    spec = SearchSpec(
+        rules=rules,
+        depth=config.search.depth,
+        budget=budget,
+        value=value,
+        seed=seed,
+        batch_size=config.search.batch_size,
+    )
+    with fewer_gc_pauses():
+        return [float(get_search(search)(t.expr, spec).best_cost) for t in targets]
+
+
+def _row(
+    kind: str, agent: str, seed: int | None, epoch: int | None, budget: int | None, costs: list[Any]
+) -> dict[str, Any]:
+    costs = [float(c) for c in costs]
+    return {
+        "kind": kind,
+        "agent": agent,
+        "seed": seed,
+        "epoch": epoch,
+        "budget": budget,
+        "costs": costs,
+        "total": round(sum(costs), 6),
+    }
+
+
+def _say(quiet: bool, message: str) -> None:
+    if not quiet:
+        import sys
+
+        print(message, file=sys.stderr, flush=True)
+
+
+# -- plotting ----------------------------------------------------------------------------------------
+def plot(exp: CurveExperiment, rows: list[dict[str, Any]], out: Path) -> None:
+    """One panel per budget: total test cost against epoch; agents as the median over seeds with a
+    20-80 percentile band, baselines and references as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator
+
+    budgets = sorted(
+        {r["budget"] for r in rows if r["kind"] == "agent"} | {r["budget"] for r in rows if r["kind"] == "baseline"}
+    )
+    budgets = [b for b in budgets if b is not None]
+    if not budgets:
+        raise SystemExit(f"plot.py: error: no agent or baseline rows in the results of {exp.figure}")
+    fig, axes = plt.subplots(1, len(budgets), figsize=(6.4 * len(budgets), 4.6), squeeze=False, sharey=True)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels = {a.name: a.label for a in exp.agents} | {b.name: b.label for b in exp.baselines}
+    references = {"initial": ("initial cost", "black", ":"), "best_known": ("best known", "green", "--")}
+    references["ksc_baseline"] = ("ksc baseline simplifier", "purple", "-.")
+    epochs_seen = [r["epoch"] for r in rows if r["kind"] == "agent"] or [1]
+    span = (0.5, max(epochs_seen) + 0.5)
+    for ax, budget in zip(axes[0], budgets):
+        for i, name in enumerate(dict.fromkeys(r["agent"] for r in rows if r["kind"] == "agent")):
+            mine = [r for r in rows if r["kind"] == "agent" and r["agent"] == name and r["budget"] == budget]
+            by_epoch: dict[int, list[float]] = {}
+            for r in mine:
+                by_epoch.setdefault(r["epoch"], []).append(r["total"])
+            if not by_epoch:
+                continue
+            xs = sorted(by_epoch)
+            median = [float(np.median(by_epoch[x])) for x in xs]
+            low = [float(np.percentile(by_epoch[x], 20)) for x in xs]
+            high = [float(np.percentile(by_epoch[x], 80)) for x in xs]
+            seeds = len({r["seed"] for r in mine})
+            colour = colours[i % len(colours)]
+            ax.plot(
+                xs, median, marker="o", markersize=3, color=colour, label=f"{labels.get(name, name)} ({seeds} seeds)"
+            )
+            ax.fill_between(xs, low, high, color=colour, alpha=0.2)
+        for j, name in enumerate(dict.fromkeys(r["agent"] for r in rows if r["kind"] == "baseline")):
+            totals = [
+                r["total"] for r in rows if r["kind"] == "baseline" and r["agent"] == name and r["budget"] == budget
+            ]
+            if totals:
+                colour = colours[(j + 4) % len(colours)]
+                ax.hlines(float(np.median(totals)), *span, color=colour, label=labels.get(name, name))
+                if len(totals) > 1:
+                    ax.axhspan(
+                        float(np.percentile(totals, 20)), float(np.percentile(totals, 80)), color=colour, alpha=0.15
+                    )
+        for r in rows:
+            if r["kind"] == "reference" and r["agent"] in references:
+                text, colour, style = references[r["agent"]]
+                ax.hlines(r["total"], *span, color=colour, linestyles=style, label=text)
+        ax.set_title(f"test budget {budget} evaluations")
+        ax.set_xlabel("epoch")
+        ax.set_xlim(*span)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("total best cost on the test set")
+    axes[0][-1].legend(fontsize=8, loc="best")
+    fig.suptitle(exp.title + (f"\n({exp.reduced})" if exp.reduced else ""), fontsize=10)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+# -- command lines -------------------------------------------------------------------------------------
+def run_main(exp: CurveExperiment, argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=f"Run {exp.figure}: {exp.title}")
+    ap.add_argument("--quick", action="store_true", help="a tiny version (CI), results under runs/quick/")
+    ap.add_argument("--quiet", action="store_true", help="no progress output")
+    ap.add_argument("--repetitions", type=int, default=exp.repetitions, help=f"seeds ({exp.repetitions})")
+    ap.add_argument("--out", type=Path, help="folder for the results and training runs (default: the usual places)")
+    args = ap.parse_args(argv)
+    if args.repetitions < 1:
+        ap.error("--repetitions must be at least 1")
+    from knossos.errors import KsError
+
+    try:
+        run(dataclasses.replace(exp, repetitions=args.repetitions), args.quick, args.quiet, args.out)
+    except KsError as err:
+        raise SystemExit(str(err)) from None
+    except KeyboardInterrupt:
+        raise SystemExit(f"{exp.figure}: interrupted; rerun to carry on (results so far are kept)") from None
+
+
+def plot_main(exp: CurveExperiment, argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=f"Plot {exp.figure} from its results file")
+    ap.add_argument("--quick", action="store_true", help="plot the --quick results")
+    ap.add_argument("--results", type=Path, help="results file (default: the figure's)")
+    ap.add_argument("--out", type=Path, help="PNG to write (default: next to the results)")
+    args = ap.parse_args(argv)
+    path = args.results or results_path(exp, args.quick)
+    out = args.out or path.parent / f"{exp.figure}.png"
+    plot(exp, read_rows(path, "plot.py"), out)
+    print(out)

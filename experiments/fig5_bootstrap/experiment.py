@@ -1,0 +1,32 @@
+"""Figure 5b of the paper: bootstrap mode, train = test on the 8 binding_simplify expressions.
+
+configs/bootstrap.yaml (binding_simplify_rules, depth 10, all 8 expressions every epoch, A* with a
+budget of 5000 evaluations, 30 epochs) with the 64-feature network.  Test cost against epoch at 5000
+evaluations (every epoch) and 300 (every 5 epochs), for A* with the GGNN, the NoGNN ablation, greedy
+best-first and random search, the start cost and the best-known cost.
+"""
+
+from __future__ import annotations
+
+from experiments.curves import Agent, Baseline, CurveExperiment
+from experiments.fig5_generalisation.experiment import QUICK
+
+EXPERIMENT = CurveExperiment(
+    figure="fig5_bootstrap",
+    title="Bootstrap: train and test on the 8 binding_simplify expressions",
+    config="configs/bootstrap.yaml",
+    agents=(
+        Agent("ggnn", "A* + GGNN (this project)"),
+        Agent("nognn", "A* + NoGNN (no propagation)", ("model.steps=0",)),
+    ),
+    baselines=(
+        Baseline("greedy", "greedy best-first", "greedy"),
+        Baseline("random", "random search", "random", seeded=True),
+    ),
+    budgets=(5000, 300),
+    repetitions=3,
+    overrides=("model.hidden=64",),
+    eval_every=5,
+    quick_overrides=QUICK,
+    reduced="3 seeds instead of 10; 64 features; budget 300 evaluated every 5 epochs",
+)

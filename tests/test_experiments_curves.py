@@ -1,0 +1,60 @@
+"""The learning-curve figures (fig5_generalisation, fig5_bootstrap) run end to end in --quick mode
+through the same entry points users run, resume without redoing work, and plot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def script(figure: str, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, str(ROOT / "experiments" / figure / name), *args]
+    return subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("figure", ["fig5_generalisation", "fig5_bootstrap"])
+def test_quick_run_resume_and_plot(figure: str, tmp_path: Path) -> None:
+    done = script(figure, "run.py", "--quick", "--quiet", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    results = tmp_path / "results.jsonl"
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    kinds = {(r["kind"], r["agent"]) for r in rows}
+    assert {("agent", "ggnn"), ("agent", "nognn"), ("baseline", "greedy"), ("baseline", "random")} <= kinds
+    assert {("reference", "initial"), ("reference", "best_known")} <= kinds
+    agent_rows = [r for r in rows if r["kind"] == "agent"]
+    # both quick budgets, both epochs, for both agents; every row has the code revision
+    assert {(r["agent"], r["epoch"], r["budget"]) for r in agent_rows} == {
+        (a, e, b) for a in ("ggnn", "nognn") for e in (1, 2) for b in (20, 40)
+    }
+    initial = next(r["total"] for r in rows if r["agent"] == "initial")
+    for r in rows:
+        assert r["revision"]
+        assert r["total"] == pytest.approx(sum(r["costs"]))
+        assert r["total"] <= initial + 1e-9  # no search ends above its start
+    assert (tmp_path / "runs" / "ggnn_seed0" / "weights" / "epoch_002.pt").is_file()
+
+    before = results.read_text()
+    again = script(figure, "run.py", "--quick", "--quiet", "--out", str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert results.read_text() == before  # everything was there: nothing measured twice
+
+    png = tmp_path / "figure.png"
+    plotted = script(figure, "plot.py", "--results", str(results), "--out", str(png))
+    assert plotted.returncode == 0, plotted.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_results_is_a_one_line_error(tmp_path: Path) -> None:
+    done = script("fig5_generalisation", "plot.py", "--results", str(tmp_path / "none.jsonl"))
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0
+    assert "plot.py: error: no results file" in done.stderr

@@ -238,21 +238,55 @@ def print_table(case: Case, labels: list[str], table: dict[str, list[Measurement
     return ok
 
 
-def machine() -> str:
+def cpu_name() -> str:
+    """The host CPU's model name (from /proc/cpuinfo where there is one)."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
+    return cpu
+
+
+def compiler_version() -> str:
+    """The first line of ``$CXX --version`` ("not found" when it cannot run)."""
     try:
         gxx = subprocess.run([cpp_compile.compiler(), "--version"], capture_output=True, text=True, check=False)
-        version = gxx.stdout.splitlines()[0] if gxx.stdout else "?"
     except OSError:
-        version = "not found"
+        return "not found"
+    return gxx.stdout.splitlines()[0] if gxx.stdout else "?"
+
+
+def machine() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return (
-        f"{cpu}, {os.cpu_count()} CPUs, load average {load}; {version}; flags {' '.join(cpp_compile.compile_flags())}"
+        f"{cpu_name()}, {os.cpu_count()} CPUs, load average {load}; {compiler_version()}; "
+        f"flags {' '.join(cpp_compile.compile_flags())}"
+    )
+
+
+def gemm_case(depth: int = 30, budget: int = 5000) -> Case:
+    """GEMM with its optimised variant found by A* (zero value function, ml_rules_no_bind); runs the search."""
+    rules = get_rule_set("ml_rules_no_bind")
+    return Case(
+        "GEMM",
+        "blas_test.kso",
+        "gemm",
+        lambda e: astar(e, SearchSpec(rules, depth, budget)),
+        f"A*, zero value function, ml_rules_no_bind, depth {depth}, budget {budget}",
+    )
+
+
+def conv1d_case(depth: int = 40, budget: int = 5000) -> Case:
+    """rev$conv1d with its optimised variant found by two-phase A* (phase1, then ml_rules_no_bind); runs the search."""
+    rules = get_rule_set("ml_rules_no_bind")
+    return Case(
+        "rev$conv1d",
+        "conv1d_rev_test.kso",
+        "rev$conv1d",
+        lambda e: two_phase(e, SearchSpec(rules, depth, budget)),
+        f"two-phase A*, zero value function, phase1 then ml_rules_no_bind, depth {depth}, budget {budget}",
     )
 
 
@@ -265,19 +299,12 @@ def main() -> int:
     started = time.perf_counter()
     gemm_n = [64, 128] if args.quick else [256, 512, 1024]
     conv = [(4, 4, 3, 32)] if args.quick else [(8, 8, 3, 64), (8, 8, 5, 128), (16, 16, 5, 128)]
-    rules = get_rule_set("ml_rules_no_bind")
     ok = True
     with tempfile.TemporaryDirectory(prefix="knossos-bench-") as cache, fewer_gc_pauses():
         os.environ["KNOSSOS_CPP_CACHE"] = cache
         print(f"machine: {machine()}")
 
-        gemm = Case(
-            "GEMM",
-            "blas_test.kso",
-            "gemm",
-            lambda e: astar(e, SearchSpec(rules, 30, 5000)),
-            "A*, zero value function, ml_rules_no_bind, depth 30, budget 5000",
-        )
+        gemm = gemm_case()
         print(f"\nGEMM: 'gemm' of blas_test.kso, n x n matrices ({gemm.d.name}: alpha*A*B + beta*C)")
         print(gemm.describe())
         labels = [f"n={n}" for n in gemm_n]
@@ -294,13 +321,7 @@ def main() -> int:
                 f"takes {o.min_s / h.min_s:.2f}x the time of the fastest hand loop, {hand} (target <= 1.5x)"
             )
 
-        conv1d = Case(
-            "rev$conv1d",
-            "conv1d_rev_test.kso",
-            "rev$conv1d",
-            lambda e: two_phase(e, SearchSpec(rules, 40, 5000)),
-            "two-phase A*, zero value function, phase1 then ml_rules_no_bind, depth 40, budget 5000",
-        )
+        conv1d = conv1d_case()
         print("\nrev$conv1d (conv1d_rev_test.kso): kernels k x l x kn, image l x n, d$r k x n")
         print(conv1d.describe())
         labels = [f"k={k} l={c} kn={kn} n={n}" for k, c, kn, n in conv]

@@ -23,23 +23,23 @@ RUNS = ROOT / "runs" / "experiments"
 QUICK = ROOT / "runs" / "quick"
 
 
-def revision() -> str:
-    """The git commit of the code (``-dirty`` with uncommitted changes), or ``unknown``."""
+def _git(*args: str) -> str | None:
+    """``git ARGS`` in the repository (a fixed argument list, no shell); None when git fails."""
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def revision() -> str:
+    """HEAD's commit, with ``-dirty`` when the tree has changes (results folders aside: writing them
+    is no change), or ``unknown`` without git."""
+    head = _git("rev-parse", "HEAD")
+    if head is None:
         return "unknown"
-    return head + ("-dirty" if dirty else "")
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)experiments/results")
+    return head + ("-dirty" if status else "")
 
 
 class ResultsFile:

@@ -36,6 +36,14 @@ class Agent:
     label: str
     #: train.py --set overrides that make this agent (on top of the experiment's).
     overrides: tuple[str, ...] = ()
+    #: The training run's folder name (agents that differ only in the test search share one run).
+    run: str | None = None
+    #: Test with this search (from the kept weights) instead of the config's test algorithm.
+    test_search: str | None = None
+
+    @property
+    def run_name(self) -> str:
+        return self.run or self.name
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,8 @@ class CurveExperiment:
     quick_budgets: tuple[int, ...] = (20, 40)
     #: What was reduced to fit this machine, for the README and the plot's caption.
     reduced: str = ""
+    #: Train in another figure's runs folder (the same runs serve both figures).
+    runs_of: str | None = None
 
     def quick(self) -> CurveExperiment:
         return dataclasses.replace(
@@ -88,7 +98,8 @@ def results_path(exp: CurveExperiment, quick: bool, out: Path | None = None) -> 
 def runs_folder(exp: CurveExperiment, quick: bool, out: Path | None = None) -> Path:
     if out is not None:
         return out / "runs"
-    return (QUICK / exp.figure / "runs") if quick else (RUNS / exp.figure)
+    figure = exp.runs_of or exp.figure
+    return (QUICK / figure / "runs") if quick else (RUNS / figure)
 
 
 # -- running -----------------------------------------------------------------------------------------
@@ -146,8 +157,8 @@ def _train_agent(
 ) -> None:
     from gnn.training import weights_path
 
-    first, *others = exp.budgets
-    out = runs / f"{agent.name}_seed{seed}"
+    first = exp.budgets[0]
+    out = runs / f"{agent.run_name}_seed{seed}"
     overrides = [
         *exp.overrides,
         *agent.overrides,
@@ -155,22 +166,28 @@ def _train_agent(
         "training.keep_weights=true",
         f"search.test_budget={first}",
     ]
-    _say(quiet, f"{exp.figure}: training {agent.name}, seed {seed} in {out}")
+    _say(quiet, f"{exp.figure}: training {agent.run_name}, seed {seed} in {out}")
     metrics = run_train(exp.config, out, overrides, quiet=quiet)
     last = metrics[-1]["epoch"]
-    for m in metrics:
-        if "test" in m and not results.has(kind="agent", agent=agent.name, seed=seed, epoch=m["epoch"], budget=first):
-            results.add(_row("agent", agent.name, seed, m["epoch"], first, m["test"]["best_costs"]))
+    from_weights = list(exp.budgets)
+    if agent.test_search is None:  # train.py's own test evaluation gives the first budget, every epoch
+        from_weights.remove(first)
+        for m in metrics:
+            if "test" in m and not results.has(
+                kind="agent", agent=agent.name, seed=seed, epoch=m["epoch"], budget=first
+            ):
+                results.add(_row("agent", agent.name, seed, m["epoch"], first, m["test"]["best_costs"]))
     from gnn.config import load_config
 
     trained = load_config(ROOT / exp.config, overrides)
-    for budget in others:
+    search = agent.test_search or trained.search.test_algorithm
+    for budget in from_weights:
         for epoch in range(1, last + 1):
             if (epoch % exp.eval_every and epoch != last) or results.has(
                 kind="agent", agent=agent.name, seed=seed, epoch=epoch, budget=budget
             ):
                 continue
-            costs = _search_all(trained, targets, trained.search.test_algorithm, budget, weights_path(out, epoch), 0)
+            costs = _search_all(trained, targets, search, budget, weights_path(out, epoch), seed)
             results.add(_row("agent", agent.name, seed, epoch, budget, costs))
             _say(quiet, f"{exp.figure}: {agent.name} seed {seed} epoch {epoch} at budget {budget}: {sum(costs):g}")
 
@@ -318,6 +335,8 @@ def plot_main(exp: CurveExperiment, argv: list[str] | None = None) -> None:
     ap.add_argument("--results", type=Path, help="results file (default: the figure's)")
     ap.add_argument("--out", type=Path, help="PNG to write (default: next to the results)")
     args = ap.parse_args(argv)
+    if args.quick:
+        exp = exp.quick()
     path = args.results or results_path(exp, args.quick)
     out = args.out or path.parent / f"{exp.figure}.png"
     plot(exp, read_rows(path, "plot.py"), out)

@@ -1,8 +1,10 @@
-"""The learning-curve figures (fig5_generalisation, fig5_bootstrap) run end to end in --quick mode
-through the same entry points users run, resume without redoing work, and plot."""
+"""The learning-curve figures (fig5_generalisation, fig5_bootstrap, fig6_blas, fig6_cnn, fig9_search)
+run end to end in --quick mode through the same entry points users run, resume without redoing work,
+and plot."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -13,6 +15,8 @@ import pytest
 
 from conftest import ROOT
 
+FIGURES = ["fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig9_search"]
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
@@ -21,26 +25,29 @@ def script(figure: str, name: str, *args: str) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("figure", ["fig5_generalisation", "fig5_bootstrap"])
+@pytest.mark.parametrize("figure", FIGURES)
 def test_quick_run_resume_and_plot(figure: str, tmp_path: Path) -> None:
+    exp = importlib.import_module(f"experiments.{figure}.experiment").EXPERIMENT.quick()
     done = script(figure, "run.py", "--quick", "--quiet", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     results = tmp_path / "results.jsonl"
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     kinds = {(r["kind"], r["agent"]) for r in rows}
-    assert {("agent", "ggnn"), ("agent", "nognn"), ("baseline", "greedy"), ("baseline", "random")} <= kinds
-    assert {("reference", "initial"), ("reference", "best_known")} <= kinds
+    assert {("baseline", b.name) for b in exp.baselines} <= kinds
+    assert ("reference", "initial") in kinds
+    assert exp.ksc_baseline == (("reference", "ksc_baseline") in kinds)
+    # every agent at every budget, at the last epoch at least; every row has the code revision
     agent_rows = [r for r in rows if r["kind"] == "agent"]
-    # both quick budgets, both epochs, for both agents; every row has the code revision
-    assert {(r["agent"], r["epoch"], r["budget"]) for r in agent_rows} == {
-        (a, e, b) for a in ("ggnn", "nognn") for e in (1, 2) for b in (20, 40)
+    last = max(r["epoch"] for r in agent_rows)
+    assert {(r["agent"], r["budget"]) for r in agent_rows if r["epoch"] == last} == {
+        (a.name, b) for a in exp.agents for b in exp.budgets
     }
     initial = next(r["total"] for r in rows if r["agent"] == "initial")
     for r in rows:
         assert r["revision"]
         assert r["total"] == pytest.approx(sum(r["costs"]))
         assert r["total"] <= initial + 1e-9  # no search ends above its start
-    assert (tmp_path / "runs" / "ggnn_seed0" / "weights" / "epoch_002.pt").is_file()
+    assert (tmp_path / "runs" / f"{exp.agents[0].run_name}_seed0" / "weights" / f"epoch_{last:03d}.pt").is_file()
 
     before = results.read_text()
     again = script(figure, "run.py", "--quick", "--quiet", "--out", str(tmp_path))

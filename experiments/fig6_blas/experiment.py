@@ -1,0 +1,33 @@
+"""Figure 6a of the paper: train on the 11 BLAS primitives, test on GEMM.
+
+configs/blas.yaml (ml_rules_no_bind, depth 30, two-phase search: the phase-1 rules for the first 15
+steps, then all; 6 primitives per epoch, 5000 evaluations per search, 5 epochs as in the paper's
+text) with the 64-feature network.  The cost of gemm against epoch for the trained value function,
+the same two-phase search with the zero value function, the start cost and the ksc-style baseline
+simplifier's cost (rules/baseline.py).
+"""
+
+from __future__ import annotations
+
+from experiments.curves import Agent, Baseline, CurveExperiment
+
+EXPERIMENT = CurveExperiment(
+    figure="fig6_blas",
+    title="BLAS: train on 11 primitives, test on gemm (two-phase search, depth 30)",
+    config="configs/blas.yaml",
+    agents=(Agent("ggnn", "two-phase A* + GGNN (this project)"),),
+    baselines=(Baseline("zero", "two-phase A*, zero value function", "two-phase"),),
+    budgets=(5000,),
+    repetitions=3,
+    overrides=("model.hidden=64",),
+    ksc_baseline=True,
+    quick_overrides=(
+        "training.epochs=1",
+        "training.exprs_per_epoch=2",
+        "search.budget=20",
+        "model.hidden=40",
+        "model.steps=2",
+    ),
+    quick_budgets=(20,),
+    reduced="3 seeds instead of 10; 64 features",
+)

@@ -1,0 +1,30 @@
+"""Figure 6b of the paper: train on the conv1d training programs, test on rev$conv1d.
+
+configs/cnn.yaml (ml_rules_no_bind, depth 40, two-phase search, 30000 evaluations per search) with
+the 64-feature network.  The cost of rev$conv1d against epoch for the trained value function, the same
+search with the zero value function, the start cost and the ksc-style baseline simplifier's cost.
+"""
+
+from __future__ import annotations
+
+from experiments.curves import Agent, Baseline, CurveExperiment
+
+EXPERIMENT = CurveExperiment(
+    figure="fig6_cnn",
+    title="CNN: train on conv1d training programs, test on rev$conv1d (two-phase search, depth 40)",
+    config="configs/cnn.yaml",
+    agents=(Agent("ggnn", "two-phase A* + GGNN (this project)"),),
+    baselines=(Baseline("zero", "two-phase A*, zero value function", "two-phase"),),
+    budgets=(30000,),
+    repetitions=1,
+    overrides=("model.hidden=64", "training.epochs=10"),
+    ksc_baseline=True,
+    quick_overrides=(
+        "training.epochs=1",
+        "search.budget=20",
+        "model.hidden=40",
+        "model.steps=2",
+    ),
+    quick_budgets=(20,),
+    reduced="1 seed instead of 10, 10 epochs instead of 30; 64 features",
+)

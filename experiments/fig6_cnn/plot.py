@@ -1,0 +1,15 @@
+"""Plot fig6_cnn from its results file (experiments/results/fig6_cnn/results.jsonl).
+
+Run:  python experiments/fig6_cnn/plot.py [--quick] [--results FILE] [--out PNG]
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments.curves import plot_main
+from experiments.fig6_cnn.experiment import EXPERIMENT
+
+if __name__ == "__main__":
+    plot_main(EXPERIMENT)

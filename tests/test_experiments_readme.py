@@ -1,0 +1,19 @@
+"""The tables of experiments/README.md are what experiments.summary makes of the committed results
+files: the numbers there are measured ones, and they go stale only with a failing test."""
+
+from __future__ import annotations
+
+from experiments.summary import MARKER, README, TABLES, rewrite
+
+
+def test_every_table_is_marked_and_up_to_date() -> None:
+    text = README.read_text()
+    marked = [m["figure"] for m in MARKER.finditer(text)]
+    assert sorted(marked) == sorted(TABLES)  # each figure has exactly one table
+    assert rewrite(text) == text, "run: python -m experiments.summary --write"
+
+
+def test_a_table_reflects_its_results() -> None:
+    text = README.read_text()
+    body = next(m["body"] for m in MARKER.finditer(text) if m["figure"] == "fig7_walltime")
+    assert "| gemm | n=1024 |" in body

@@ -8,21 +8,15 @@ best-first and random search, the start cost and the best-known cost.
 
 from __future__ import annotations
 
-from experiments.curves import Agent, Baseline, CurveExperiment
-from experiments.fig5_generalisation.experiment import QUICK
+from experiments.curves import CurveExperiment
+from experiments.fig5_generalisation.experiment import AGENTS, BASELINES, QUICK
 
 EXPERIMENT = CurveExperiment(
     figure="fig5_bootstrap",
     title="Bootstrap: train and test on the 8 binding_simplify expressions",
     config="configs/bootstrap.yaml",
-    agents=(
-        Agent("ggnn", "A* + GGNN (this project)"),
-        Agent("nognn", "A* + NoGNN (no propagation)", ("model.steps=0",)),
-    ),
-    baselines=(
-        Baseline("greedy", "greedy best-first", "greedy"),
-        Baseline("random", "random search", "random", seeded=True),
-    ),
+    agents=AGENTS,
+    baselines=BASELINES,
     budgets=(5000, 300),
     repetitions=3,
     overrides=("model.hidden=64",),

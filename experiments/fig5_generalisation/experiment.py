@@ -20,18 +20,22 @@ QUICK = (
     "model.steps=2",
 )
 
+#: The learners and the baselines of both parts of Figure 5.
+AGENTS = (
+    Agent("ggnn", "A* + GGNN (this project)"),
+    Agent("nognn", "A* + NoGNN (no propagation)", ("model.steps=0",)),
+)
+BASELINES = (
+    Baseline("greedy", "greedy best-first", "greedy"),
+    Baseline("random", "random search", "random", seeded=True),
+)
+
 EXPERIMENT = CurveExperiment(
     figure="fig5_generalisation",
     title="Generalisation: train on bindgen_36, test on the 12 bindgen_test expressions",
     config="configs/arith_generalisation.yaml",
-    agents=(
-        Agent("ggnn", "A* + GGNN (this project)"),
-        Agent("nognn", "A* + NoGNN (no propagation)", ("model.steps=0",)),
-    ),
-    baselines=(
-        Baseline("greedy", "greedy best-first", "greedy"),
-        Baseline("random", "random search", "random", seeded=True),
-    ),
+    agents=AGENTS,
+    baselines=BASELINES,
     budgets=(300, 5000),
     repetitions=3,
     overrides=("model.hidden=64",),

@@ -262,3 +262,28 @@ def batch_graphs(exprs: Sequence[Expr]) -> GraphBatch:
         batch=torch.from_numpy(np.repeat(np.arange(len(graphs), dtype=np.int64), nodes)),
         num_graphs=len(graphs),
     )
+
+
+def padded(batch: GraphBatch, node_multiple: int = 64, edge_multiple: int = 32) -> GraphBatch:
+    """``batch`` plus an extra graph of padding: its node count becomes a multiple of
+    ``node_multiple`` and each edge type's count a multiple of ``edge_multiple``.
+
+    Why: oneDNN builds a bfloat16 matrix-product kernel for every new shape, which costs more than
+    the product on search-sized batches; padded batches repeat a few shapes.  The padding nodes (at
+    least one) and their self-loops form graph ``num_graphs``, so no real node sends them a message
+    or receives one from them; drop the last row of the network's output.
+    """
+    n = batch.num_nodes
+    extra_nodes = node_multiple - n % node_multiple
+    counts = np.bincount(batch.edge_type.numpy(), minlength=NUM_EDGE_TYPES)
+    extra_edges = (-counts) % edge_multiple
+    loop_types = np.repeat(np.arange(NUM_EDGE_TYPES, dtype=np.int64), extra_edges)
+    loops = np.full((2, loop_types.shape[0]), n, dtype=np.int64)  # every loop on the first padding node
+    return GraphBatch(
+        node_type=torch.cat([batch.node_type, torch.zeros(extra_nodes, dtype=torch.long)]),
+        node_value=torch.cat([batch.node_value, torch.zeros(extra_nodes, dtype=batch.node_value.dtype)]),
+        edge_index=torch.cat([batch.edge_index, torch.from_numpy(loops)], dim=1),
+        edge_type=torch.cat([batch.edge_type, torch.from_numpy(loop_types)]),
+        batch=torch.cat([batch.batch, torch.full((extra_nodes,), batch.num_graphs, dtype=torch.long)]),
+        num_graphs=batch.num_graphs + 1,
+    )

@@ -7,7 +7,8 @@ the value at ``D`` (more steps never lose: the MDP has a no-op).
 
 ``precision="bfloat16"`` runs inference on a bfloat16 copy of the network: about twice the
 throughput on CPUs with AMX or AVX512-BF16 units (benchmarks/bench_gnn.py), per-step values within
-about 1% of float32's; slower than float32 on CPUs without them.  The copy is a snapshot, so use it
+about 1% of float32's; slower than float32 on CPUs without them.  Its batches are padded to a few
+repeated shapes (oneDNN builds a kernel per new bfloat16 shape, which would cost more than it saves).  The copy is a snapshot, so use it
 for fixed models (optimize.py), not for a network that is being trained.
 """
 
@@ -20,7 +21,7 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
-from gnn.graph import batch_graphs
+from gnn.graph import batch_graphs, padded
 from gnn.model import ValueNetwork
 from knossos.expr import Expr
 
@@ -51,7 +52,10 @@ class NetworkValue:
         with torch.no_grad():
             for start, stop in _chunks([e.size for e in exprs], self.node_budget):
                 batch = batch_graphs(exprs[start:stop])
-                out[start:stop] = self.network(batch).numpy()
+                if self.precision == "bfloat16":  # a few repeated shapes: see gnn.graph.padded
+                    out[start:stop] = self.network(padded(batch)).numpy()[:-1]
+                else:
+                    out[start:stop] = self.network(batch).numpy()
                 self.forward_calls += 1
         self.graphs_seen += len(exprs)
         return out

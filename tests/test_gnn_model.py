@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnn.fit import Fitter, Sample, normalised_target
-from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, batch_graphs
+from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, batch_graphs, padded
 from gnn.model import GatedGraphConv, ModelConfig, ValueNetwork
 from gnn.value import NetworkValue, _chunks
 from knossos.expr import Expr
@@ -306,6 +306,17 @@ def test_bfloat16_inference_uses_a_copy_and_returns_float_values(exprs: list[Exp
     a, b = NetworkValue(net).per_step(exprs), fast.per_step(exprs)
     assert b.dtype == np.float64
     assert np.abs(a - b).max() <= 0.03 * np.abs(a).max() + 1e-3
+
+
+def test_padding_a_batch_changes_no_value_and_rounds_the_shapes(exprs: list[Expr]) -> None:
+    net = small_network()
+    batch = batch_graphs(exprs)
+    bigger = padded(batch)
+    assert bigger.num_nodes % 64 == 0 and bigger.num_nodes > batch.num_nodes
+    assert all(c % 32 == 0 for c in torch.bincount(bigger.edge_type, minlength=NUM_EDGE_TYPES).tolist())
+    assert bigger.num_graphs == batch.num_graphs + 1
+    with torch.no_grad():
+        assert torch.allclose(net(bigger)[:-1], net(batch), atol=1e-6)
 
 
 def test_an_unknown_precision_is_an_error() -> None:

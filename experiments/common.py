@@ -113,5 +113,12 @@ def run_train(config: str, out: Path, overrides: Iterable[str], quiet: bool = Fa
     done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL if quiet else None, check=False)
     if done.returncode != 0:
         raise SystemExit(f"train.py failed for {out} (exit {done.returncode}); rerun to resume it")
-    metrics = out / "metrics.jsonl"
+    return read_metrics(out)
+
+
+def read_metrics(run: Path) -> list[dict[str, Any]]:
+    """The per-epoch metrics a train.py run has written so far (none if it has not started)."""
+    metrics = run / "metrics.jsonl"
+    if not metrics.is_file():
+        return []
     return [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]

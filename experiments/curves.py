@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.common import QUICK, RESULTS, ROOT, RUNS, ResultsFile, read_rows, run_train
+from experiments.common import QUICK, RESULTS, ROOT, RUNS, ResultsFile, read_metrics, read_rows, run_train
 
 KEY = ("kind", "agent", "seed", "epoch", "budget")
 
@@ -103,10 +103,12 @@ def runs_folder(exp: CurveExperiment, quick: bool, out: Path | None = None) -> P
 
 
 # -- running -----------------------------------------------------------------------------------------
-def run(exp: CurveExperiment, quick: bool, quiet: bool, out: Path | None = None) -> Path:
+def run(exp: CurveExperiment, quick: bool, quiet: bool, out: Path | None = None, train: bool = True) -> Path:
     """Measure everything the results file does not have yet; returns the results file.
 
     ``out``: a folder for the results file and the training runs instead of the usual places.
+    ``train=False``: record what the training runs have done so far without training further
+    (for committing partial curves while a run goes on elsewhere).
     """
     from gnn.config import load_config
     from gnn.data import load_targets
@@ -127,7 +129,7 @@ def run(exp: CurveExperiment, quick: bool, quiet: bool, out: Path | None = None)
                     _say(quiet, f"{exp.figure}: {baseline.name} (budget {budget}, seed {seed}): {sum(costs):g}")
     for agent in exp.agents:
         for seed in range(exp.repetitions):
-            _train_agent(exp, config, targets, results, agent, seed, runs_folder(exp, quick, out), quiet)
+            _train_agent(exp, config, targets, results, agent, seed, runs_folder(exp, quick, out), quiet, train)
     _say(quiet, f"{exp.figure}: done in {time.perf_counter() - started:.0f} s; results in {results.path}")
     return results.path
 
@@ -154,6 +156,7 @@ def _train_agent(
     seed: int,
     runs: Path,
     quiet: bool,
+    train: bool,
 ) -> None:
     from gnn.training import weights_path
 
@@ -166,8 +169,13 @@ def _train_agent(
         "training.keep_weights=true",
         f"search.test_budget={first}",
     ]
-    _say(quiet, f"{exp.figure}: training {agent.run_name}, seed {seed} in {out}")
-    metrics = run_train(exp.config, out, overrides, quiet=quiet)
+    if train:
+        _say(quiet, f"{exp.figure}: training {agent.run_name}, seed {seed} in {out}")
+        metrics = run_train(exp.config, out, overrides, quiet=quiet)
+    else:
+        metrics = read_metrics(out)
+        if not metrics:
+            return
     last = metrics[-1]["epoch"]
     from_weights = list(exp.budgets)
     if agent.test_search is None:  # train.py's own test evaluation gives the first budget, every epoch
@@ -236,6 +244,11 @@ def _say(quiet: bool, message: str) -> None:
         import sys
 
         print(message, file=sys.stderr, flush=True)
+
+
+def unique_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per key, the last written (two processes may have recorded the same measurement)."""
+    return list({tuple(r.get(f) for f in KEY): r for r in rows}.values())
 
 
 # -- plotting ----------------------------------------------------------------------------------------
@@ -316,13 +329,18 @@ def run_main(exp: CurveExperiment, argv: list[str] | None = None) -> None:
     ap.add_argument("--quiet", action="store_true", help="no progress output")
     ap.add_argument("--repetitions", type=int, default=exp.repetitions, help=f"seeds ({exp.repetitions})")
     ap.add_argument("--out", type=Path, help="folder for the results and training runs (default: the usual places)")
+    ap.add_argument(
+        "--no-train",
+        action="store_true",
+        help="record what the training runs have done so far, without training further",
+    )
     args = ap.parse_args(argv)
     if args.repetitions < 1:
         ap.error("--repetitions must be at least 1")
     from knossos.errors import KsError
 
     try:
-        run(dataclasses.replace(exp, repetitions=args.repetitions), args.quick, args.quiet, args.out)
+        run(dataclasses.replace(exp, repetitions=args.repetitions), args.quick, args.quiet, args.out, not args.no_train)
     except KsError as err:
         raise SystemExit(str(err)) from None
     except KeyboardInterrupt:
@@ -339,5 +357,5 @@ def plot_main(exp: CurveExperiment, argv: list[str] | None = None) -> None:
         exp = exp.quick()
     path = args.results or results_path(exp, args.quick)
     out = args.out or path.parent / f"{exp.figure}.png"
-    plot(exp, read_rows(path, "plot.py"), out)
+    plot(exp, unique_rows(read_rows(path, "plot.py")), out)
     print(out)

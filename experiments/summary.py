@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from experiments.common import RESULTS, ROOT
+from experiments.curves import unique_rows
 
 README = ROOT / "experiments" / "README.md"
 CURVES = ("fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig9_search")
@@ -38,7 +39,7 @@ def _g(x: float) -> str:
 def curve_table(figure: str) -> str:
     """Per agent and budget: the total test cost at the last epoch (median over seeds, range), the
     number of test expressions at their best-known cost, and the seeds; then baselines and references."""
-    rows = _rows(figure)
+    rows = unique_rows(_rows(figure))
     if not rows:
         return "_No results yet: run the experiment (see above)._\n"
     known = next((r["costs"] for r in rows if r["kind"] == "reference" and r["agent"] == "best_known"), None)

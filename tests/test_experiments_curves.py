@@ -54,6 +54,19 @@ def test_quick_run_resume_and_plot(figure: str, tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert results.read_text() == before  # everything was there: nothing measured twice
 
+    # --no-train records what the runs hold without training: the same agent rows come back
+    checkpoint = tmp_path / "runs" / f"{exp.agents[0].run_name}_seed0" / "checkpoint.pt"
+    stamp = checkpoint.stat().st_mtime_ns
+    results.unlink()
+    recorded = script(figure, "run.py", "--quick", "--quiet", "--out", str(tmp_path), "--no-train")
+    assert recorded.returncode == 0, recorded.stderr
+    again_rows = [json.loads(line) for line in results.read_text().splitlines()]
+    key = ("kind", "agent", "seed", "epoch", "budget")
+    assert {tuple(r[k] for k in key): r["total"] for r in again_rows if r["kind"] == "agent"} == {
+        tuple(r[k] for k in key): r["total"] for r in agent_rows
+    }
+    assert checkpoint.stat().st_mtime_ns == stamp
+
     png = tmp_path / "figure.png"
     plotted = script(figure, "plot.py", "--results", str(results), "--out", str(png))
     assert plotted.returncode == 0, plotted.stderr

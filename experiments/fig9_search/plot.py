@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from experiments.curves import plot_main
+from experiments.curve_plot import plot_main
 from experiments.fig9_search.experiment import EXPERIMENT
 
 if __name__ == "__main__":

@@ -77,6 +77,9 @@ class TrainingConfig:
     seed: int = 0
     #: Evaluate on the train and test sets every this many epochs (and after the last).
     eval_every: int = 1
+    #: Fit every sample to the best target any search so far has found for its expression and steps
+    #: left (targets are lower bounds of the optimal value), so that a discovery is not unlearnt.
+    best_targets: bool = False
     #: Keep each epoch's weights as weights/epoch_NNN.pt (loadable by optimize.py --model), so
     #: that any epoch can be evaluated later, at other budgets or with other searches.
     keep_weights: bool = False

@@ -25,6 +25,7 @@ from gnn.fit import Fitter, Sample
 from gnn.model import ModelConfig, ValueNetwork
 from gnn.value import NetworkValue
 from knossos.errors import KsUsageError
+from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
 from rules.sets import get_rule_set
 from search.registry import get_search
@@ -77,6 +78,33 @@ def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+class BestTargets:
+    """The best value target any search has found for each expression and number of steps left.
+
+    A target is a cost reduction some search reached, so it is a lower bound of the optimal value:
+    the largest one seen is the tightest.  Fitting to it keeps what an earlier epoch's search found
+    when a later search of the same expression misses that path (without it, the network unlearns
+    a discovery as soon as the replay buffer has moved on).  Values are monotone in the steps left
+    (one more step can do nothing), so the best for ``t`` is also the best over every ``t' <= t``.
+    """
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        #: expression -> best target for t = 0..depth (0 where none was seen)
+        self.table: dict[Expr, np.ndarray] = {}
+
+    def merge(self, samples: list[Sample]) -> list[Sample]:
+        """Record ``samples``' targets; the samples again, each with the best target known for it."""
+        for s in samples:
+            row = self.table.get(s.expr)
+            if row is None:
+                row = self.table[s.expr] = np.zeros(self.depth + 1)
+            t = min(s.steps_left, self.depth)
+            if s.target > row[t]:
+                row[t:] = np.maximum(row[t:], s.target)
+        return [Sample(s.expr, s.steps_left, float(self.table[s.expr][min(s.steps_left, self.depth)])) for s in samples]
+
+
 def samples_of(result: SearchResult) -> list[Sample]:
     """Algorithm 2's targets for every state the search reached with steps left."""
     exprs, steps_left, table = result.graph.value_targets()
@@ -100,6 +128,7 @@ class Trainer:
         self.epoch = 0  # epochs completed
         self.history: list[dict[str, Any]] = []
         self.replay: list[list[Sample]] = []
+        self.best = BestTargets(config.search.depth)
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -113,6 +142,7 @@ class Trainer:
             "epoch": self.epoch,
             "history": self.history,
             "replay": self.replay,
+            "best_targets": self.best.table,
             "data": {
                 "train": [t.name for t in self.train_set],
                 "test": [t.name for t in self.test_set],
@@ -145,6 +175,7 @@ class Trainer:
         self.epoch = state["epoch"]
         self.history = state["history"]
         self.replay = state["replay"]
+        self.best.table = state.get("best_targets", {})
 
     def resume(self) -> bool:
         path = self.out / CHECKPOINT
@@ -191,6 +222,8 @@ class Trainer:
             result = self.search(self.train_set[i], cfg.search.algorithm, cfg.search.budget)
             samples.extend(samples_of(result))
             evaluations += result.evaluations
+        if cfg.training.best_targets:
+            samples = self.best.merge(samples)
         self.replay = [*self.replay, samples][-cfg.training.replay_epochs :]
         self._report("fit", 0, 1)
         loss = self.fitter.fit([s for epoch in self.replay for s in epoch], cfg.training.fit_passes, self.rng)

@@ -135,7 +135,4 @@ def apply(root: Expr, action: Action) -> Expr:
         raise KsUsageError(
             f"rule {action.rule.name} does not apply at node {action.node} ({site.node.op.name.lower()})"
         )
-    target, replacement = action.rule.rewrite(site)
-    old = site.node if target == site.number else site_at(root, target).node
-    _check_type(action.rule, old, replacement)
-    return replace_at(root, target, replacement)
+    return _rewrite(root, site, action.rule)

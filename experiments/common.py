@@ -8,6 +8,7 @@ an interrupted experiment resumes where it stopped.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -32,6 +33,7 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+@functools.cache
 def revision() -> str:
     """HEAD's commit, with ``-dirty`` when the tree has changes (results folders aside: writing them
     is no change), or ``unknown`` without git."""
@@ -69,7 +71,7 @@ class ResultsFile:
 
     def add(self, row: dict[str, Any]) -> None:
         """Append ``row`` (with the code revision) and flush, so that nothing measured is lost."""
-        row = {**row, "revision": REVISION}
+        row = {**row, "revision": revision()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
@@ -77,9 +79,6 @@ class ResultsFile:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.rows.values())
-
-
-REVISION = revision()
 
 
 def read_rows(path: Path, program: str) -> list[dict[str, Any]]:

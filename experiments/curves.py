@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -241,8 +242,6 @@ def _row(
 
 def _say(quiet: bool, message: str) -> None:
     if not quiet:
-        import sys
-
         print(message, file=sys.stderr, flush=True)
 
 

@@ -80,6 +80,10 @@ class TrainingConfig:
     #: Fit every sample to the best target any search so far has found for its expression and steps
     #: left (targets are lower bounds of the optimal value), so that a discovery is not unlearnt.
     best_targets: bool = False
+    #: Which states of a search are fitted: "reached" (every state reached, at its steps left: the
+    #: paper's Algorithm 2) or "explored" (every expanded state, at each number of steps up to how
+    #: deep the search looked below it: how the reference implementation builds its datasets).
+    targets: str = "reached"
     #: Keep each epoch's weights as weights/epoch_NNN.pt (loadable by optimize.py --model), so
     #: that any epoch can be evaluated later, at other budgets or with other searches.
     keep_weights: bool = False
@@ -110,6 +114,10 @@ class TrainConfig:
 
         if self.search.precision not in PRECISIONS:
             raise bad("search.precision", f"'{self.search.precision}' is not one of {', '.join(PRECISIONS)}")
+        from gnn.training import TARGET_SCHEMES
+
+        if self.training.targets not in TARGET_SCHEMES:
+            raise bad("training.targets", f"'{self.training.targets}' is not one of {', '.join(TARGET_SCHEMES)}")
         for key, value in (
             ("search.depth", self.search.depth),
             ("search.budget", self.search.budget),

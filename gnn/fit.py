@@ -3,7 +3,9 @@
 A sample is a visited state: an expression, the steps left ``t_s`` it was reached with, and its
 target ``V_target(s)``, the largest cost drop found from it within ``t_s`` steps.  The loss is the
 Huber loss between the network's per-step output for ``t_s`` and ``V_target(s) / t_s``; Adam with
-learning rate 1e-4, minibatches of 16.
+learning rate 1e-4, minibatches of 16.  A sample may also carry the targets for fewer steps
+(``shorter``), which are fitted the same way from the same forward pass: the network gives every
+column at once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ class Sample:
     expr: Expr
     steps_left: int
     target: float
+    #: Targets for 1 .. steps_left - 1 steps, fitted too (empty: only ``steps_left``'s is).
+    shorter: tuple[float, ...] = ()
+
+    def fitted(self, depth: int) -> list[tuple[int, float]]:
+        """(steps, normalised target) of every column this sample fits, for a network of ``depth``."""
+        top = min(self.steps_left, depth)
+        return [(t, v / t) for t, v in enumerate(self.shorter[: top - 1], start=1)] + [
+            (top, normalised_target(self, depth))
+        ]
 
 
 def normalised_target(sample: Sample, depth: int | None = None) -> float:
@@ -47,9 +58,14 @@ class Fitter:
     def loss(self, batch: Sequence[Sample]) -> torch.Tensor:
         depth = self.network.config.depth
         out = self.network(batch_graphs([s.expr for s in batch]))
-        columns = torch.tensor([min(s.steps_left, depth) - 1 for s in batch])
-        predicted = out[torch.arange(len(batch)), columns]
-        wanted = torch.tensor([normalised_target(s, depth) for s in batch], dtype=predicted.dtype)
+        rows, columns, targets = [], [], []
+        for i, s in enumerate(batch):
+            for t, v in s.fitted(depth):
+                rows.append(i)
+                columns.append(t - 1)
+                targets.append(v)
+        predicted = out[torch.tensor(rows), torch.tensor(columns)]
+        wanted = torch.tensor(targets, dtype=predicted.dtype)
         return F.huber_loss(predicted, wanted, delta=self.huber_delta)
 
     def fit(self, samples: Sequence[Sample], epochs: int, rng: np.random.Generator) -> float:

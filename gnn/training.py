@@ -94,22 +94,50 @@ class BestTargets:
         self.table: dict[Expr, np.ndarray] = {}
 
     def merge(self, samples: list[Sample]) -> list[Sample]:
-        """Record ``samples``' targets; the samples again, each with the best target known for it."""
+        """Record ``samples``' targets; the samples again, each with the best targets known for it."""
         for s in samples:
             row = self.table.get(s.expr)
             if row is None:
                 row = self.table[s.expr] = np.zeros(self.depth + 1)
-            t = min(s.steps_left, self.depth)
-            if s.target > row[t]:
-                row[t:] = np.maximum(row[t:], s.target)
-        return [Sample(s.expr, s.steps_left, float(self.table[s.expr][min(s.steps_left, self.depth)])) for s in samples]
+            for t, target in (*enumerate(s.shorter, start=1), (s.steps_left, s.target)):
+                t = min(t, self.depth)
+                if target > row[t]:
+                    row[t:] = np.maximum(row[t:], target)
+        return [self._best(s) for s in samples]
+
+    def _best(self, s: Sample) -> Sample:
+        row = self.table[s.expr]
+        shorter = tuple(float(row[min(t, self.depth)]) for t in range(1, len(s.shorter) + 1))
+        return Sample(s.expr, s.steps_left, float(row[min(s.steps_left, self.depth)]), shorter)
 
 
-def samples_of(result: SearchResult) -> list[Sample]:
-    """Algorithm 2's targets for every state the search reached with steps left."""
-    exprs, steps_left, table = result.graph.value_targets()
+#: Which states a search's targets are fitted for (config ``training.targets``).
+TARGET_SCHEMES = ("reached", "explored")
+
+
+def samples_of(result: SearchResult, scheme: str = "reached") -> list[Sample]:
+    """Algorithm 2's targets of a search, as samples to fit.
+
+    ``reached`` (the paper's Algorithm 2 as written): every state reached with steps left, fitted
+    for its steps left.  Most of those states were never expanded, so their target is zero only
+    because nothing below them was looked at.  ``explored`` (as the reference implementation
+    builds its datasets from the search's episodes): every expanded state, fitted for each number
+    of steps ``1..h`` where ``h`` is how deep the search looked below it (see
+    ``SearchGraph.value_targets``), all from one forward pass.
+    """
+    vt = result.graph.value_targets()
+    if scheme == "explored":
+        return [
+            Sample(e, int(h), float(vt.table[i, h]), tuple(float(x) for x in vt.table[i, 1:h]))
+            for i, (e, h) in enumerate(zip(vt.exprs, vt.explored, strict=True))
+            if h > 0
+        ]
+    if scheme != "reached":
+        raise ValueError(f"unknown target scheme {scheme!r} (known: {', '.join(TARGET_SCHEMES)})")
     return [
-        Sample(e, int(t), float(table[i, t])) for i, (e, t) in enumerate(zip(exprs, steps_left, strict=True)) if t > 0
+        Sample(e, int(t), float(vt.table[i, t]))
+        for i, (e, t) in enumerate(zip(vt.exprs, vt.steps_left, strict=True))
+        if t > 0
     ]
 
 
@@ -220,7 +248,7 @@ class Trainer:
         for n, i in enumerate(chosen):
             self._report("search", n, len(chosen))
             result = self.search(self.train_set[i], cfg.search.algorithm, cfg.search.budget)
-            samples.extend(samples_of(result))
+            samples.extend(samples_of(result, cfg.training.targets))
             evaluations += result.evaluations
         if cfg.training.best_targets:
             samples = self.best.merge(samples)

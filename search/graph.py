@@ -8,12 +8,22 @@ replays from the start.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from knossos.expr import Expr
 from rules.actions import Action
 from search.mdp import CostFunction, Step
+
+
+class ValueTargets(NamedTuple):
+    """Algorithm 2's value targets of every reached state (see SearchGraph.value_targets)."""
+
+    exprs: list[Expr]
+    steps_left: np.ndarray
+    table: np.ndarray
+    explored: np.ndarray
 
 
 @dataclass
@@ -95,13 +105,15 @@ class SearchGraph:
         afters = [parent for parent, _ in path[1:]] + [e]
         return [Step(a.node, a.rule.name, self.cost(after)) for (_, a), after in zip(path, afters, strict=True)]
 
-    def value_targets(self) -> tuple[list[Expr], np.ndarray, np.ndarray]:
+    def value_targets(self) -> ValueTargets:
         """For every reached state: the largest cost drop reachable within ``t`` steps in this graph.
 
-        Returns the expressions, their steps left, and a table of shape ``(states, depth + 1)`` whose
-        column ``t`` is ``c(s) - min c(s')`` over the states ``s'`` reachable from ``s`` in at most ``t``
-        explored edges (column 0 is zero).  Algorithm 2's target of ``s`` is the column of its steps
-        left.  Computed backwards over the whole graph, ``depth`` rounds of one vectorised min-step.
+        ``table`` has shape ``(states, depth + 1)``; its column ``t`` is ``c(s) - min c(s')`` over
+        the states ``s'`` reachable from ``s`` in at most ``t`` explored edges (column 0 is zero).
+        Algorithm 2's target of ``s`` is the column of its steps left.  ``explored`` is how many of
+        those columns the search looked into: the longest explored path from ``s``, at most its
+        steps left (0 for a state never expanded, whose targets are zero only for want of looking).
+        Computed backwards over the whole graph, ``depth`` rounds of one vectorised step.
         """
         exprs = list(self.states)
         index = {e: i for i, e in enumerate(exprs)}
@@ -116,13 +128,18 @@ class SearchGraph:
                     src.append(i)
                     dst.append(j)
         s, d = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        steps_left = np.array([self.states[e].steps_left for e in exprs], dtype=np.int64)
         best = cost.copy()  # cheapest cost reachable within t steps, t = 0
         table = np.zeros((len(exprs), self.depth + 1))
+        has_path = np.ones(len(exprs), dtype=bool)  # an explored path of t edges starts here
+        explored = np.zeros(len(exprs), dtype=np.int64)
         for t in range(1, self.depth + 1):
             nxt = best.copy()
+            longer = np.zeros(len(exprs), dtype=bool)
             if len(s):
                 np.minimum.at(nxt, s, best[d])
-            best = nxt
+                np.logical_or.at(longer, s, has_path[d])
+            best, has_path = nxt, longer
             table[:, t] = cost - best
-        steps_left = np.array([self.states[e].steps_left for e in exprs], dtype=np.int64)
-        return exprs, steps_left, table
+            explored[has_path & (t <= steps_left)] = t
+        return ValueTargets(exprs, steps_left, table, explored)

@@ -42,7 +42,7 @@ def graph(costs: dict[Expr, float], depth: int, start: Expr | None = None) -> Se
 
 def targets(g: SearchGraph) -> dict[Expr, tuple[int, list[float]]]:
     """Each state's (steps left, row of the target table)."""
-    exprs, steps_left, table = g.value_targets()
+    exprs, steps_left, table, _ = g.value_targets()
     assert table.shape == (len(g.states), g.depth + 1) and steps_left.shape == (len(g.states),)
     assert list(exprs) == list(g.states)
     assert np.all(table[:, 0] == 0)
@@ -229,3 +229,30 @@ def test_targets_of_a_real_search_graph_match_brute_force(text: str, rules: str)
         assert rows[s][1] == pytest.approx(expected[s], abs=1e-9), s
     # the start's target at full depth is exactly the improvement exhaustive search found
     assert rows[g.start][1][g.depth] == pytest.approx(result.start_cost - result.best_cost)
+
+
+def explored(g: SearchGraph) -> dict[Expr, int]:
+    vt = g.value_targets()
+    return {e: int(h) for e, h in zip(vt.exprs, vt.explored, strict=True)}
+
+
+def test_explored_is_the_longest_explored_path_within_the_steps_left() -> None:
+    s0, a, b, c, d = S[:5]
+    g = graph({s0: 10, a: 9, b: 8, c: 7, d: 6}, depth=4)
+    for child, left, parent in ((a, 3, s0), (b, 2, a), (c, 1, b), (d, 3, s0)):
+        g.reach(child, left, parent, act(left))
+    g.add_edges(s0, [a, d])
+    g.add_edges(a, [b])
+    g.add_edges(b, [c])  # c and d are reached but never expanded
+    h = explored(g)
+    assert h == {s0: 3, a: 2, b: 1, c: 0, d: 0}
+
+
+def test_explored_is_capped_by_the_steps_left_on_a_cycle() -> None:
+    s0, a = S[:2]
+    g = graph({s0: 10, a: 11}, depth=3)
+    g.reach(a, 2, s0, act(1))
+    g.add_edges(s0, [a])
+    g.add_edges(a, [s0])  # a rewrite and its inverse: paths of any length
+    h = explored(g)
+    assert h == {s0: 3, a: 2}

@@ -26,7 +26,7 @@ def test_two_phase_graph_joins_both_phases() -> None:
     assert first.steps, "phase 1 should find something on this def"
     for e in first.graph.states:
         assert graph.steps_left(e) >= first.graph.steps_left(e) + 3
-    exprs, steps_left, table = graph.value_targets()
+    exprs, steps_left, table, _ = graph.value_targets()
     assert len(exprs) == len(graph.states) and table.shape == (len(exprs), 7)
     start_row = exprs.index(body)
     assert steps_left[start_row] == 6

@@ -1,0 +1,89 @@
+"""training.targets=explored: fit every expanded state for each number of steps the search looked
+below it (gnn.training.samples_of, gnn.fit.Sample.shorter, BestTargets with several columns)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_train_cli import metrics, run, train_cmd
+
+from gnn.config import load_config
+from gnn.fit import Fitter, Sample
+from gnn.model import ModelConfig, ValueNetwork
+from gnn.training import BestTargets, samples_of
+from knossos.errors import KsUsageError
+from knossos.parser import parse_expr
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.spec import SearchSpec
+
+A = parse_expr("(add x 1.0)")[0]
+B = parse_expr("(mul x 2.0)")[0]
+START = parse_expr("(add (div (mul x y) (add 1.0 (mul x y))) (mul x y))")[0]
+
+
+@pytest.fixture(scope="module")
+def search():  # type: ignore[no-untyped-def]
+    return astar(START, SearchSpec(get_rule_set("binding_simplify_rules"), 6, 400))
+
+
+def test_explored_samples_are_the_expanded_states_with_every_column_up_to_their_height(search) -> None:  # type: ignore[no-untyped-def]
+    vt = search.graph.value_targets()
+    row = {e: i for i, e in enumerate(vt.exprs)}
+    samples = samples_of(search, "explored")
+    assert {s.expr for s in samples} == set(search.graph.edges)  # expanded states with steps left
+    assert len(samples) < len(samples_of(search, "reached"))
+    for s in samples:
+        i = row[s.expr]
+        assert 1 <= s.steps_left <= vt.steps_left[i]
+        assert s.steps_left == vt.explored[i]
+        assert [*s.shorter, s.target] == list(vt.table[i, 1 : s.steps_left + 1])
+        assert all(b >= a for a, b in zip(s.shorter, [*s.shorter[1:], s.target]))  # monotone in t
+    start = next(s for s in samples if s.expr == START)
+    assert start.steps_left == 6 and start.target == search.start_cost - search.best_cost
+
+
+def test_reached_samples_are_unchanged(search) -> None:  # type: ignore[no-untyped-def]
+    vt = search.graph.value_targets()
+    samples = samples_of(search)
+    assert len(samples) == int(np.sum(vt.steps_left > 0)) and all(s.shorter == () for s in samples)
+    with pytest.raises(ValueError, match="unknown target scheme"):
+        samples_of(search, "everything")
+
+
+def test_a_sample_fits_every_column_it_carries(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(0)
+    net = ValueNetwork(ModelConfig(hidden=48, steps=1, depth=4))
+    fitter = Fitter(net, huber_delta=1.0)
+    table = torch.tensor([[0.0, 1.0, 2.0, 3.0], [10.0, 10.0, 10.0, 10.0]])
+    monkeypatch.setattr(net, "forward", lambda graphs: table[: graphs.num_graphs])
+    # A fits columns t = 1, 2, 3 to 0/1, 2/2, 9/3: errors 0, 0, 1 (-> 0.5); B fits t = 2 to 20/2
+    samples = [Sample(A, 3, 9.0, (0.0, 2.0)), Sample(B, 2, 20.0)]
+    assert fitter.loss(samples).item() == pytest.approx(0.5 / 4)
+    assert [t for t, _ in samples[0].fitted(4)] == [1, 2, 3]
+    assert [t for t, _ in samples[0].fitted(2)] == [1, 2]  # columns beyond the network's depth fold into its last
+
+
+def test_best_targets_merge_every_column() -> None:
+    best = BestTargets(depth=4)
+    assert best.merge([Sample(A, 3, 2.0, (0.0, 1.0))]) == [Sample(A, 3, 2.0, (0.0, 1.0))]
+    # a later search does better with 1 step, worse with 3: each column keeps its best, monotone in t
+    assert best.merge([Sample(A, 3, 0.5, (1.5, 1.5))]) == [Sample(A, 3, 2.0, (1.5, 1.5))]
+    assert np.array_equal(best.table[A], [0.0, 1.5, 1.5, 2.0, 2.0])
+    assert best.merge([Sample(A, 1, 0.0)]) == [Sample(A, 1, 1.5)]
+
+
+def test_config_names_an_unknown_scheme() -> None:
+    with pytest.raises(KsUsageError, match="training.targets: 'all' is not one of reached, explored"):
+        load_config("configs/bootstrap.yaml", ["training.targets=all"])
+
+
+def test_training_with_explored_targets(tmp_path: Path) -> None:
+    out = tmp_path / "explored"
+    done = run(train_cmd(out, "--set", "training.targets=explored", "--set", "training.best_targets=true"))
+    assert done.returncode == 0, done.stderr
+    rows = metrics(out)
+    assert len(rows) == 2 and all(r["samples"] > 0 for r in rows)

@@ -84,6 +84,9 @@ class TrainingConfig:
     #: paper's Algorithm 2) or "explored" (every expanded state, at each number of steps up to how
     #: deep the search looked below it: how the reference implementation builds its datasets).
     targets: str = "reached"
+    #: With best_targets: also fit, each epoch, up to this many remembered states that this epoch's
+    #: searches did not visit, those whose best known target the network underestimates most.
+    replay_best: int = 0
     #: Keep each epoch's weights as weights/epoch_NNN.pt (loadable by optimize.py --model), so
     #: that any epoch can be evaluated later, at other budgets or with other searches.
     keep_weights: bool = False
@@ -118,6 +121,10 @@ class TrainConfig:
 
         if self.training.targets not in TARGET_SCHEMES:
             raise bad("training.targets", f"'{self.training.targets}' is not one of {', '.join(TARGET_SCHEMES)}")
+        if self.training.replay_best < 0:
+            raise bad("training.replay_best", f"must be at least 0, not {self.training.replay_best}")
+        if self.training.replay_best and not self.training.best_targets:
+            raise bad("training.replay_best", "needs training.best_targets: true (it replays the best targets)")
         for key, value in (
             ("search.depth", self.search.depth),
             ("search.budget", self.search.budget),

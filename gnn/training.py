@@ -92,6 +92,9 @@ class BestTargets:
         self.depth = depth
         #: expression -> best target for t = 0..depth (0 where none was seen)
         self.table: dict[Expr, np.ndarray] = {}
+        #: expression -> the most steps any of its samples was fitted for (its row beyond that
+        #: is only carried over from fewer steps, never looked at)
+        self.horizon: dict[Expr, int] = {}
 
     def merge(self, samples: list[Sample]) -> list[Sample]:
         """Record ``samples``' targets; the samples again, each with the best targets known for it."""
@@ -103,7 +106,31 @@ class BestTargets:
                 t = min(t, self.depth)
                 if target > row[t]:
                     row[t:] = np.maximum(row[t:], target)
+            self.horizon[s.expr] = max(self.horizon.get(s.expr, 0), min(s.steps_left, self.depth))
         return [self._best(s) for s in samples]
+
+    def underestimated(self, value: ValueFunction, exclude: set[Expr], limit: int) -> list[Sample]:
+        """Up to ``limit`` remembered states, not in ``exclude``, whose best known targets ``value``
+        falls furthest below, as samples of every column up to their horizon.
+
+        A target is a cost reduction a search reached, so a value below it is wrong for sure; a
+        state that later searches no longer visit is never fitted again otherwise, and the network
+        forgets the way to it (prioritised replay, with the value gap as the priority).
+        """
+        exprs = [e for e in self.table if e not in exclude]
+        if not exprs or limit <= 0:
+            return []
+        rows = np.stack([self.table[e] for e in exprs])
+        horizons = np.array([self.horizon.get(e, self.depth) for e in exprs])
+        looked = np.arange(self.depth + 1)[None, :] <= horizons[:, None]
+        looked[:, 0] = False
+        gaps = np.where(looked, rows - value.values(exprs, self.depth), -np.inf).max(axis=1)
+        order = np.argsort(-gaps, kind="stable")[:limit]
+        return [self._row_sample(exprs[i]) for i in order if gaps[i] > 0]
+
+    def _row_sample(self, e: Expr) -> Sample:
+        h, row = self.horizon.get(e, self.depth), self.table[e]
+        return Sample(e, h, float(row[h]), tuple(float(x) for x in row[1:h]))
 
     def _best(self, s: Sample) -> Sample:
         row = self.table[s.expr]
@@ -171,6 +198,7 @@ class Trainer:
             "history": self.history,
             "replay": self.replay,
             "best_targets": self.best.table,
+            "best_horizons": self.best.horizon,
             "data": {
                 "train": [t.name for t in self.train_set],
                 "test": [t.name for t in self.test_set],
@@ -204,6 +232,7 @@ class Trainer:
         self.history = state["history"]
         self.replay = state["replay"]
         self.best.table = state.get("best_targets", {})
+        self.best.horizon = state.get("best_horizons", {})
 
     def resume(self) -> bool:
         path = self.out / CHECKPOINT
@@ -253,8 +282,14 @@ class Trainer:
         if cfg.training.best_targets:
             samples = self.best.merge(samples)
         self.replay = [*self.replay, samples][-cfg.training.replay_epochs :]
+        fit_set = [s for epoch in self.replay for s in epoch]
+        replayed: list[Sample] = []
+        if cfg.training.replay_best:
+            self._report("replay", 0, 1)
+            fitted = {s.expr for s in fit_set}
+            replayed = self.best.underestimated(self.value_function(), fitted, cfg.training.replay_best)
         self._report("fit", 0, 1)
-        loss = self.fitter.fit([s for epoch in self.replay for s in epoch], cfg.training.fit_passes, self.rng)
+        loss = self.fitter.fit(fit_set + replayed, cfg.training.fit_passes, self.rng)
         metrics: dict[str, Any] = {
             "epoch": self.epoch + 1,
             "loss": loss,
@@ -262,6 +297,8 @@ class Trainer:
             "train_exprs": [self.train_set[i].name for i in chosen],
             "train_evaluations": evaluations,
         }
+        if cfg.training.replay_best:
+            metrics["replayed"] = len(replayed)
         last = self.epoch + 1 == cfg.training.epochs
         if (self.epoch + 1) % cfg.training.eval_every == 0 or last:
             sets = [("test", self.test_set)]

@@ -77,7 +77,7 @@ def test_best_targets_merge_every_column() -> None:
 
 
 def test_config_names_an_unknown_scheme() -> None:
-    with pytest.raises(KsUsageError, match="training.targets: 'all' is not one of reached, explored"):
+    with pytest.raises(KsUsageError, match=r"training.targets: 'all' is not one of reached, explored"):
         load_config("configs/bootstrap.yaml", ["training.targets=all"])
 
 
@@ -87,3 +87,47 @@ def test_training_with_explored_targets(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = metrics(out)
     assert len(rows) == 2 and all(r["samples"] > 0 for r in rows)
+
+
+class FixedValue:
+    """A value function that estimates ``per_step * t`` for every expression."""
+
+    def __init__(self, per_step: dict[object, float]) -> None:
+        self.per_step = per_step
+
+    def values(self, exprs, depth):  # type: ignore[no-untyped-def]
+        return np.array([[self.per_step[e] * t for t in range(depth + 1)] for e in exprs])
+
+
+def test_replay_picks_the_remembered_states_the_network_underestimates_most() -> None:
+    C = parse_expr("(sub x 3.0)")[0]
+    best = BestTargets(depth=4)
+    best.merge([Sample(A, 2, 2.0, (1.0,)), Sample(B, 3, 3.0, (0.0, 0.0)), Sample(C, 1, 0.5)])
+    # A: known 1, 2 within 1, 2 steps; estimated 0.5 a step: gap 1.0 (at t = 2, not beyond its horizon)
+    # B: known 0, 0, 3; estimated 1.2 a step: gap -0.6 (over-estimates: nothing to replay)
+    # C: known 0.5; estimated 0.2: gap 0.3
+    value = FixedValue({A: 0.5, B: 1.2, C: 0.2})
+    assert best.underestimated(value, set(), 5) == [Sample(A, 2, 2.0, (1.0,)), Sample(C, 1, 0.5)]
+    assert best.underestimated(value, set(), 1) == [Sample(A, 2, 2.0, (1.0,))]
+    assert best.underestimated(value, {A}, 5) == [Sample(C, 1, 0.5)]
+    assert best.underestimated(value, set(), 0) == []
+
+
+def test_replay_best_needs_best_targets() -> None:
+    with pytest.raises(KsUsageError, match=r"training.replay_best: needs training.best_targets"):
+        load_config("configs/bootstrap.yaml", ["training.replay_best=10"])
+    with pytest.raises(KsUsageError, match=r"training.replay_best: must be at least 0"):
+        load_config("configs/bootstrap.yaml", ["training.replay_best=-1", "training.best_targets=true"])
+
+
+def test_training_with_replayed_best_targets_resumes_identically(tmp_path: Path) -> None:
+    extra = ("--set", "training.targets=explored", "--set", "training.best_targets=true")
+    extra += ("--set", "training.replay_best=50")
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    assert run(train_cmd(whole, *extra)).returncode == 0
+    assert run(train_cmd(split, *extra, "--set", "training.epochs=1")).returncode == 0
+    done = run(train_cmd(split, *extra, "--resume"))
+    assert done.returncode == 0, done.stderr
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in metrics(whole)]
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in metrics(split)] == strip
+    assert metrics(whole)[1]["replayed"] > 0

@@ -115,7 +115,7 @@ def test_replay_picks_the_remembered_states_the_network_underestimates_most() ->
 
 def test_replay_best_needs_best_targets() -> None:
     with pytest.raises(KsUsageError, match=r"training.replay_best: needs training.best_targets"):
-        load_config("configs/bootstrap.yaml", ["training.replay_best=10"])
+        load_config("configs/bootstrap.yaml", ["training.replay_best=10", "training.best_targets=false"])
     with pytest.raises(KsUsageError, match=r"training.replay_best: must be at least 0"):
         load_config("configs/bootstrap.yaml", ["training.replay_best=-1", "training.best_targets=true"])
 

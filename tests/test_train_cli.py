@@ -157,13 +157,13 @@ def test_a_checkpoint_from_before_a_config_key_existed_resumes_with_its_default(
 ) -> None:
     out = copy_of(first_run, tmp_path)
     state = torch.load(out / "checkpoint.pt", weights_only=False)
-    del state["config"]["search"]["precision"]  # as written before search.precision was added
+    del state["config"]["training"]["replay_best"]  # as written before training.replay_best was added
     torch.save(state, out / "checkpoint.pt")
     done = run(train_cmd(out, "--resume", "--set", "training.epochs=3"))
     assert done.returncode == 0, done.stderr
     assert [m["epoch"] for m in metrics(out)] == [1, 2, 3]
-    done = run(train_cmd(out, "--resume", "--set", "training.epochs=4", "--set", "search.precision=bfloat16"))
-    assert_one_line_error(done, "different config", "search.precision")
+    done = run(train_cmd(out, "--resume", "--set", "training.epochs=4", "--set", "training.replay_best=5"))
+    assert_one_line_error(done, "different config", "training.replay_best")
 
 
 def test_training_with_bfloat16_searches(tmp_path: Path) -> None:

@@ -104,12 +104,15 @@ def runs_folder(exp: CurveExperiment, quick: bool, out: Path | None = None) -> P
 
 
 # -- running -----------------------------------------------------------------------------------------
-def run(exp: CurveExperiment, quick: bool, quiet: bool, out: Path | None = None, train: bool = True) -> Path:
+def run(
+    exp: CurveExperiment, quick: bool, quiet: bool, out: Path | None = None, train: bool = True, jobs: int = 1
+) -> Path:
     """Measure everything the results file does not have yet; returns the results file.
 
     ``out``: a folder for the results file and the training runs instead of the usual places.
     ``train=False``: record what the training runs have done so far without training further
-    (for committing partial curves while a run goes on elsewhere).
+    (for committing partial curves while a run goes on elsewhere).  ``jobs``: training runs to
+    carry out at once (each is a train.py process with one thread).
     """
     from gnn.config import load_config
     from gnn.data import load_targets
@@ -128,9 +131,12 @@ def run(exp: CurveExperiment, quick: bool, quiet: bool, out: Path | None = None,
                     costs = _search_all(config, targets, baseline.search, budget, None, seed)
                     results.add(_row("baseline", baseline.name, seed, None, budget, costs))
                     _say(quiet, f"{exp.figure}: {baseline.name} (budget {budget}, seed {seed}): {sum(costs):g}")
+    runs = runs_folder(exp, quick, out)
+    if train and jobs > 1:
+        _train_in_parallel(exp, runs, quiet, jobs)
     for agent in exp.agents:
         for seed in range(exp.repetitions):
-            _train_agent(exp, config, targets, results, agent, seed, runs_folder(exp, quick, out), quiet, train)
+            _train_agent(exp, config, targets, results, agent, seed, runs, quiet, train)
     _say(quiet, f"{exp.figure}: done in {time.perf_counter() - started:.0f} s; results in {results.path}")
     return results.path
 
@@ -163,13 +169,7 @@ def _train_agent(
 
     first = exp.budgets[0]
     out = runs / f"{agent.run_name}_seed{seed}"
-    overrides = [
-        *exp.overrides,
-        *agent.overrides,
-        f"training.seed={seed}",
-        "training.keep_weights=true",
-        f"search.test_budget={first}",
-    ]
+    overrides = _train_overrides(exp, agent, seed)
     if train:
         _say(quiet, f"{exp.figure}: training {agent.run_name}, seed {seed} in {out}")
         metrics = run_train(exp.config, out, overrides, quiet=quiet)
@@ -199,6 +199,33 @@ def _train_agent(
             costs = _search_all(trained, targets, search, budget, weights_path(out, epoch), seed)
             results.add(_row("agent", agent.name, seed, epoch, budget, costs))
             _say(quiet, f"{exp.figure}: {agent.name} seed {seed} epoch {epoch} at budget {budget}: {sum(costs):g}")
+
+
+def _train_overrides(exp: CurveExperiment, agent: Agent, seed: int) -> list[str]:
+    """train.py --set overrides of one agent's run for one seed."""
+    return [
+        *exp.overrides,
+        *agent.overrides,
+        f"training.seed={seed}",
+        "training.keep_weights=true",
+        f"search.test_budget={exp.budgets[0]}",
+    ]
+
+
+def _train_in_parallel(exp: CurveExperiment, runs: Path, quiet: bool, jobs: int) -> None:
+    """Carry every training run of ``exp`` to its last epoch, ``jobs`` train.py processes at once
+    (agents that share a run, as fig9's, train it once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo: dict[Path, list[str]] = {}
+    for agent in exp.agents:
+        for seed in range(exp.repetitions):
+            todo.setdefault(runs / f"{agent.run_name}_seed{seed}", _train_overrides(exp, agent, seed))
+    _say(quiet, f"{exp.figure}: training {len(todo)} runs, {jobs} at a time")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        done = [pool.submit(run_train, exp.config, out, overrides, True) for out, overrides in todo.items()]
+        for future in done:
+            future.result()  # a failed run ends the experiment with train.py's one-line error
 
 
 def _search_all(
@@ -262,13 +289,23 @@ def run_main(exp: CurveExperiment, argv: list[str] | None = None) -> None:
         action="store_true",
         help="record what the training runs have done so far, without training further",
     )
+    ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one thread each (1)")
     args = ap.parse_args(argv)
     if args.repetitions < 1:
         ap.error("--repetitions must be at least 1")
+    if args.jobs < 1:
+        ap.error("--jobs must be at least 1")
     from knossos.errors import KsError
 
     try:
-        run(dataclasses.replace(exp, repetitions=args.repetitions), args.quick, args.quiet, args.out, not args.no_train)
+        run(
+            dataclasses.replace(exp, repetitions=args.repetitions),
+            args.quick,
+            args.quiet,
+            args.out,
+            not args.no_train,
+            args.jobs,
+        )
     except KsError as err:
         raise SystemExit(str(err)) from None
     except KeyboardInterrupt:

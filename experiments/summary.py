@@ -11,6 +11,7 @@ README's tables are what this module makes of the results, so the numbers there 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import statistics
@@ -100,7 +101,7 @@ def walltime_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-TABLES: dict[str, Callable[[], str]] = {figure: (lambda f=figure: curve_table(f)) for figure in CURVES}
+TABLES: dict[str, Callable[[], str]] = {figure: functools.partial(curve_table, figure) for figure in CURVES}
 TABLES["fig7_walltime"] = walltime_table
 
 

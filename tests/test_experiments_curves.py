@@ -78,3 +78,22 @@ def test_plot_without_results_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0
     assert "plot.py: error: no results file" in done.stderr
+
+
+def test_parallel_training_gives_the_same_results(tmp_path: Path) -> None:
+    """--jobs 2 trains fig9's two shared runs (A* and MCTS) at once; the rows equal a sequential run's."""
+    key = ("kind", "agent", "seed", "epoch", "budget", "total")
+    rows = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"jobs{jobs}"
+        done = script("fig9_search", "run.py", "--quick", "--quiet", "--out", str(out), "--jobs", jobs)
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in (out / "runs").iterdir()) == ["ggnn_seed0", "mcts_seed0"]
+        lines = (out / "results.jsonl").read_text().splitlines()
+        rows[jobs] = sorted(tuple(json.loads(line)[k] for k in key) for line in lines)
+    assert rows["1"] == rows["2"] and len(rows["1"]) >= 4
+
+
+def test_jobs_must_be_positive() -> None:
+    done = script("fig9_search", "run.py", "--quick", "--jobs", "0")
+    assert done.returncode == 2 and "--jobs must be at least 1" in done.stderr

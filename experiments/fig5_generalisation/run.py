@@ -1,6 +1,6 @@
 """Run fig5_generalisation (resumable: a rerun carries on where an interrupted one stopped).
 
-Run:  python experiments/fig5_generalisation/run.py [--quick] [--repetitions N] [--quiet]
+Run:  python experiments/fig5_generalisation/run.py [--quick] [--repetitions N] [--jobs N] [--quiet] [--no-train]
 """
 
 import sys

@@ -1,6 +1,6 @@
 """Run fig6_blas (resumable: a rerun carries on where an interrupted one stopped).
 
-Run:  python experiments/fig6_blas/run.py [--quick] [--repetitions N] [--quiet]
+Run:  python experiments/fig6_blas/run.py [--quick] [--repetitions N] [--jobs N] [--quiet] [--no-train]
 """
 
 import sys

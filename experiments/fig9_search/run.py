@@ -1,6 +1,6 @@
 """Run fig9_search (resumable: a rerun carries on where an interrupted one stopped).
 
-Run:  python experiments/fig9_search/run.py [--quick] [--repetitions N] [--quiet]
+Run:  python experiments/fig9_search/run.py [--quick] [--repetitions N] [--jobs N] [--quiet] [--no-train]
 """
 
 import sys

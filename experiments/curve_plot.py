@@ -50,7 +50,12 @@ def plot(exp: CurveExperiment, rows: list[dict[str, Any]], out: Path) -> None:
             seeds = len({r["seed"] for r in mine})
             colour = colours[i % len(colours)]
             ax.plot(
-                xs, median, marker="o", markersize=3, color=colour, label=f"{labels.get(name, name)} ({seeds} seeds)"
+                xs,
+                median,
+                marker="o",
+                markersize=3,
+                color=colour,
+                label=f"{labels.get(name, name)} ({seeds} seed{'s' if seeds != 1 else ''})",
             )
             ax.fill_between(xs, low, high, color=colour, alpha=0.2)
         for j, name in enumerate(dict.fromkeys(r["agent"] for r in rows if r["kind"] == "baseline")):

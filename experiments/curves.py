@@ -132,11 +132,12 @@ def run(
                     results.add(_row("baseline", baseline.name, seed, None, budget, costs))
                     _say(quiet, f"{exp.figure}: {baseline.name} (budget {budget}, seed {seed}): {sum(costs):g}")
     runs = runs_folder(exp, quick, out)
-    if train and jobs > 1:
+    in_parallel = train and jobs > 1
+    if in_parallel:
         _train_in_parallel(exp, runs, quiet, jobs)
     for agent in exp.agents:
-        for seed in range(exp.repetitions):
-            _train_agent(exp, config, targets, results, agent, seed, runs, quiet, train)
+        for seed in range(exp.repetitions):  # after training in parallel, only what the runs hold
+            _train_agent(exp, config, targets, results, agent, seed, runs, quiet, train and not in_parallel)
     _say(quiet, f"{exp.figure}: done in {time.perf_counter() - started:.0f} s; results in {results.path}")
     return results.path
 

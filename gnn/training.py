@@ -107,7 +107,7 @@ class BestTargets:
                 if target > row[t]:
                     row[t:] = np.maximum(row[t:], target)
             self.horizon[s.expr] = max(self.horizon.get(s.expr, 0), min(s.steps_left, self.depth))
-        return [self._best(s) for s in samples]
+        return [self._best(s.expr, s.steps_left, len(s.shorter)) for s in samples]
 
     def underestimated(self, value: ValueFunction, exclude: set[Expr], limit: int) -> list[Sample]:
         """Up to ``limit`` remembered states, not in ``exclude``, whose best known targets ``value``
@@ -126,16 +126,18 @@ class BestTargets:
         looked[:, 0] = False
         gaps = np.where(looked, rows - value.values(exprs, self.depth), -np.inf).max(axis=1)
         order = np.argsort(-gaps, kind="stable")[:limit]
-        return [self._row_sample(exprs[i]) for i in order if gaps[i] > 0]
+        horizon = [self.horizon.get(exprs[i], self.depth) for i in order]
+        return [self._best(exprs[i], h, h - 1) for i, h in zip(order, horizon, strict=True) if gaps[i] > 0]
 
-    def _row_sample(self, e: Expr) -> Sample:
-        h, row = self.horizon.get(e, self.depth), self.table[e]
-        return Sample(e, h, float(row[h]), tuple(float(x) for x in row[1:h]))
-
-    def _best(self, s: Sample) -> Sample:
-        row = self.table[s.expr]
-        shorter = tuple(float(row[min(t, self.depth)]) for t in range(1, len(s.shorter) + 1))
-        return Sample(s.expr, s.steps_left, float(row[min(s.steps_left, self.depth)]), shorter)
+    def _best(self, e: Expr, steps_left: int, shorter: int) -> Sample:
+        """A sample of ``e``'s best known targets for ``steps_left`` and for 1 .. ``shorter`` steps."""
+        row = self.table[e]
+        return Sample(
+            e,
+            steps_left,
+            float(row[min(steps_left, self.depth)]),
+            tuple(float(row[min(t, self.depth)]) for t in range(1, shorter + 1)),
+        )
 
 
 #: Which states a search's targets are fitted for (config ``training.targets``).

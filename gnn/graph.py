@@ -17,14 +17,17 @@ type   name                        from -> to
 Positions count every child, so a binder's bound variable has its own position (``let``: the
 variable 0, the value 1, the body 2; ``build``: the size 0, the index variable 1, the body 2).
 
-*Is-identical* edges join the occurrences of one subexpression, where "one subexpression" is
-identity of the interned :class:`~knossos.expr.Expr` objects (``is``), i.e. alpha-equivalence.  The
-occurrences of each subexpression are joined as a chain in pre-order (occurrence ``k`` with
-occurrence ``k + 1``, an edge in each direction) rather than as a clique, so the number of edges
-stays linear in the expression's size.  Leaves are included: identical variable occurrences are
-what links a ``let``'s binding occurrence with its uses (``(let (a e) (mul a a))`` chains the three
-``a``).  Identity knows no scopes, so occurrences of one name under different binders (or free and
-bound) are linked too, as are equal constants.
+*Is-identical* edges join the occurrences of one subexpression *in context*: the same interned
+:class:`~knossos.expr.Expr` object (alpha-equivalence) whose free variables are bound by the same
+binders of the whole expression (or are free in it).  The occurrences of each subexpression are
+joined as a chain in pre-order (occurrence ``k`` with occurrence ``k + 1``, an edge in each
+direction) rather than as a clique, so the number of edges stays linear in the expression's size.
+Leaves are included: identical variable occurrences are what links a binder's binding occurrence
+with its uses (``(let (a e) (mul a a))`` chains the three ``a``), and equal constants are linked
+too.  Names play no part: binders are interned modulo alpha, so the names inside a node are those
+of whichever alpha-variant the process built first, and a graph that linked occurrences of one
+name under different binders would depend on the process's history (so would the value network's
+output, and a resumed training run would not repeat an uninterrupted one).
 
 Node features are an integer node type (:data:`NODE_TYPE_INDEX`: one per :class:`~knossos.ops.Op`,
 ``NUM_NODE_TYPES`` in all; the model one-hots or embeds it) and a float value: ``sign(v) *
@@ -51,7 +54,7 @@ import numpy.typing as npt
 import torch
 
 from knossos.expr import Expr, preorder
-from knossos.ops import Op
+from knossos.ops import BINDERS, Op
 
 # -- node types ------------------------------------------------------------------------------------
 #: The node type index of each op (its position in :class:`~knossos.ops.Op`).
@@ -63,6 +66,8 @@ for _op, _index in NODE_TYPE_INDEX.items():
     _OP_VALUE_TO_INDEX[int(_op)] = _index
 _CONST_OP: Final = int(Op.CONST)
 _get_op: Final = attrgetter("op")
+_IS_BINDER: Final = np.zeros(max(int(op) for op in Op) + 1, dtype=bool)  # by op value
+_IS_BINDER[[int(op) for op in BINDERS]] = True
 
 # -- edge types ------------------------------------------------------------------------------------
 #: Tree edge types per direction: positions 0, 1 and 2 have one each, positions from 3 on share the last.
@@ -116,13 +121,56 @@ def squash(value: bool | int | float) -> float:
     return m if value >= 0 else -m
 
 
+def _occurrence_groups(nodes: list[Expr], ops: IntArray) -> IntArray:
+    """A number per node (in pre-order), equal exactly for occurrences of one subexpression in context.
+
+    The key of an occurrence is its node object and, for each of its free variables, the pre-order
+    number of the binder that binds it there (-1 where it is free in the whole expression); a
+    binder's binding occurrence counts as bound by that binder.  One pass with a scoped symbol
+    table: a binder's scope is its last child, an interval of pre-order numbers.
+    """
+    binders = set(np.flatnonzero(_IS_BINDER[ops]).tolist())
+    if not binders:  # nothing is bound: the node objects alone
+        return np.fromiter(map(id, nodes), dtype=np.uint64, count=len(nodes)).astype(np.int64)
+    groups = np.empty(len(nodes), dtype=np.int64)
+    numbers: dict[object, int] = {}
+    in_scope: dict[str, list[int]] = {}  # name -> the binders in scope that bind it, innermost last
+    open_scopes: list[tuple[int, str]] = []  # (end of the scope, name), innermost last
+    starting: dict[int, list[tuple[int, str, int]]] = {}  # scope start -> (end, name, binder)
+    binding_occurrence: dict[int, int] = {}  # node number of a bound variable -> its binder
+    for i, node in enumerate(nodes):
+        while open_scopes and open_scopes[-1][0] <= i:
+            in_scope[open_scopes.pop()[1]].pop()
+        if starting and i in starting:
+            for end, name, binder in starting.pop(i):
+                open_scopes.append((end, name))
+                in_scope.setdefault(name, []).append(binder)
+        key: object = id(node)  # closed, or free in the whole expression: the node alone
+        if binding_occurrence and i in binding_occurrence:
+            key = (key, binding_occurrence.pop(i))
+        elif open_scopes and node.free:
+            # the same node has the same frozenset, so its iteration order is the same at every occurrence
+            bound_by = tuple(in_scope[v][-1] if in_scope.get(v) else -1 for v in node.free)
+            if any(b >= 0 for b in bound_by):
+                key = (key, *bound_by)
+        groups[i] = numbers.setdefault(key, len(numbers))
+        if i in binders:
+            var_index, scope_index = BINDERS[node.op]
+            assert scope_index == len(node.args) - 1, "a binder's scope is its last child"
+            var_start = i + 1 + sum(a.size for a in node.args[:var_index])
+            binding_occurrence[var_start] = i
+            end = i + node.size
+            starting.setdefault(end - node.args[scope_index].size, []).append((end, node.args[var_index].data, i))
+    return groups
+
+
 def _build(root: Expr) -> ExprGraph:
     """The graph of ``root``: one iterative pre-order pass, then numpy."""
     n = root.size
     nodes = list(preorder(root))
     assert len(nodes) == n, "an expression's size must count its nodes"
     ops = np.fromiter(map(_get_op, nodes), dtype=np.int64, count=n)
-    keys = np.fromiter(map(id, nodes), dtype=np.uint64, count=n)  # the node objects, to find identical ones
+    keys = _occurrence_groups(nodes, ops)
     # parent and argument position of each node (node 0's stay 0 and are left out below); the
     # children of node i are numbered i + 1, then on by the sizes of their elder siblings
     parent = [0] * n
@@ -147,9 +195,9 @@ def _build(root: Expr) -> ExprGraph:
     par_of = np.array(parent, dtype=np.int64)[1:]
     slot = np.minimum(np.array(position, dtype=np.int64)[1:], NUM_POSITIONS - 1)
 
-    # is-identical chains: a stable sort by object groups the occurrences of each subexpression in
-    # pre-order; neighbours in a group are consecutive occurrences.  Sorting the pairs by their first
-    # node (unique: each occurrence has at most one next) makes the order independent of id().
+    # is-identical chains: a stable sort by group number groups the occurrences of each subexpression
+    # in pre-order; neighbours in a group are consecutive occurrences.  Sorting the pairs by their
+    # first node (unique: each occurrence has at most one next) fixes the edges' order.
     order = np.argsort(keys, kind="stable")
     same = keys[order[1:]] == keys[order[:-1]]
     first, second = order[:-1][same], order[1:][same]

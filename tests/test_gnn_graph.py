@@ -26,7 +26,7 @@ from gnn.graph import (
 )
 from knossos import expr as E
 from knossos.expr import Expr, node_at, preorder
-from knossos.ops import Op
+from knossos.ops import BINDERS, Op
 from knossos.parser import parse_expr, parse_program, read_source
 from knossos.types import FLOAT
 
@@ -47,25 +47,31 @@ def edges(g: ExprGraph, *types: int) -> set[tuple[int, int, int]]:
 
 
 def reference_graph(root: Expr) -> tuple[list[int], set[tuple[int, int, int]]]:
-    """Node types and edges computed the obvious way (explicit stack, dict of occurrences)."""
+    """Node types and edges computed the obvious way (explicit stack with each node's scope as a dict,
+    dict of occurrences keyed by the node and the binders of its free variables)."""
     node_types: list[int] = []
     found: set[tuple[int, int, int]] = set()
-    last: dict[int, int] = {}
-    stack: list[tuple[Expr, int, int]] = [(root, -1, 0)]
+    last: dict[tuple[int, tuple[tuple[str, int], ...]], int] = {}
+    stack: list[tuple[Expr, int, int, dict[str, int]]] = [(root, -1, 0, {})]
     while stack:
-        node, parent, position = stack.pop()
+        node, parent, position, scope = stack.pop()
         i = len(node_types)
         node_types.append(NODE_TYPE_INDEX[node.op])
         if parent >= 0:
             p = min(position, 3)
             found.add((parent, i, TO_CHILD + p))
             found.add((i, parent, TO_PARENT + p))
-        previous = last.get(id(node))
+        key = (id(node), tuple(sorted((v, scope.get(v, -1)) for v in node.free)))
+        previous = last.get(key)
         if previous is not None:
             found.add((previous, i, IDENTICAL))
             found.add((i, previous, IDENTICAL))
-        last[id(node)] = i
-        stack.extend((a, i, k) for k, a in reversed(list(enumerate(node.args))))
+        last[key] = i
+        inner = dict(scope)
+        if node.op in BINDERS:
+            inner[node.args[BINDERS[node.op][0]].data] = i
+        scopes = [inner if node.op in BINDERS and k in BINDERS[node.op] else scope for k in range(len(node.args))]
+        stack.extend((a, i, k, scopes[k]) for k, a in reversed(list(enumerate(node.args))))
     return node_types, found
 
 
@@ -109,6 +115,45 @@ def test_identical_occurrences_form_a_chain() -> None:
     g = expr_graph(px("(add (add x x) (mul x 2.0))"))
     # 0 add, 1 add, 2 x, 3 x, 4 mul, 5 x, 6 2.0
     assert edges(g, IDENTICAL) == {(2, 3, 8), (3, 2, 8), (3, 5, 8), (5, 3, 8)}
+
+
+def test_identical_means_the_same_binders_not_the_same_names() -> None:
+    # the free x and the x bound by the inner let are different variables; the let's two x are one
+    g = expr_graph(px("(add (let (x 1.0) (mul x x)) x)"))
+    # 0 add, 1 let, 2 x, 3 1.0, 4 mul, 5 x, 6 x, 7 x
+    assert edges(g, IDENTICAL) == {(2, 5, 8), (5, 2, 8), (5, 6, 8), (6, 5, 8)}
+    # shadowing: the inner use of y is the inner binder's, the outer use the outer one's
+    g = expr_graph(px("(let (y 2.0) (add y (let (y 3.0) y)))"))
+    # 0 let, 1 y, 2 2.0, 3 add, 4 y, 5 let, 6 y, 7 3.0, 8 y
+    assert edges(g, IDENTICAL) == {(1, 4, 8), (4, 1, 8), (6, 8, 8), (8, 6, 8)}
+    # an open subexpression is one only where its free variables are bound by the same binders
+    e = px("(tuple (let (a 1.0) (add a 1.0)) (let (b 1.0) (add b 1.0)))")
+    adds = [i for i, n in enumerate(preorder(e)) if n.op is Op.ADD]
+    assert len(adds) == 2 and node_at(e, adds[0]) is node_at(e, adds[1])  # one node, named alike
+    linked = {(s, d) for s, d, _ in edges(expr_graph(e), IDENTICAL)}
+    assert (adds[0], adds[1]) not in linked
+    # (the two lets themselves are closed and alpha-equivalent: one subexpression)
+    assert (1, 1 + node_at(e, 1).size) in linked
+
+
+def test_graph_does_not_depend_on_which_alpha_variant_was_built_first() -> None:
+    # binders are interned modulo alpha: after (let (b 1.0) b) exists, parsing (let (a 1.0) a) returns
+    # that node, named b.  The graph of the whole expression must come out the same either way.
+    clear_graph_cache()
+    text = "(add (let (a 1.0) (mul a x)) (let (x 2.0) (mul x x)))"
+    fresh = expr_graph(px(text))
+    clear_graph_cache()
+    keep = [px("(let (x 1.0) (mul x x))"), px("(let (a 2.0) (mul a a))")]
+    renamed = px(text)
+    assert str(renamed) != text  # the interned variants' names were used
+    again = expr_graph(renamed)
+    for a, b in zip(
+        (fresh.node_type, fresh.node_value, fresh.edge_index, fresh.edge_type),
+        (again.node_type, again.node_value, again.edge_index, again.edge_type),
+        strict=True,
+    ):
+        assert np.array_equal(a, b)
+    assert keep
 
 
 def test_positions_from_three_share_an_edge_type() -> None:

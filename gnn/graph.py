@@ -121,46 +121,45 @@ def squash(value: bool | int | float) -> float:
     return m if value >= 0 else -m
 
 
-def _occurrence_groups(nodes: list[Expr], ops: IntArray) -> IntArray:
+def _occurrence_groups(nodes: list[Expr], ops: IntArray, parent: list[int], position: list[int]) -> IntArray:
     """A number per node (in pre-order), equal exactly for occurrences of one subexpression in context.
 
     The key of an occurrence is its node object and, for each of its free variables, the pre-order
     number of the binder that binds it there (-1 where it is free in the whole expression); a
     binder's binding occurrence counts as bound by that binder.  One pass with a scoped symbol
-    table: a binder's scope is its last child, an interval of pre-order numbers.
+    table; a scope is its node's interval of pre-order numbers.  ``parent`` and ``position`` are
+    each node's parent and argument position (as :func:`_build` has them).
     """
-    binders = set(np.flatnonzero(_IS_BINDER[ops]).tolist())
-    if not binders:  # nothing is bound: the node objects alone
+    is_binder = _IS_BINDER[ops]
+    if not is_binder.any():  # nothing is bound: the node objects alone
         return np.fromiter(map(id, nodes), dtype=np.uint64, count=len(nodes)).astype(np.int64)
+    binder_at = is_binder.tolist()
     groups = np.empty(len(nodes), dtype=np.int64)
     numbers: dict[object, int] = {}
     in_scope: dict[str, list[int]] = {}  # name -> the binders in scope that bind it, innermost last
     open_scopes: list[tuple[int, str]] = []  # (end of the scope, name), innermost last
-    starting: dict[int, list[tuple[int, str, int]]] = {}  # scope start -> (end, name, binder)
-    binding_occurrence: dict[int, int] = {}  # node number of a bound variable -> its binder
     for i, node in enumerate(nodes):
         while open_scopes and open_scopes[-1][0] <= i:
             in_scope[open_scopes.pop()[1]].pop()
-        if starting and i in starting:
-            for end, name, binder in starting.pop(i):
-                open_scopes.append((end, name))
-                in_scope.setdefault(name, []).append(binder)
+        binding = -1  # the binder whose binding occurrence this node is
+        p = parent[i]
+        if i and binder_at[p]:
+            var_index, scope_index = BINDERS[nodes[p].op]
+            if position[i] == var_index:
+                binding = p
+            elif position[i] == scope_index:
+                name = nodes[p].args[var_index].data
+                open_scopes.append((i + node.size, name))
+                in_scope.setdefault(name, []).append(p)
         key: object = id(node)  # closed, or free in the whole expression: the node alone
-        if binding_occurrence and i in binding_occurrence:
-            key = (key, binding_occurrence.pop(i))
+        if binding >= 0:
+            key = (key, binding)
         elif open_scopes and node.free:
             # the same node has the same frozenset, so its iteration order is the same at every occurrence
             bound_by = tuple(in_scope[v][-1] if in_scope.get(v) else -1 for v in node.free)
             if any(b >= 0 for b in bound_by):
                 key = (key, *bound_by)
         groups[i] = numbers.setdefault(key, len(numbers))
-        if i in binders:
-            var_index, scope_index = BINDERS[node.op]
-            assert scope_index == len(node.args) - 1, "a binder's scope is its last child"
-            var_start = i + 1 + sum(a.size for a in node.args[:var_index])
-            binding_occurrence[var_start] = i
-            end = i + node.size
-            starting.setdefault(end - node.args[scope_index].size, []).append((end, node.args[var_index].data, i))
     return groups
 
 
@@ -170,7 +169,6 @@ def _build(root: Expr) -> ExprGraph:
     nodes = list(preorder(root))
     assert len(nodes) == n, "an expression's size must count its nodes"
     ops = np.fromiter(map(_get_op, nodes), dtype=np.int64, count=n)
-    keys = _occurrence_groups(nodes, ops)
     # parent and argument position of each node (node 0's stay 0 and are left out below); the
     # children of node i are numbered i + 1, then on by the sizes of their elder siblings
     parent = [0] * n
@@ -183,6 +181,7 @@ def _build(root: Expr) -> ExprGraph:
                 parent[c] = i
                 position[c] = k
                 c += a.size
+    keys = _occurrence_groups(nodes, ops, parent, position)
 
     node_type = _OP_VALUE_TO_INDEX[ops]
     node_value = np.zeros(n, dtype=np.float32)

@@ -143,7 +143,7 @@ def test_graph_does_not_depend_on_which_alpha_variant_was_built_first() -> None:
     text = "(add (let (a 1.0) (mul a x)) (let (x 2.0) (mul x x)))"
     fresh = expr_graph(px(text))
     clear_graph_cache()
-    keep = [px("(let (x 1.0) (mul x x))"), px("(let (a 2.0) (mul a a))")]
+    keep = [px("(let (x 1.0) (mul x x))"), px("(let (a 2.0) (mul a a))")]  # alive until the end
     renamed = px(text)
     assert str(renamed) != text  # the interned variants' names were used
     again = expr_graph(renamed)
@@ -153,7 +153,7 @@ def test_graph_does_not_depend_on_which_alpha_variant_was_built_first() -> None:
         strict=True,
     ):
         assert np.array_equal(a, b)
-    assert keep
+    del keep
 
 
 def test_positions_from_three_share_an_edge_type() -> None:

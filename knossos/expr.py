@@ -196,11 +196,14 @@ class _Fresh(Expr):
 
     Setting nine slots through ``object.__setattr__`` costs several times more than plain stores;
     a node is built as a ``_Fresh``, filled, and then becomes an ``Expr`` (same layout, so CPython
-    allows the class change).
+    allows the class change).  Both hooks are reset: setting and deleting share one C slot, so a
+    Python ``__delattr__`` left over from Expr would send every store through a method lookup
+    (five times slower).
     """
 
     __slots__ = ()
     __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__  # type: ignore[assignment]
 
 
 def _new(
@@ -709,7 +712,7 @@ def _rebuild_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:
                     position = ((position[0] + a * dp + b * dn) % _PRIME, (position[1] + dn) % _PRIME)
             found = _intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
         if deltas:
-            r, sh = _edge(op, i)
+            r, sh = _edges.get((op, i)) or _edge(op, i)
             a, b = r * a % _PRIME, (r * b + sh) % _PRIME
         old, new = parent, found
     return new

@@ -12,7 +12,7 @@ from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
 from rules.rule import Rewrite, Rule, Site, can_leave_parent, not_free, rule, with_child
-from rules.substitution import binders_on_path, fresh_name, names_in, replace_occurrence, substitute
+from rules.substitution import fresh_name, names_in, replace_occurrence, substitute
 
 
 class InlineLet(Rule):
@@ -47,10 +47,7 @@ class InlineLet(Rule):
         value = let_node.args[1]
         body = let_node.args[2]
         # the occurrence's number inside the body; binders on the way that capture `value` are renamed
-        if (
-            let_node.args[0].data not in value.free
-            and not binders_on_path(site.root, site.number, let_number) & value.free
-        ):
+        if let_node.args[0].data not in value.free and not site.bound_between(let_number) & value.free:
             return site.number, value  # nothing can capture: just replace the occurrence
         offset = site.number - (let_number + 1 + let_node.args[0].size + value.size)
         var = let_node.args[0]

@@ -41,6 +41,17 @@ class Site:
     def parent(self) -> tuple[Expr, int, int] | None:
         return self.ancestors[-1] if self.ancestors else None
 
+    def bound_between(self, start: int) -> set[str]:
+        """Names bound by the ancestors numbered ``start`` or more whose scope holds ``node``
+        (what :func:`rules.substitution.binders_on_path` finds, read off the walk already made)."""
+        names: set[str] = set()
+        for ancestor, number, i in self.ancestors:
+            if number >= start:
+                binder = BINDERS.get(ancestor.op)
+                if binder is not None and i == binder[1]:
+                    names.add(ancestor.args[binder[0]].data)
+        return names
+
 
 Rewrite = tuple[int, Expr]  # (number of the node to replace, its replacement)
 

@@ -71,3 +71,19 @@ def test_rebuild_of_an_alpha_variant_finds_the_existing_node() -> None:
     number = next(i for i, n in enumerate(E.preorder(root)) if n.op.name == "MUL" and n.args[1].op.name == "CONST")
     node = E.node_at(root, number)
     assert E.replace_at(root, number, E.make(node.op, (node.args[1], node.args[0]))) is variant
+
+
+@pytest.mark.parametrize("file", ["conv1d_rev_test.kso", "gmm_test.kso"])
+def test_bound_between_reads_the_same_names_as_binders_on_path(file: str) -> None:
+    """inline_let's capture check reads the binders off the site's walk; a second walk must agree."""
+    from rules.substitution import binders_on_path
+
+    checked = 0
+    for d in load_program(PROGRAMS / file).defs.values():
+        root = d.body
+        for number in range(root.size):
+            site = site_at(root, number)
+            for start in {0, *(n for _, n, _ in site.ancestors)}:
+                assert site.bound_between(start) == binders_on_path(root, number, start)
+                checked += 1
+    assert checked > 1000

@@ -25,12 +25,14 @@ confirmed by a structural comparison before a binder is shared with an alpha-var
 from __future__ import annotations
 
 import math
+import os
+import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Union
 
 from knossos.callee import Callee
-from knossos.cost import COST_RULES
+from knossos.cost import COST_RULES, LET_COST
 from knossos.errors import KsTypeError
 from knossos.ops import BINDERS, Op
 from knossos.stable_hash import stable_hash
@@ -669,50 +671,128 @@ def _rebuild_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:
         pn, nn = _position(new, name)
         if po != pn or no != nn:
             deltas[name] = (pn - po, nn - no)  # type: ignore[index]
+    return _climb(path, old, new, deltas)
+
+
+def _climb_python(path: list[tuple[Expr, int]], old: Expr, new: Expr, deltas: dict[str, Position] | None) -> Expr:
+    """The rebuild of the ancestors, bottom up (:mod:`knossos._climb` does the same in C).
+
+    ``deltas`` maps each free variable of the rewrite whose position there changed to the change.
+    """
     a, b = 1, 0  # composed edges from the rewrite up to the current child
     for parent, i in reversed(path):
-        op, args, data = parent.op, parent.args, parent.data
-        new_args = (*args[:i], new, *args[i + 1 :])
+        op = parent.op
         binder = BINDERS.get(op)
-        t = parent.type
-        nf, of = new.free, old.free
-        free = parent.free if (nf is of or nf == of) else None
         if binder is None:
-            key = (op, data, *map(id, new_args))
-            ref = _table.get(key)
-            found: Expr | None = ref() if ref is not None else None
-            if found is None:
-                if free is None:
-                    free = _union_free(new_args)
-                dh = 0 if data is None else _data_hash(op, data, t)
-                s = hash((op, dh, *[x.s for x in new_args]))
-                r, sh = _edge(op, i)
-                w = (parent.w + r * (new.w - old.w) + sh * (new.c - old.c)) % _PRIME
-                c = (parent.c + new.c - old.c) % _PRIME
-                cost = COST_RULES[op](new_args, data, t)
-                found = _new(
-                    op, new_args, data, t, cost, free, s, w, c, parent.size + new.size - old.size, hash((s, w))
-                )
-                _register(found, key)
-        elif i == binder[0]:  # the binding occurrence itself: no rule does this, build it in full
-            found = make(op, new_args, data)
-            deltas = None
+            found = _rebuild_plain(parent, i, old, new)
+        elif i != binder[1] or deltas is None:
+            found = _rebuild_binder_outside(parent, i, old, new)
+            if i == binder[0]:
+                deltas = None
         else:
+            args = parent.args
+            new_args = (*args[:i], new, *args[i + 1 :])
             name = args[binder[0]].data
-            cost = COST_RULES[op](new_args, data, t)
-            if i != binder[1] or deltas is None:
-                position = _position(new_args[binder[1]], name)
-            else:
-                memo = old._pos
-                known = memo.get(name) if memo is not None else None  # usually, from earlier rewrites
-                position = known if known is not None else _position(old, name)
-                d = deltas.pop(name, None)  # outside this scope, the name is another variable
-                if d is not None:
-                    dp, dn = d
-                    position = ((position[0] + a * dp + b * dn) % _PRIME, (position[1] + dn) % _PRIME)
+            t = parent.type
+            cost = COST_RULES[op](new_args, parent.data, t)
+            memo = old._pos
+            known = memo.get(name) if memo is not None else None  # usually, from earlier rewrites
+            position = known if known is not None else _position(old, name)
+            d = deltas.pop(name, None)  # outside this scope, the name is another variable
+            if d is not None:
+                dp, dn = d
+                position = ((position[0] + a * dp + b * dn) % _PRIME, (position[1] + dn) % _PRIME)
+            nf, of = new.free, old.free
+            free = parent.free if (nf is of or nf == of) else None
             found = _intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
         if deltas:
             r, sh = _edges.get((op, i)) or _edge(op, i)
             a, b = r * a % _PRIME, (r * b + sh) % _PRIME
         old, new = parent, found
     return new
+
+
+def _rebuild_plain(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
+    """``parent``, which binds nothing, over ``new`` in place of its child ``i``, ``old``."""
+    op, args, data, t = parent.op, parent.args, parent.data, parent.type
+    new_args = (*args[:i], new, *args[i + 1 :])
+    key = (op, data, *map(id, new_args))
+    ref = _table.get(key)
+    found: Expr | None = ref() if ref is not None else None
+    if found is not None:
+        return found
+    nf, of = new.free, old.free
+    free = parent.free if (nf is of or nf == of) else _union_free(new_args)
+    dh = 0 if data is None else _data_hash(op, data, t)
+    s = hash((op, dh, *[x.s for x in new_args]))
+    r, sh = _edge(op, i)
+    w = (parent.w + r * (new.w - old.w) + sh * (new.c - old.c)) % _PRIME
+    c = (parent.c + new.c - old.c) % _PRIME
+    cost = COST_RULES[op](new_args, data, t)
+    found = _new(op, new_args, data, t, cost, free, s, w, c, parent.size + new.size - old.size, hash((s, w)))
+    _register(found, key)
+    return found
+
+
+def _rebuild_binder_outside(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
+    """A binder over ``new`` in place of a child ``i`` outside its scope (a let's value, a build's size;
+    the bound variable itself, which no rule rewrites, is built in full)."""
+    op, args = parent.op, parent.args
+    var_index, scope_index = BINDERS[op]
+    new_args = (*args[:i], new, *args[i + 1 :])
+    if i == var_index:
+        return make(op, new_args, parent.data)
+    t = parent.type
+    cost = COST_RULES[op](new_args, parent.data, t)
+    nf, of = new.free, old.free
+    free = parent.free if (nf is of or nf == of) else None
+    position = _position(new_args[scope_index], args[var_index].data)
+    return _intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
+
+
+_CLIMB_VERSION: Final = 1  # CLIMB_VERSION of knossos/_climb.c
+
+
+def _load_climb() -> Callable[[list[tuple[Expr, int]], Expr, Expr, dict[str, Position] | None], Expr]:
+    """The C loop of :mod:`knossos._climb` where it was built (``pip install`` builds it; setting
+    ``KNOSSOS_PURE_PYTHON=1`` leaves it out), else :func:`_climb_python`.  Both build the same nodes."""
+    if os.environ.get("KNOSSOS_PURE_PYTHON", "") not in ("", "0"):
+        return _climb_python
+    try:
+        from knossos import _climb as compiled  # type: ignore[attr-defined]
+    except ImportError:
+        return _climb_python
+    if getattr(compiled, "VERSION", None) != _CLIMB_VERSION:  # a build of an older knossos/_climb.c
+        warnings.warn(
+            "knossos._climb is out of date (pip install -e . rebuilds it); using the Python loop", stacklevel=1
+        )
+        return _climb_python
+    _init_climb(compiled)
+    return compiled.climb  # type: ignore[no-any-return]
+
+
+def _init_climb(compiled: Any) -> None:
+    compiled.init(
+        Expr,
+        _Ref,
+        _forget_alpha,
+        _alpha_table,
+        BINDERS,
+        _binder_layouts,
+        _binder_layout,
+        _edges,
+        _edge,
+        COST_RULES,
+        _position,
+        _intern_binder,
+        _rebuild_binder_outside,
+        _table,
+        _forget,
+        _union_free,
+        _data_hash,
+        Op.LET,
+        LET_COST,
+    )
+
+
+_climb = _load_climb()

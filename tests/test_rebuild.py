@@ -87,3 +87,79 @@ def test_bound_between_reads_the_same_names_as_binders_on_path(file: str) -> Non
                 assert site.bound_between(start) == binders_on_path(root, number, start)
                 checked += 1
     assert checked > 1000
+
+
+def test_the_compiled_loop_is_used_where_a_compiler_built_it() -> None:
+    """pip install builds knossos/_climb.c where there is a C compiler; tests must then exercise it."""
+    import os
+    import shutil
+
+    if os.environ.get("KNOSSOS_PURE_PYTHON", "") not in ("", "0"):
+        assert E._climb is E._climb_python
+    elif shutil.which("cc") or shutil.which("gcc"):
+        assert E._climb is not E._climb_python, "knossos._climb was not built: pip install -e . builds it"
+    else:
+        pytest.skip("no C compiler: the package runs on the Python loop")
+
+
+def test_the_python_loop_builds_the_same_nodes() -> None:
+    """The tests of this file again, in a process where the Python loop rebuilds the ancestors."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "KNOSSOS_PURE_PYTHON": "1"}
+    here = Path(__file__)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here), "-k", "not python_loop_builds"],
+        env=env,
+        cwd=here.parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout
+
+
+def test_the_compiled_loop_refuses_a_malformed_path() -> None:
+    """The C loop reads slots by offset, so it checks what it is given (Python would just raise)."""
+    if E._climb is E._climb_python:
+        pytest.skip("the Python loop is in use")
+    root = sample(1, max_depth=4).body
+    leaf = E.node_at(root, root.size - 1)
+    with pytest.raises((TypeError, IndexError)):
+        E._climb([(root, 99)], leaf, leaf, {})
+    with pytest.raises((TypeError, AttributeError)):
+        E._climb([("not an expression", 0)], leaf, leaf, {})  # type: ignore[list-item]
+
+
+def test_rebuilt_nodes_hash_as_a_fresh_process_builds_them() -> None:
+    """Rebuilt ancestors found in the exact table by their children are not recomputed by a second
+    build in this process, so their facts are compared with a process that builds each result from
+    scratch (unpickling builds bottom-up with make; hashes are the same in every process)."""
+    import pickle
+    import subprocess
+    import sys
+
+    results = []
+    roots = [sample(seed, max_depth=6).body for seed in range(120)]
+    roots += [d.body for d in load_program(PROGRAMS / "conv1d_rev_test.kso").defs.values()]
+    for root in roots:
+        for action in actions(root, all_rules):
+            target, replacement = action.rule.rewrite(site_at(root, action.node))
+            results.append(E.replace_at(root, target, replacement))
+    assert len(results) > 1000
+    facts = [(e.h, e.s, e.w, e.c, e.cost, e.size) for e in results]
+    script = (
+        "import pickle, sys\n"
+        "exprs = pickle.loads(sys.stdin.buffer.read())\n"
+        "sys.stdout.buffer.write(pickle.dumps([(e.h, e.s, e.w, e.c, e.cost, e.size) for e in exprs]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=pickle.dumps(results), capture_output=True, timeout=600, check=True
+    )
+    fresh = pickle.loads(done.stdout)
+    mismatched = [i for i, (a, b) in enumerate(zip(facts, fresh, strict=True)) if a != b]
+    assert not mismatched, f"{len(mismatched)} differ, the first: {results[mismatched[0]]}"

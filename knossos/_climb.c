@@ -1,0 +1,592 @@
+/* The rebuild of a rewrite's ancestors, in C: knossos.expr._climb_python, one binder at a time.
+ *
+ * Search rebuilds every ancestor of every rewrite, and most ancestors are the lets of long let
+ * chains, so this loop is where the time of a child goes.  It does exactly what the Python loop
+ * does (the same hashes, weights and costs, so either may build any node), and hands the rare
+ * cases and the per-op rules back to the Python helpers of knossos.expr:
+ *
+ *   - a binder rebuilt outside its scope           -> _rebuild_binder_outside
+ *   - an alpha-table slot held by another node     -> _intern_binder (it compares alpha-variants)
+ *   - a binder's position memo not filled in yet   -> _position
+ *   - the free names of a node that binds nothing  -> _union_free
+ *   - a node's data (a callee, a get's index)      -> _data_hash
+ *   - the cost of any node but a let               -> COST_RULES
+ *
+ * Weights are integers modulo the prime 2^61 - 1: sums and products of numbers below it are done in
+ * 128 bits and reduced, which gives the residues Python's big integers give.  Hashes are Python's own
+ * hashes of the same tuples of the same integers.  Nodes are Expr objects whose slots are filled
+ * through their offsets, as _new fills them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h> /* PyMemberDef, for the offsets of slots */
+
+typedef unsigned long long u64;
+typedef long long i64;
+typedef unsigned __int128 u128;
+
+static const u64 PRIME = (1ULL << 61) - 1;
+
+static inline u64 mulmod(u64 a, u64 b) { return (u64)(((u128)a * b) % PRIME); }
+static inline u64 addmod(u64 a, u64 b) { u64 s = a + b; return s >= PRIME ? s - PRIME : s; }
+static inline u64 submod(u64 a, u64 b) { return a >= b ? a - b : a + PRIME - b; }
+
+/* What init() was given. */
+static PyTypeObject *Expr_Type;
+static PyObject *Ref_Type, *forget_alpha, *alpha_table, *binders, *binder_layouts, *binder_layout;
+static PyObject *edges, *edge, *cost_rules, *position_fn, *intern_binder, *rebuild_binder_outside, *table,
+    *forget, *union_free, *data_hash, *let_op, *zero;
+static double let_cost;
+
+/* Slot offsets of Expr and of the weak reference's key. */
+enum { F_OP, F_ARGS, F_DATA, F_TYPE, F_COST, F_SIZE, F_FREE, F_S, F_W, F_C, F_H, F_POS, N_FIELDS };
+static const char *field_names[N_FIELDS] = {"op", "args", "data", "type", "cost", "size",
+                                            "free", "s", "w", "c", "h", "_pos"};
+static Py_ssize_t offsets[N_FIELDS];
+static Py_ssize_t key_offset;
+static PyObject *str_h;
+
+#define FIELD(obj, f) (*(PyObject **)((char *)(obj) + offsets[f]))
+
+static int slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *out) {
+    PyObject *descr = PyDict_GetItemString(type->tp_dict, name);
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, name);
+        return -1;
+    }
+    *out = ((PyMemberDescrObject *)descr)->d_member->offset;
+    return 0;
+}
+
+/* A Python int known to be in [0, PRIME). */
+static int as_residue(PyObject *v, u64 *out) {
+    u64 x = PyLong_AsUnsignedLongLong(v);
+    if (x == (u64)-1 && PyErr_Occurred()) return -1;
+    *out = x % PRIME;
+    return 0;
+}
+
+/* Any Python int of at most 63 bits (a change of position may be negative), reduced. */
+static int as_signed_residue(PyObject *v, u64 *out) {
+    i64 x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    i64 r = x % (i64)PRIME;
+    *out = (u64)(r < 0 ? r + (i64)PRIME : r);
+    return 0;
+}
+
+static PyObject *replaced_args(PyObject *args, Py_ssize_t i, PyObject *new) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = k == i ? new : PyTuple_GET_ITEM(args, k);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(out, k, item);
+    }
+    return out;
+}
+
+static PyObject *hash_of(PyObject *tuple) {
+    if (tuple == NULL) return NULL;
+    Py_hash_t h = PyObject_Hash(tuple);
+    Py_DECREF(tuple);
+    if (h == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromSsize_t(h);
+}
+
+/* The free names of a binder over `args`, as _intern_binder works them out: the scope's without the
+ * bound name, and the other child's.  Returns a new reference. */
+static PyObject *binder_free(PyObject *args, Py_ssize_t var_index, Py_ssize_t scope_index, Py_ssize_t outside_index) {
+    PyObject *name = FIELD(PyTuple_GET_ITEM(args, var_index), F_DATA);
+    PyObject *free = FIELD(PyTuple_GET_ITEM(args, scope_index), F_FREE);
+    int bound_inside = PySet_Contains(free, name);
+    if (bound_inside < 0) return NULL;
+    if (bound_inside) {
+        PyObject *drop = PySet_New(NULL);
+        if (drop == NULL || PySet_Add(drop, name)) {
+            Py_XDECREF(drop);
+            return NULL;
+        }
+        free = PyNumber_Subtract(free, drop);
+        Py_DECREF(drop);
+        if (free == NULL) return NULL;
+    } else {
+        Py_INCREF(free);
+    }
+    if (outside_index < 0) return free;
+    PyObject *of = FIELD(PyTuple_GET_ITEM(args, outside_index), F_FREE);
+    if (PySet_GET_SIZE(of) == 0) return free;
+    if (PySet_GET_SIZE(free) == 0) {
+        Py_DECREF(free);
+        Py_INCREF(of);
+        return of;
+    }
+    int within = PyObject_RichCompareBool(of, free, Py_LE);
+    if (within < 0) {
+        Py_DECREF(free);
+        return NULL;
+    }
+    if (within) return free;
+    Py_SETREF(free, PyNumber_Or(free, of));
+    return free;
+}
+
+/* A new Expr with its slots filled (references are taken here). */
+static PyObject *new_node(PyObject *values[N_FIELDS]) {
+    PyObject *node = Expr_Type->tp_alloc(Expr_Type, 0);
+    if (node == NULL) return NULL;
+    for (int f = 0; f < N_FIELDS; f++) {
+        Py_INCREF(values[f]);
+        FIELD(node, f) = values[f];
+    }
+    return node;
+}
+
+/* The binder `op` over `args`, interned by alpha-hash; the same steps as _intern_binder with its
+ * free names known.  Returns a new reference. */
+static PyObject *intern(PyObject *op, PyObject *args, PyObject *t, PyObject *cost, PyObject *free,
+                        u64 position, u64 count, PyObject *size) {
+    PyObject *layout = PyDict_GetItemWithError(binder_layouts, op);
+    if (layout == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        layout = PyObject_CallOneArg(binder_layout, op);
+        if (layout == NULL) return NULL;
+        Py_DECREF(layout); /* the table keeps it */
+    }
+    Py_ssize_t var_index = PyLong_AsSsize_t(PyTuple_GET_ITEM(layout, 0));
+    Py_ssize_t scope_index = PyLong_AsSsize_t(PyTuple_GET_ITEM(layout, 1));
+    Py_ssize_t outside_index = PyLong_AsSsize_t(PyTuple_GET_ITEM(layout, 2));
+    u64 r, sh, ro, so;
+    if (as_residue(PyTuple_GET_ITEM(layout, 3), &r) || as_residue(PyTuple_GET_ITEM(layout, 4), &sh) ||
+        as_residue(PyTuple_GET_ITEM(layout, 5), &ro) || as_residue(PyTuple_GET_ITEM(layout, 6), &so))
+        return NULL;
+    PyObject *bound = PyTuple_GET_ITEM(args, var_index);
+    PyObject *scope = PyTuple_GET_ITEM(args, scope_index);
+    if (free == NULL) {
+        free = binder_free(args, var_index, scope_index, outside_index);
+        if (free == NULL) return NULL;
+    } else {
+        Py_INCREF(free);
+    }
+    PyObject *result = NULL;
+    u64 bw, scope_w, scope_c0;
+    if (as_residue(FIELD(bound, F_W), &bw) || as_residue(FIELD(scope, F_W), &scope_w) ||
+        as_residue(FIELD(scope, F_C), &scope_c0)) {
+        Py_DECREF(free);
+        return NULL;
+    }
+    u64 scope_c = submod(scope_c0, mulmod(bw, count));
+    u64 w = addmod(mulmod(r, submod(scope_w, mulmod(bw, position))), mulmod(sh, scope_c));
+    u64 c = scope_c;
+    PyObject *type_h = PyObject_GetAttr(FIELD(bound, F_TYPE), str_h);
+    if (type_h == NULL) {
+        Py_DECREF(free);
+        return NULL;
+    }
+    PyObject *pos_obj = PyLong_FromUnsignedLongLong(position);
+    PyObject *count_obj = PyLong_FromUnsignedLongLong(count);
+    PyObject *s = NULL;
+    if (pos_obj != NULL && count_obj != NULL) {
+        if (outside_index >= 0) {
+            PyObject *outside = PyTuple_GET_ITEM(args, outside_index);
+            u64 ow, oc;
+            if (!as_residue(FIELD(outside, F_W), &ow) && !as_residue(FIELD(outside, F_C), &oc)) {
+                w = addmod(w, addmod(mulmod(ro, ow), mulmod(so, oc)));
+                c = addmod(c, oc);
+                s = hash_of(PyTuple_Pack(6, op, type_h, pos_obj, count_obj, FIELD(outside, F_S),
+                                         FIELD(scope, F_S)));
+            }
+        } else {
+            s = hash_of(PyTuple_Pack(5, op, type_h, pos_obj, count_obj, FIELD(scope, F_S)));
+        }
+    }
+    Py_DECREF(type_h);
+    if (s == NULL) {
+        Py_XDECREF(pos_obj);
+        Py_XDECREF(count_obj);
+        Py_DECREF(free);
+        return NULL;
+    }
+    PyObject *w_obj = PyLong_FromUnsignedLongLong(w);
+    PyObject *c_obj = PyLong_FromUnsignedLongLong(c);
+    PyObject *h = w_obj == NULL ? NULL : hash_of(PyTuple_Pack(2, s, w_obj));
+    PyObject *akey = h == NULL ? NULL : PyTuple_Pack(2, h, zero);
+    if (akey == NULL || c_obj == NULL) goto done;
+    PyObject *ref = PyDict_GetItemWithError(alpha_table, akey);
+    if (ref == NULL && PyErr_Occurred()) goto done;
+    PyObject *other = ref == NULL ? Py_None : PyWeakref_GET_OBJECT(ref);
+    if (other != Py_None) {
+        if (FIELD(other, F_OP) == op) {
+            int same = PyObject_RichCompareBool(FIELD(other, F_ARGS), args, Py_EQ);
+            if (same < 0) goto done;
+            if (same) {
+                Py_INCREF(other);
+                result = other;
+                goto done;
+            }
+        }
+        /* another expression holds the slot: Python compares alpha-variants and probes on */
+        PyObject *bound_position = PyTuple_Pack(2, pos_obj, count_obj);
+        if (bound_position == NULL) goto done;
+        result = PyObject_CallFunctionObjArgs(intern_binder, op, args, t, cost, free, bound_position, size, NULL);
+        Py_DECREF(bound_position);
+        goto done;
+    }
+    PyObject *values[N_FIELDS];
+    values[F_OP] = op;
+    values[F_ARGS] = args;
+    values[F_DATA] = Py_None;
+    values[F_TYPE] = t;
+    values[F_COST] = cost;
+    values[F_SIZE] = size;
+    values[F_FREE] = free;
+    values[F_S] = s;
+    values[F_W] = w_obj;
+    values[F_C] = c_obj;
+    values[F_H] = h;
+    values[F_POS] = Py_None;
+    PyObject *node = new_node(values);
+    if (node == NULL) goto done;
+    PyObject *new_ref = PyObject_CallFunctionObjArgs(Ref_Type, node, forget_alpha, NULL);
+    if (new_ref == NULL) {
+        Py_DECREF(node);
+        goto done;
+    }
+    Py_INCREF(akey);
+    *(PyObject **)((char *)new_ref + key_offset) = akey;
+    int failed = PyDict_SetItem(alpha_table, akey, new_ref);
+    Py_DECREF(new_ref);
+    if (failed) {
+        Py_DECREF(node);
+        goto done;
+    }
+    result = node;
+done:
+    Py_DECREF(free);
+    Py_XDECREF(akey);
+    Py_XDECREF(h);
+    Py_XDECREF(w_obj);
+    Py_XDECREF(c_obj);
+    Py_DECREF(s);
+    Py_DECREF(pos_obj);
+    Py_DECREF(count_obj);
+    return result;
+}
+
+/* An ancestor that binds nothing, as _rebuild_plain: found in the table by its op, data and the ids
+ * of its children, or built with its weights updated by the change of the child.  New reference. */
+static PyObject *climb_plain(PyObject *parent, Py_ssize_t i, PyObject *index, PyObject *old, PyObject *new) {
+    PyObject *op = FIELD(parent, F_OP), *args = FIELD(parent, F_ARGS), *data = FIELD(parent, F_DATA);
+    PyObject *t = FIELD(parent, F_TYPE);
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *new_args = replaced_args(args, i, new);
+    if (new_args == NULL) return NULL;
+    PyObject *result = NULL, *free = NULL, *dh = NULL, *s = NULL, *cost = NULL, *size = NULL;
+    PyObject *w_obj = NULL, *c_obj = NULL, *h = NULL, *m = NULL;
+    PyObject *key = PyTuple_New(n + 2);
+    if (key == NULL) goto done;
+    Py_INCREF(op);
+    PyTuple_SET_ITEM(key, 0, op);
+    Py_INCREF(data);
+    PyTuple_SET_ITEM(key, 1, data);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(new_args, k)); /* what id() gives */
+        if (id == NULL) goto done;
+        PyTuple_SET_ITEM(key, k + 2, id);
+    }
+    PyObject *ref = PyDict_GetItemWithError(table, key);
+    if (ref == NULL && PyErr_Occurred()) goto done;
+    if (ref != NULL && PyWeakref_GET_OBJECT(ref) != Py_None) {
+        result = PyWeakref_GET_OBJECT(ref);
+        Py_INCREF(result);
+        goto done;
+    }
+    PyObject *nf = FIELD(new, F_FREE), *of = FIELD(old, F_FREE);
+    int same_free = nf == of ? 1 : PyObject_RichCompareBool(nf, of, Py_EQ);
+    if (same_free < 0) goto done;
+    if (same_free) {
+        free = FIELD(parent, F_FREE);
+        Py_INCREF(free);
+    } else {
+        free = PyObject_CallOneArg(union_free, new_args);
+        if (free == NULL) goto done;
+    }
+    if (data == Py_None) {
+        dh = zero;
+        Py_INCREF(dh);
+    } else {
+        dh = PyObject_CallFunctionObjArgs(data_hash, op, data, t, NULL);
+        if (dh == NULL) goto done;
+    }
+    PyObject *shape = PyTuple_New(n + 2);
+    if (shape == NULL) goto done;
+    Py_INCREF(op);
+    PyTuple_SET_ITEM(shape, 0, op);
+    Py_INCREF(dh);
+    PyTuple_SET_ITEM(shape, 1, dh);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *child_s = FIELD(PyTuple_GET_ITEM(new_args, k), F_S);
+        Py_INCREF(child_s);
+        PyTuple_SET_ITEM(shape, k + 2, child_s);
+    }
+    s = hash_of(shape);
+    if (s == NULL) goto done;
+    PyObject *edge_key = PyTuple_Pack(2, op, index);
+    if (edge_key == NULL) goto done;
+    m = PyDict_GetItemWithError(edges, edge_key);
+    if (m != NULL) {
+        Py_INCREF(m);
+    } else if (!PyErr_Occurred()) {
+        m = PyObject_CallFunctionObjArgs(edge, op, index, NULL);
+    }
+    Py_DECREF(edge_key);
+    if (m == NULL) goto done;
+    u64 r, sh, pw, pc, nw, nc, ow, oc;
+    if (as_residue(PyTuple_GET_ITEM(m, 0), &r) || as_residue(PyTuple_GET_ITEM(m, 1), &sh) ||
+        as_residue(FIELD(parent, F_W), &pw) || as_residue(FIELD(parent, F_C), &pc) ||
+        as_residue(FIELD(new, F_W), &nw) || as_residue(FIELD(new, F_C), &nc) ||
+        as_residue(FIELD(old, F_W), &ow) || as_residue(FIELD(old, F_C), &oc))
+        goto done;
+    u64 w = addmod(pw, addmod(mulmod(r, submod(nw, ow)), mulmod(sh, submod(nc, oc))));
+    u64 c = submod(addmod(pc, nc), oc);
+    w_obj = PyLong_FromUnsignedLongLong(w);
+    c_obj = PyLong_FromUnsignedLongLong(c);
+    if (w_obj == NULL || c_obj == NULL) goto done;
+    h = hash_of(PyTuple_Pack(2, s, w_obj));
+    if (h == NULL) goto done;
+    PyObject *rule = PyDict_GetItemWithError(cost_rules, op);
+    if (rule == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no cost rule");
+        goto done;
+    }
+    cost = PyObject_CallFunctionObjArgs(rule, new_args, data, t, NULL);
+    if (cost == NULL) goto done;
+    size = PyNumber_Subtract(FIELD(parent, F_SIZE), FIELD(old, F_SIZE));
+    if (size == NULL) goto done;
+    Py_SETREF(size, PyNumber_Add(size, FIELD(new, F_SIZE)));
+    if (size == NULL) goto done;
+    PyObject *values[N_FIELDS];
+    values[F_OP] = op;
+    values[F_ARGS] = new_args;
+    values[F_DATA] = data;
+    values[F_TYPE] = t;
+    values[F_COST] = cost;
+    values[F_SIZE] = size;
+    values[F_FREE] = free;
+    values[F_S] = s;
+    values[F_W] = w_obj;
+    values[F_C] = c_obj;
+    values[F_H] = h;
+    values[F_POS] = Py_None;
+    PyObject *node = new_node(values);
+    if (node == NULL) goto done;
+    PyObject *new_ref = PyObject_CallFunctionObjArgs(Ref_Type, node, forget, NULL);
+    if (new_ref == NULL) {
+        Py_DECREF(node);
+        goto done;
+    }
+    Py_INCREF(key);
+    *(PyObject **)((char *)new_ref + key_offset) = key;
+    int failed = PyDict_SetItem(table, key, new_ref);
+    Py_DECREF(new_ref);
+    if (failed) {
+        Py_DECREF(node);
+        goto done;
+    }
+    result = node;
+done:
+    Py_DECREF(new_args);
+    Py_XDECREF(key);
+    Py_XDECREF(free);
+    Py_XDECREF(dh);
+    Py_XDECREF(s);
+    Py_XDECREF(m);
+    Py_XDECREF(w_obj);
+    Py_XDECREF(c_obj);
+    Py_XDECREF(h);
+    Py_XDECREF(cost);
+    Py_XDECREF(size);
+    return result;
+}
+
+/* One binder ancestor with the rewrite inside its scope: the common case.  Updates the position
+ * changes and returns the rebuilt binder (a new reference). */
+static PyObject *climb_binder(PyObject *parent, Py_ssize_t i, Py_ssize_t var_index, PyObject *old, PyObject *new,
+                              PyObject *deltas, u64 a, u64 b) {
+    PyObject *op = FIELD(parent, F_OP), *args = FIELD(parent, F_ARGS), *t = FIELD(parent, F_TYPE);
+    PyObject *new_args = replaced_args(args, i, new);
+    if (new_args == NULL) return NULL;
+    PyObject *result = NULL, *cost = NULL, *position = NULL, *size = NULL;
+    PyObject *name = FIELD(PyTuple_GET_ITEM(args, var_index), F_DATA);
+    if (op == let_op) {
+        double rhs = PyFloat_AsDouble(FIELD(PyTuple_GET_ITEM(new_args, 1), F_COST));
+        double body = PyFloat_AsDouble(FIELD(PyTuple_GET_ITEM(new_args, 2), F_COST));
+        if (PyErr_Occurred()) goto done;
+        cost = PyFloat_FromDouble(let_cost + rhs + body);
+    } else {
+        PyObject *rule = PyDict_GetItemWithError(cost_rules, op);
+        if (rule == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no cost rule");
+            goto done;
+        }
+        cost = PyObject_CallFunctionObjArgs(rule, new_args, FIELD(parent, F_DATA), t, NULL);
+    }
+    if (cost == NULL) goto done;
+    PyObject *memo = FIELD(old, F_POS);
+    if (memo != Py_None) {
+        position = PyDict_GetItemWithError(memo, name);
+        if (position == NULL && PyErr_Occurred()) goto done;
+        Py_XINCREF(position);
+    }
+    if (position == NULL) {
+        position = PyObject_CallFunctionObjArgs(position_fn, old, name, NULL);
+        if (position == NULL) goto done;
+    }
+    u64 p, n;
+    if (as_residue(PyTuple_GET_ITEM(position, 0), &p) || as_residue(PyTuple_GET_ITEM(position, 1), &n)) goto done;
+    PyObject *d = PyDict_GetItemWithError(deltas, name);
+    if (d == NULL && PyErr_Occurred()) goto done;
+    if (d != NULL) {
+        u64 dp, dn;
+        if (as_signed_residue(PyTuple_GET_ITEM(d, 0), &dp) || as_signed_residue(PyTuple_GET_ITEM(d, 1), &dn))
+            goto done;
+        p = addmod(p, addmod(mulmod(a, dp), mulmod(b, dn)));
+        n = addmod(n, dn);
+        if (PyDict_DelItem(deltas, name)) goto done; /* outside this scope, the name is another variable */
+    }
+    size = PyNumber_Subtract(FIELD(parent, F_SIZE), FIELD(old, F_SIZE));
+    if (size == NULL) goto done;
+    Py_SETREF(size, PyNumber_Add(size, FIELD(new, F_SIZE)));
+    if (size == NULL) goto done;
+    PyObject *nf = FIELD(new, F_FREE), *of = FIELD(old, F_FREE);
+    int same_free = nf == of ? 1 : PyObject_RichCompareBool(nf, of, Py_EQ);
+    if (same_free < 0) goto done;
+    result = intern(op, new_args, t, cost, same_free ? FIELD(parent, F_FREE) : NULL, p, n, size);
+done:
+    Py_DECREF(new_args);
+    Py_XDECREF(cost);
+    Py_XDECREF(position);
+    Py_XDECREF(size);
+    return result;
+}
+
+/* climb(path, old, new, deltas) -> the new root, as _climb_python. */
+static PyObject *climb(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 4 || !PyList_Check(argv[0]) || (argv[3] != Py_None && !PyDict_Check(argv[3]))) {
+        PyErr_SetString(PyExc_TypeError, "climb(path: list, old, new, deltas: dict | None)");
+        return NULL;
+    }
+    PyObject *path = argv[0], *old = argv[1], *new = argv[2], *deltas = argv[3];
+    if (!Py_IS_TYPE(old, Expr_Type) || !Py_IS_TYPE(new, Expr_Type)) {
+        PyErr_SetString(PyExc_TypeError, "climb: old and new must be expressions");
+        return NULL;
+    }
+    u64 a = 1, b = 0;
+    Py_INCREF(new);
+    for (Py_ssize_t k = PyList_GET_SIZE(path) - 1; k >= 0; k--) {
+        PyObject *step = PyList_GET_ITEM(path, k);
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2 || !Py_IS_TYPE(PyTuple_GET_ITEM(step, 0), Expr_Type)) {
+            PyErr_SetString(PyExc_TypeError, "climb: the path holds (expression, child index) pairs");
+            goto fail;
+        }
+        PyObject *parent = PyTuple_GET_ITEM(step, 0), *index = PyTuple_GET_ITEM(step, 1);
+        Py_ssize_t i = PyLong_AsSsize_t(index);
+        if (i == -1 && PyErr_Occurred()) goto fail;
+        if (i < 0 || i >= PyTuple_GET_SIZE(FIELD(parent, F_ARGS))) {
+            PyErr_SetString(PyExc_IndexError, "climb: a child index is out of range");
+            goto fail;
+        }
+        PyObject *op = FIELD(parent, F_OP);
+        PyObject *binder = PyDict_GetItemWithError(binders, op);
+        if (binder == NULL && PyErr_Occurred()) goto fail;
+        PyObject *found;
+        if (binder == NULL) {
+            found = climb_plain(parent, i, index, old, new);
+        } else {
+            Py_ssize_t var_index = PyLong_AsSsize_t(PyTuple_GET_ITEM(binder, 0));
+            Py_ssize_t scope_index = PyLong_AsSsize_t(PyTuple_GET_ITEM(binder, 1));
+            if (i != scope_index || deltas == Py_None) {
+                found = PyObject_CallFunctionObjArgs(rebuild_binder_outside, parent, index, old, new, NULL);
+                if (i == var_index) deltas = Py_None;
+            } else {
+                found = climb_binder(parent, i, var_index, old, new, deltas, a, b);
+            }
+        }
+        if (found == NULL) goto fail;
+        if (deltas != Py_None && PyDict_GET_SIZE(deltas) > 0) {
+            PyObject *key = PyTuple_Pack(2, op, index);
+            if (key == NULL) {
+                Py_DECREF(found);
+                goto fail;
+            }
+            PyObject *m = PyDict_GetItemWithError(edges, key);
+            if (m != NULL) {
+                Py_INCREF(m);
+            } else if (!PyErr_Occurred()) {
+                m = PyObject_CallFunctionObjArgs(edge, op, index, NULL);
+            }
+            Py_DECREF(key);
+            u64 r, sh;
+            if (m == NULL || as_residue(PyTuple_GET_ITEM(m, 0), &r) || as_residue(PyTuple_GET_ITEM(m, 1), &sh)) {
+                Py_XDECREF(m);
+                Py_DECREF(found);
+                goto fail;
+            }
+            Py_DECREF(m);
+            a = mulmod(r, a);
+            b = addmod(mulmod(r, b), sh);
+        }
+        old = parent;
+        Py_SETREF(new, found);
+    }
+    return new;
+fail:
+    Py_DECREF(new);
+    return NULL;
+}
+
+/* init(Expr, _Ref, _forget_alpha, _alpha_table, BINDERS, _binder_layouts, _binder_layout, _edges,
+ *      _edge, COST_RULES, _position, _intern_binder, _rebuild_binder_outside, _table, _forget,
+ *      _union_free, _data_hash, Op.LET, LET_COST) */
+static PyObject *init(PyObject *self, PyObject *args) {
+    PyObject *expr_type, *let_cost_obj;
+    if (!PyArg_ParseTuple(args, "O!OOO!O!O!OO!OO!OOOO!OOOOO", &PyType_Type, &expr_type, &Ref_Type, &forget_alpha,
+                          &PyDict_Type, &alpha_table, &PyDict_Type, &binders, &PyDict_Type, &binder_layouts,
+                          &binder_layout, &PyDict_Type, &edges, &edge, &PyDict_Type, &cost_rules, &position_fn,
+                          &intern_binder, &rebuild_binder_outside, &PyDict_Type, &table, &forget, &union_free,
+                          &data_hash, &let_op, &let_cost_obj))
+        return NULL;
+    PyObject *kept[] = {expr_type, Ref_Type, forget_alpha, alpha_table, binders, binder_layouts, binder_layout,
+                        edges, edge, cost_rules, position_fn, intern_binder, rebuild_binder_outside,
+                        table, forget, union_free, data_hash, let_op};
+    for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++) Py_INCREF(kept[k]); /* for the module's life */
+    Expr_Type = (PyTypeObject *)expr_type;
+    let_cost = PyFloat_AsDouble(let_cost_obj);
+    if (let_cost == -1.0 && PyErr_Occurred()) return NULL;
+    for (int f = 0; f < N_FIELDS; f++)
+        if (slot_offset(Expr_Type, field_names[f], &offsets[f])) return NULL;
+    if (!PyType_Check(Ref_Type) || slot_offset((PyTypeObject *)Ref_Type, "key", &key_offset)) return NULL;
+    str_h = PyUnicode_InternFromString("h");
+    zero = PyLong_FromLong(0);
+    if (str_h == NULL || zero == NULL) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", init, METH_VARARGS, "Hand the module the tables and helpers of knossos.expr."},
+    {"climb", (PyCFunction)(void (*)(void))climb, METH_FASTCALL, "climb(path, old, new, deltas) -> new root"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "knossos._climb", NULL, -1, methods};
+
+/* Raised whenever init's arguments or the meaning of climb change, so that knossos.expr can tell a
+ * stale build from the current one. */
+#define CLIMB_VERSION 1
+
+PyMODINIT_FUNC PyInit__climb(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", CLIMB_VERSION)) Py_CLEAR(m);
+    return m;
+}

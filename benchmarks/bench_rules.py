@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from knossos import expr as E  # noqa: E402
 from knossos.callee import CalleeKind  # noqa: E402
 from knossos.expr import Expr, preorder  # noqa: E402
 from knossos.ops import Op  # noqa: E402
@@ -90,6 +91,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
+    loop = "Python (_climb_python)" if E._climb is E._climb_python else "C (knossos/_climb.c)"
+    print(f"ancestors rebuilt by the {loop} loop; KNOSSOS_PURE_PYTHON=1 selects the Python one")
     print(
         f"{'def':<31} {'form':<9} {'rules':<17} {'nodes':>6} {'actions':>7} {'enumerate':>10} {'per child':>10}"
         f" {'children()':>10}  vs reference (per child)"

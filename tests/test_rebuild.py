@@ -163,3 +163,20 @@ def test_rebuilt_nodes_hash_as_a_fresh_process_builds_them() -> None:
     fresh = pickle.loads(done.stdout)
     mismatched = [i for i, (a, b) in enumerate(zip(facts, fresh, strict=True)) if a != b]
     assert not mismatched, f"{len(mismatched)} differ, the first: {results[mismatched[0]]}"
+
+
+def test_rebuilding_keeps_no_node_alive() -> None:
+    """Children that are dropped take their new ancestors with them (the C loop counts references)."""
+    import gc
+
+    from rules.actions import children
+    from rules.sets import get_rule_set
+
+    rules = get_rule_set("ml_rules")
+    roots = [d.body for d in load_program(PROGRAMS / "conv1d_rev_test.kso").defs.values()]
+    gc.collect()
+    before = E.live_nodes()
+    for root in roots:
+        assert children(root, rules)
+    gc.collect()
+    assert E.live_nodes() == before

@@ -132,14 +132,29 @@ static PyObject *binder_free(PyObject *args, Py_ssize_t var_index, Py_ssize_t sc
     return free;
 }
 
-/* A new Expr with its slots filled (references are taken here). */
-static PyObject *new_node(PyObject *values[N_FIELDS]) {
+/* A new Expr over `op`, `args`, `data` and the facts given, entered in `table` under `key` with a
+ * weak reference whose callback forgets it, as _new with _register (or the alpha table's) do.
+ * References to the values are taken here; returns a new reference to the node. */
+static PyObject *new_registered_node(PyObject *op, PyObject *args, PyObject *data, PyObject *t, PyObject *cost,
+                                     PyObject *size, PyObject *free, PyObject *s, PyObject *w, PyObject *c,
+                                     PyObject *h, PyObject *table_, PyObject *callback, PyObject *key) {
     PyObject *node = Expr_Type->tp_alloc(Expr_Type, 0);
     if (node == NULL) return NULL;
+    PyObject *values[N_FIELDS] = {op, args, data, t, cost, size, free, s, w, c, h, Py_None};
     for (int f = 0; f < N_FIELDS; f++) {
         Py_INCREF(values[f]);
         FIELD(node, f) = values[f];
     }
+    PyObject *ref = PyObject_CallFunctionObjArgs(Ref_Type, node, callback, NULL);
+    if (ref == NULL) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    Py_INCREF(key);
+    *(PyObject **)((char *)ref + key_offset) = key;
+    int failed = PyDict_SetItem(table_, key, ref);
+    Py_DECREF(ref);
+    if (failed) Py_CLEAR(node);
     return node;
 }
 
@@ -233,35 +248,8 @@ static PyObject *intern(PyObject *op, PyObject *args, PyObject *t, PyObject *cos
         Py_DECREF(bound_position);
         goto done;
     }
-    PyObject *values[N_FIELDS];
-    values[F_OP] = op;
-    values[F_ARGS] = args;
-    values[F_DATA] = Py_None;
-    values[F_TYPE] = t;
-    values[F_COST] = cost;
-    values[F_SIZE] = size;
-    values[F_FREE] = free;
-    values[F_S] = s;
-    values[F_W] = w_obj;
-    values[F_C] = c_obj;
-    values[F_H] = h;
-    values[F_POS] = Py_None;
-    PyObject *node = new_node(values);
-    if (node == NULL) goto done;
-    PyObject *new_ref = PyObject_CallFunctionObjArgs(Ref_Type, node, forget_alpha, NULL);
-    if (new_ref == NULL) {
-        Py_DECREF(node);
-        goto done;
-    }
-    Py_INCREF(akey);
-    *(PyObject **)((char *)new_ref + key_offset) = akey;
-    int failed = PyDict_SetItem(alpha_table, akey, new_ref);
-    Py_DECREF(new_ref);
-    if (failed) {
-        Py_DECREF(node);
-        goto done;
-    }
-    result = node;
+    result = new_registered_node(op, args, Py_None, t, cost, size, free, s, w_obj, c_obj, h, alpha_table,
+                                 forget_alpha, akey);
 done:
     Py_DECREF(free);
     Py_XDECREF(akey);
@@ -366,35 +354,7 @@ static PyObject *climb_plain(PyObject *parent, Py_ssize_t i, PyObject *index, Py
     if (size == NULL) goto done;
     Py_SETREF(size, PyNumber_Add(size, FIELD(new, F_SIZE)));
     if (size == NULL) goto done;
-    PyObject *values[N_FIELDS];
-    values[F_OP] = op;
-    values[F_ARGS] = new_args;
-    values[F_DATA] = data;
-    values[F_TYPE] = t;
-    values[F_COST] = cost;
-    values[F_SIZE] = size;
-    values[F_FREE] = free;
-    values[F_S] = s;
-    values[F_W] = w_obj;
-    values[F_C] = c_obj;
-    values[F_H] = h;
-    values[F_POS] = Py_None;
-    PyObject *node = new_node(values);
-    if (node == NULL) goto done;
-    PyObject *new_ref = PyObject_CallFunctionObjArgs(Ref_Type, node, forget, NULL);
-    if (new_ref == NULL) {
-        Py_DECREF(node);
-        goto done;
-    }
-    Py_INCREF(key);
-    *(PyObject **)((char *)new_ref + key_offset) = key;
-    int failed = PyDict_SetItem(table, key, new_ref);
-    Py_DECREF(new_ref);
-    if (failed) {
-        Py_DECREF(node);
-        goto done;
-    }
-    result = node;
+    result = new_registered_node(op, new_args, data, t, cost, size, free, s, w_obj, c_obj, h, table, forget, key);
 done:
     Py_DECREF(new_args);
     Py_XDECREF(key);

@@ -43,11 +43,13 @@ def plot(exp: CurveExperiment, rows: list[dict[str, Any]], out: Path) -> None:
                 by_epoch.setdefault(r["epoch"], []).append(r["total"])
             if not by_epoch:
                 continue
-            xs = sorted(by_epoch)
+            seeds = len({r["seed"] for r in mine})
+            # an epoch that not every seed has (a run still going, an extra recording of a stopped
+            # one) would draw one seed's value as the median: such epochs are left out
+            xs = [x for x in sorted(by_epoch) if len(by_epoch[x]) == seeds] or sorted(by_epoch)
             median = [float(np.median(by_epoch[x])) for x in xs]
             low = [float(np.percentile(by_epoch[x], 20)) for x in xs]
             high = [float(np.percentile(by_epoch[x], 80)) for x in xs]
-            seeds = len({r["seed"] for r in mine})
             colour = colours[i % len(colours)]
             ax.plot(
                 xs,

@@ -735,8 +735,10 @@ def _rebuild_plain(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
 
 
 def _rebuild_binder_outside(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
-    """A binder over ``new`` in place of a child ``i`` outside its scope (a let's value, a build's size;
-    the bound variable itself, which no rule rewrites, is built in full)."""
+    """A binder over ``new`` in place of its child ``i`` where the change of its variable's position is
+    not known: a child outside its scope (a let's value, a build's size), or the scope once a binding
+    occurrence below was rebuilt; the position is found by walking the new scope.  The bound variable
+    itself, which no rule rewrites, is built in full."""
     op, args = parent.op, parent.args
     var_index, scope_index = BINDERS[op]
     new_args = (*args[:i], new, *args[i + 1 :])

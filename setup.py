@@ -6,4 +6,4 @@ knossos.expr uses its Python loop, which builds the same nodes.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("knossos._climb", ["knossos/_climb.c"], optional=True, extra_compile_args=["-O2"])])
+setup(ext_modules=[Extension("knossos._climb", ["knossos/_climb.c"], optional=True)])

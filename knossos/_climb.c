@@ -5,7 +5,7 @@
  * does (the same hashes, weights and costs, so either may build any node), and hands the rare
  * cases and the per-op rules back to the Python helpers of knossos.expr:
  *
- *   - a binder rebuilt outside its scope           -> _rebuild_binder_outside
+ *   - a binder rebuilt outside its scope           -> _rebuild_binder
  *   - an alpha-table slot held by another node     -> _intern_binder (it compares alpha-variants)
  *   - a binder's position memo not filled in yet   -> _position
  *   - the free names of a node that binds nothing  -> _union_free
@@ -34,7 +34,7 @@ static inline u64 submod(u64 a, u64 b) { return a >= b ? a - b : a + PRIME - b; 
 /* What init() was given. */
 static PyTypeObject *Expr_Type;
 static PyObject *Ref_Type, *forget_alpha, *alpha_table, *binders, *binder_layouts, *binder_layout;
-static PyObject *edges, *edge, *cost_rules, *position_fn, *intern_binder, *rebuild_binder_outside, *table,
+static PyObject *edges, *edge, *cost_rules, *position_fn, *intern_binder, *rebuild_binder, *table,
     *forget, *union_free, *data_hash, *let_op, *zero;
 static double let_cost;
 
@@ -467,7 +467,7 @@ static PyObject *climb(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
             Py_ssize_t var_index = PyLong_AsSsize_t(PyTuple_GET_ITEM(binder, 0));
             Py_ssize_t scope_index = PyLong_AsSsize_t(PyTuple_GET_ITEM(binder, 1));
             if (i != scope_index || deltas == Py_None) {
-                found = PyObject_CallFunctionObjArgs(rebuild_binder_outside, parent, index, old, new, NULL);
+                found = PyObject_CallFunctionObjArgs(rebuild_binder, parent, index, old, new, Py_None, NULL);
                 if (i == var_index) deltas = Py_None;
             } else {
                 found = climb_binder(parent, i, var_index, old, new, deltas, a, b);
@@ -507,18 +507,18 @@ fail:
 }
 
 /* init(Expr, _Ref, _forget_alpha, _alpha_table, BINDERS, _binder_layouts, _binder_layout, _edges,
- *      _edge, COST_RULES, _position, _intern_binder, _rebuild_binder_outside, _table, _forget,
+ *      _edge, COST_RULES, _position, _intern_binder, _rebuild_binder, _table, _forget,
  *      _union_free, _data_hash, Op.LET, LET_COST) */
 static PyObject *init(PyObject *self, PyObject *args) {
     PyObject *expr_type, *let_cost_obj;
     if (!PyArg_ParseTuple(args, "O!OOO!O!O!OO!OO!OOOO!OOOOO", &PyType_Type, &expr_type, &Ref_Type, &forget_alpha,
                           &PyDict_Type, &alpha_table, &PyDict_Type, &binders, &PyDict_Type, &binder_layouts,
                           &binder_layout, &PyDict_Type, &edges, &edge, &PyDict_Type, &cost_rules, &position_fn,
-                          &intern_binder, &rebuild_binder_outside, &PyDict_Type, &table, &forget, &union_free,
+                          &intern_binder, &rebuild_binder, &PyDict_Type, &table, &forget, &union_free,
                           &data_hash, &let_op, &let_cost_obj))
         return NULL;
     PyObject *kept[] = {expr_type, Ref_Type, forget_alpha, alpha_table, binders, binder_layouts, binder_layout,
-                        edges, edge, cost_rules, position_fn, intern_binder, rebuild_binder_outside,
+                        edges, edge, cost_rules, position_fn, intern_binder, rebuild_binder,
                         table, forget, union_free, data_hash, let_op};
     for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++) Py_INCREF(kept[k]); /* for the module's life */
     Expr_Type = (PyTypeObject *)expr_type;
@@ -543,7 +543,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "knossos._climb", NUL
 
 /* Raised whenever init's arguments or the meaning of climb change, so that knossos.expr can tell a
  * stale build from the current one. */
-#define CLIMB_VERSION 1
+#define CLIMB_VERSION 2
 
 PyMODINIT_FUNC PyInit__climb(void) {
     PyObject *m = PyModule_Create(&module);

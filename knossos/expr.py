@@ -686,15 +686,11 @@ def _climb_python(path: list[tuple[Expr, int]], old: Expr, new: Expr, deltas: di
         if binder is None:
             found = _rebuild_plain(parent, i, old, new)
         elif i != binder[1] or deltas is None:
-            found = _rebuild_binder_outside(parent, i, old, new)
+            found = _rebuild_binder(parent, i, old, new, None)
             if i == binder[0]:
                 deltas = None
         else:
-            args = parent.args
-            new_args = (*args[:i], new, *args[i + 1 :])
-            name = args[binder[0]].data
-            t = parent.type
-            cost = COST_RULES[op](new_args, parent.data, t)
+            name = parent.args[binder[0]].data
             memo = old._pos
             known = memo.get(name) if memo is not None else None  # usually, from earlier rewrites
             position = known if known is not None else _position(old, name)
@@ -702,9 +698,7 @@ def _climb_python(path: list[tuple[Expr, int]], old: Expr, new: Expr, deltas: di
             if d is not None:
                 dp, dn = d
                 position = ((position[0] + a * dp + b * dn) % _PRIME, (position[1] + dn) % _PRIME)
-            nf, of = new.free, old.free
-            free = parent.free if (nf is of or nf == of) else None
-            found = _intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
+            found = _rebuild_binder(parent, i, old, new, position)
         if deltas:
             r, sh = _edges.get((op, i)) or _edge(op, i)
             a, b = r * a % _PRIME, (r * b + sh) % _PRIME
@@ -734,25 +728,29 @@ def _rebuild_plain(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
     return found
 
 
-def _rebuild_binder_outside(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
-    """A binder over ``new`` in place of its child ``i`` where the change of its variable's position is
-    not known: a child outside its scope (a let's value, a build's size), or the scope once a binding
-    occurrence below was rebuilt; the position is found by walking the new scope.  The bound variable
-    itself, which no rule rewrites, is built in full."""
+def _rebuild_binder(parent: Expr, i: int, old: Expr, new: Expr, position: Position | None) -> Expr:
+    """The binder ``parent`` over ``new`` in place of its child ``i``, ``old``.
+
+    ``position`` is where its variable occurs in the new scope, when the caller worked it out from
+    the change at the rewrite; ``None`` where that change is not known (the child is outside the
+    scope, a let's value or a build's size, or a binding occurrence below was rebuilt), and the new
+    scope is walked.  The bound variable itself, which no rule rewrites, is built in full.
+    """
     op, args = parent.op, parent.args
     var_index, scope_index = BINDERS[op]
     new_args = (*args[:i], new, *args[i + 1 :])
     if i == var_index:
         return make(op, new_args, parent.data)
+    if position is None:
+        position = _position(new_args[scope_index], args[var_index].data)
     t = parent.type
     cost = COST_RULES[op](new_args, parent.data, t)
     nf, of = new.free, old.free
     free = parent.free if (nf is of or nf == of) else None
-    position = _position(new_args[scope_index], args[var_index].data)
     return _intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
 
 
-_CLIMB_VERSION: Final = 1  # CLIMB_VERSION of knossos/_climb.c
+_CLIMB_VERSION: Final = 2  # CLIMB_VERSION of knossos/_climb.c
 
 
 def _load_climb() -> Callable[[list[tuple[Expr, int]], Expr, Expr, dict[str, Position] | None], Expr]:
@@ -787,7 +785,7 @@ def _init_climb(compiled: Any) -> None:
         COST_RULES,
         _position,
         _intern_binder,
-        _rebuild_binder_outside,
+        _rebuild_binder,
         _table,
         _forget,
         _union_free,

@@ -13,6 +13,7 @@ from rules.conditionals import IF_RULES
 from rules.log_exp import LOG_EXP_RULES
 from rules.rule_set import RuleSet
 from rules.vectors import VECTOR_RULES
+from rules.zeros import ZERO_TENSOR_RULES
 
 simplify_rules = RuleSet(
     "simplify_rules", [*ALGEBRAIC, *FLOAT_ONLY, *CONSTANT_FOLDING, INLINE_LET, DELETE_LET, DIV_BY_SELF]
@@ -45,7 +46,9 @@ phase1 = RuleSet(
     ]
     + [if_rules.rule("lift_if")],
 )
-all_rules = (ml_rules + log_exp_rules).named("all_rules")
+#: Not the paper's: additions of zero vectors and one-hot builds (rules/zeros.py), for reverse-mode code.
+zero_tensor_rules = RuleSet("zero_tensor_rules", ZERO_TENSOR_RULES)
+all_rules = (ml_rules + log_exp_rules + zero_tensor_rules).named("all_rules")
 
 RULE_SETS: dict[str, RuleSet] = {
     s.name: s
@@ -60,14 +63,20 @@ RULE_SETS: dict[str, RuleSet] = {
         ml_rules,
         ml_rules_no_bind,
         phase1,
+        zero_tensor_rules,
         all_rules,
     )
 }
 
 
 def get_rule_set(name: str) -> RuleSet:
-    """A rule set by name; a one-line error listing the names otherwise."""
-    found = RULE_SETS.get(name)
-    if found is None:
-        raise KsUsageError(f"unknown rule set '{name}' (known: {', '.join(RULE_SETS)})")
+    """A rule set by name, or the union of several joined by ``+`` (``ml_rules_no_bind+zero_tensor_rules``);
+    a one-line error listing the names otherwise."""
+    found: RuleSet | None = None
+    for part in name.split("+"):
+        one = RULE_SETS.get(part.strip())
+        if one is None:
+            raise KsUsageError(f"unknown rule set '{part.strip()}' (known: {', '.join(RULE_SETS)}; join names with +)")
+        found = one if found is None else found + one
+    assert found is not None
     return found

@@ -292,6 +292,26 @@ GOLDEN: list[Golden] = [
     Golden("mul_of_exps", "(mul (exp x) (exp y))", "(exp (add x y))"),
     Golden("log_of_mul", "(log (mul x y))", "(add (log x) (log y))"),
     Golden("add_of_logs", "(add (log x) (log y))", "(log (mul x y))"),
+    # -- zero tensors (not the paper's: rules/zeros.py) ------------------------------------------------
+    Golden("add_zero_vec", "(add v (build n (lam (i : Integer) 0.0)))", "v"),
+    Golden(
+        "add_zero_vec",
+        "(add (constVec n (constVec n 0.0)) (build n (lam (i : Integer) v)))",
+        "(build n (lam (i : Integer) v))",
+    ),
+    Golden("add_zero_vec", "(add (tuple (constVec n 0.0) 0.0) (tuple v x))", "(tuple v x)"),
+    Golden("add_zero_vec", "(add w (if p (deltaVec n k 0.0) (let (a x) (constVec n 0.0))))", "w"),
+    Golden(
+        "add_zero_vec",
+        "(let (a (build n (lam (i : Integer) (build n (lam (j : Integer) 0.0))))) (let (b a) (add b (build n (lam (i : Integer) v)))))",
+        "(let (a (build n (lam (i : Integer) (build n (lam (j : Integer) 0.0))))) (let (b a) (build n (lam (i : Integer) v))))",
+    ),
+    Golden("build_of_delta", "(build n (lam (i : Integer) (if (eq i k) (mul x y) 0.0)))", "(deltaVec n k (mul x y))"),
+    Golden(
+        "build_of_delta",
+        "(let (z (constVec 3 0.0)) (build n (lam (i : Integer) (if (eq m i) v z))))",
+        "(let (z (constVec 3 0.0)) (deltaVec n m v))",
+    ),
 ]
 
 
@@ -383,6 +403,26 @@ NEGATIVE: list[Blocked] = [
     Blocked("cprop_log", "(log -1.0)", "log of a negative number is NaN"),
     Blocked("cprop_exp", "(exp 1000.0)", "overflow"),
     Blocked("log_of_exp", "(log (mul x y))", "not an exp"),
+    Blocked("add_zero_vec", "(add x 0.0)", "a number: add_zero's"),
+    Blocked("add_zero_vec", "(add v (constVec n 1.0))", "not zero"),
+    Blocked("add_zero_vec", "(add v (build n (lam (i : Integer) (to_float i))))", "not zero"),
+    Blocked("add_zero_vec", "(add v (if p (constVec n 0.0) w))", "one branch is not zero"),
+    Blocked("add_zero_vec", "(add v (let (a 0.0) (constVec n a)))", "a is bound inside the zero: not looked through"),
+    Blocked(
+        "add_zero_vec",
+        "(let (a v) (let (b a) (let (a (constVec n 0.0)) (add w b))))",
+        "b is v: the zero a is another a",
+    ),
+    Blocked("add_zero_vec", "(add (constVec n 0.0) x)", "the result's type is not the other operand's"),
+    Blocked(
+        "build_of_delta", "(build n (lam (i : Integer) (if (eq i k) (to_float i) 0.0)))", "the value uses the index"
+    ),
+    Blocked(
+        "build_of_delta", "(build n (lam (i : Integer) (if (eq (add i 1) k) x 0.0)))", "not a comparison of the index"
+    ),
+    Blocked("build_of_delta", "(build n (lam (i : Integer) (if (eq i k) x 1.0)))", "the other branch is not zero"),
+    Blocked("build_of_delta", "(build n (lam (i : Integer) (if (eq i k) 0.0 x)))", "the zero is in the wrong branch"),
+    Blocked("build_of_delta", "(build n (lam (i : Integer) (if (gt i k) x 0.0)))", "not an equality"),
 ]
 
 

@@ -238,6 +238,39 @@ def _exp_overflows(ds: DomainSite) -> bool:
     return any(math.isinf(fexp(x)) for v in ds.values("a") for x in float_leaves(v))
 
 
+def _shape(v: Any) -> Any:
+    """The shape of a value: nested lengths and tuple structure, numbers as None."""
+    if isinstance(v, list):
+        return [_shape(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_shape(x) for x in v)
+    return None
+
+
+def _zero_operand_changes_nothing(ds: DomainSite) -> bool:
+    # add_zero_vec: a zero of another shape than the kept operand, or one that fails to evaluate,
+    # makes the add fail; where the original evaluates, dropping the zero changes nothing
+    return False
+
+
+def _delta_outside_domain(ds: DomainSite) -> bool:
+    # build_of_delta: the position out of range, the kept value failing (the build evaluates it only
+    # at the position), or zeros of another shape than the value's (deltaVec's zeros are its)
+    n, var, body = ds.site.node.args
+    cond, a, z = body.args
+    i = cond.args[1] if cond.args[0].op is Op.VAR and cond.args[0].data == var.data else cond.args[0]
+    for env in ds.site_envs:
+        size, position = ev(n, env), ev(i, env)
+        if not 0 <= position < size:
+            return True
+        try:
+            if _shape(ev(a, env)) != _shape(ev(z, env)):
+                return True
+        except KsEvalError:
+            return True
+    return False
+
+
 DomainCheck = Callable[[DomainSite], bool]
 FINITE_OPERANDS: DomainCheck = lambda ds: nonfinite(ds, "a", "b", "c") or intermediates_nonfinite(ds)  # noqa: E731
 
@@ -282,6 +315,8 @@ DOMAIN_CHECKS: dict[str, DomainCheck] = {
     "mul_of_exps": intermediates_nonfinite,
     "log_of_mul": lambda ds: not_positive(ds, "a", "b") or intermediates_nonfinite(ds),
     "add_of_logs": lambda ds: not_positive(ds, "a", "b") or intermediates_nonfinite(ds),
+    "add_zero_vec": _zero_operand_changes_nothing,
+    "build_of_delta": _delta_outside_domain,
 }
 
 
@@ -465,6 +500,15 @@ HAND_WRITTEN: list[tuple[str, str]] = [
     ("V", "(sumbuild 3 (lam (q7 : Integer) (build 2 (lam (q7 : Integer) (mul (to_float q7) 7.25)))))"),
     ("F", "(if (gt x 100.0) (let (q8 (index 5 (constVec 3 x))) (add q8 8.5)) 1.0)"),
     ("V", "(build 0 (lam (q9 : Integer) (let (q9 (div 1 0)) (to_float q9))))"),
+    # zero tensors (rules/zeros.py): zeros through lets, ifs, tuples; one-hot builds, ragged ones too
+    ("V", "(let (z0 (build 3 (lam (i : Integer) 0.0))) (let (z1 z0) (add (build 3 (lam (i : Integer) x)) z1)))"),
+    ("V", "(add (if (gt x 0.0) (constVec 3 0.0) (build 3 (lam (i : Integer) 0.0))) (deltaVec 3 1 y))"),
+    ("T", "(add (tuple 0.0 0.0) (let (z2 (constVec 2 0.0)) (tuple x (sum (add z2 (constVec 2 y))))))"),
+    ("V", "(let (z3 (constVec 2 x)) (let (z4 z3) (let (z3 (constVec 2 0.0)) (add (constVec 2 y) z4))))"),
+    ("V", "(build 3 (lam (i : Integer) (if (eq i 1) (mul x y) 0.0)))"),
+    ("V", "(build 2 (lam (i : Integer) (if (eq 5 i) (index 7 (constVec 1 x)) 0.0)))"),
+    ("V", "(index 0 (build 2 (lam (i : Integer) (if (eq i 1) (constVec 3 x) (constVec 2 0.0)))))"),
+    ("V", "(sumbuild 2 (lam (j : Integer) (build 3 (lam (i : Integer) (if (eq j i) (add x y) 0.0)))))"),
 ]
 
 
@@ -526,6 +570,8 @@ DOMAIN_VIOLATIONS = [
     ("div_by_self", "B", "(eq (div (sub x x) (sub x x)) 1.0)"),
     ("lift_bind", "F", "(if (gt x 100.0) (let (a (index 5 (constVec 3 x))) (add a 8.5)) 1.0)"),
     ("lift_bind", "V", "(build 0 (lam (i : Integer) (let (a (div 1 0)) (to_float a))))"),
+    ("build_of_delta", "V", "(build 2 (lam (i : Integer) (if (eq 5 i) (index 7 (constVec 1 x)) 0.0)))"),
+    ("build_of_delta", "V", "(index 0 (build 2 (lam (i : Integer) (if (eq i 1) (constVec 3 x) (constVec 2 0.0)))))"),
 ]
 
 

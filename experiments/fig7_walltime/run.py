@@ -16,7 +16,7 @@ original at every size):
   baseline   after the ksc-style baseline simplifier (rules/baseline.py);
   optimised  the best found by the zero-value-function search of bench_walltime.py: GEMM: A*,
              ml_rules_no_bind, depth 30, budget 5000; rev$conv1d: two-phase A* (phase1 rules, then
-             ml_rules_no_bind), depth 40, budget 5000 (the searches run once per program per run,
+             ml_rules_no_bind+zero_tensor_rules), depth 40, budget 5000 (the searches run once per program per run,
              only when a size of it is still to measure);
   hand i-k-j GEMM only: the hand-written i-k-j loop (bench_walltime.HAND_GEMM);
   numpy      for context, on one thread: alpha*(A@B) + beta*C, and the gradient as matrix products
@@ -62,6 +62,8 @@ sys.path.insert(0, str(ROOT))
 from tqdm import tqdm  # noqa: E402
 
 from benchmarks.bench_walltime import (  # noqa: E402
+    CONV1D_RULES,
+    GEMM_RULES,
     HAND_GEMM,
     Case,
     compiler_version,
@@ -118,7 +120,7 @@ EXPERIMENTS = [
     Experiment(
         "gemm",
         gemm_case,
-        {"algorithm": "astar", "value_function": "zero", "rules": "ml_rules_no_bind"},
+        {"algorithm": "astar", "value_function": "zero", "rules": GEMM_RULES},
         30,
         5000,
         [64, 128, 256, 512, 1024],
@@ -130,7 +132,7 @@ EXPERIMENTS = [
     Experiment(
         "rev$conv1d",
         conv1d_case,
-        {"algorithm": "two_phase", "value_function": "zero", "rules": "phase1 then ml_rules_no_bind"},
+        {"algorithm": "two_phase", "value_function": "zero", "rules": f"phase1 then {CONV1D_RULES}"},
         40,
         5000,
         [32, 64, 128, 256, 512],

@@ -1,0 +1,140 @@
+"""Zero-tensor rules: dropping additions of all-zero vectors and turning one-hot builds into deltaVecs.
+
+Not in the paper's tables.  Reverse-mode code (``rev$conv1d``) writes every zero gradient as a
+dense ``(build n (lam i 0.0))``, nested to the shape of the input, and adds these zeros to the real
+contributions inside its innermost loop; none of the paper's rules removes an addition of a zero
+*vector* (``add_zero`` is scalar, ``sumbuild_of_zero_vec`` knows only ``constVec`` zeros), so no
+search over them can either.  These two rules do what ksc's optimiser does for its own zeros
+(``x + 0 = x``; ``if i == j then e else 0`` inside a build becomes a deltaVec), for zeros written
+as builds and passed through lets.  They are the ``zero_tensor_rules`` set, kept out of the
+paper's sets (``ml_rules`` and the rest are as the reference has them).
+
+Whether a subexpression is zero is read off its structure (:func:`is_zero`): a literal 0, or a
+constVec, deltaVec, build, tuple, if (both branches) or let (its body) of zeros, or a variable
+bound by an enclosing let whose value is.  The value's shape is not checked (sizes are runtime
+values), which is what the domains say.
+"""
+
+from __future__ import annotations
+
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import BINDERS, Op
+from rules.rule import Rewrite, Rule, Site
+
+#: The structural forms whose value is zero when their part named here is.
+_ZERO_PART: dict[Op, tuple[int, ...]] = {
+    Op.CONSTVEC: (1,),
+    Op.DELTAVEC: (2,),
+    Op.BUILD: (2,),
+    Op.LET: (2,),
+    Op.IF: (1, 2),
+}
+
+
+def is_zero(e: Expr, site: Site | None = None, visible_below: int | None = None) -> bool:
+    """Whether ``e`` (a part of the node at ``site``) evaluates to zeros, whatever the inputs.
+
+    Variables are looked through when a let in ``site.scope`` binds them (and, for a variable met
+    inside a let's value, only a let outside that one: numbered below ``visible_below``), never when
+    a binder inside ``e`` binds them.
+    """
+    limit = site.number + 1 if visible_below is None and site is not None else visible_below
+    stack: list[tuple[Expr, frozenset[str], int | None]] = [(e, frozenset(), limit)]
+    while stack:
+        node, local, below = stack.pop()
+        op = node.op
+        if op is Op.CONST:
+            if not (node.type.is_number and node.data == 0):
+                return False
+        elif op is Op.VAR:
+            found = None if site is None or node.data in local else site.scope.get(node.data)
+            if found is None or found[0].op is not Op.LET or below is None or found[1] >= below:
+                return False
+            stack.append((found[0].args[1], frozenset(), found[1]))
+        elif op is Op.TUPLE:
+            stack.extend((a, local, below) for a in node.args)
+        elif op in _ZERO_PART:
+            inner = local
+            binder = BINDERS.get(op)
+            if binder is not None:
+                inner = local | {node.args[binder[0]].data}
+            stack.extend((node.args[i], inner, below) for i in _ZERO_PART[op])
+        else:
+            return False
+    return True
+
+
+class AddZeroVec(Rule):
+    """``(add a z)`` or ``(add z a)`` -> ``a`` for an all-zero vector or tuple ``z``."""
+
+    name = "add_zero_vec"
+    heads = frozenset({Op.ADD})
+    lhs_text = "(add a z), (add z a)"
+    rhs_text = "a"
+    conditions_text = (
+        "z is all zeros (see rules/zeros.py)",
+        "a has the add's type, which is a vector or tuple (add_zero does numbers)",
+    )
+    domain = "z has a's shape and evaluating it does not fail"
+
+    def _kept(self, site: Site) -> Expr | None:
+        node = site.node
+        if node.type.is_number:
+            return None
+        a, b = node.args
+        if b.type is node.type and is_zero(a, site):
+            return b
+        if a.type is node.type and is_zero(b, site):
+            return a
+        return None
+
+    def matches(self, site: Site) -> bool:
+        return self._kept(site) is not None
+
+    def rewrite(self, site: Site) -> Rewrite:
+        kept = self._kept(site)
+        assert kept is not None
+        return site.number, kept
+
+
+class BuildOfDelta(Rule):
+    """``(build n (lam x (if (eq x i) a z)))`` -> ``(deltaVec n i a)`` for an all-zero ``z``."""
+
+    name = "build_of_delta"
+    heads = frozenset({Op.BUILD})
+    lhs_text = "(build n (lam x (if (eq x i) a z))), also (eq i x)"
+    rhs_text = "(deltaVec n i a)"
+    conditions_text = ("x is not free in i or a", "z is all zeros (see rules/zeros.py)")
+    domain = "0 <= i < n, z has a's shape, and evaluating a does not fail"
+
+    def _parts(self, site: Site) -> tuple[Expr, Expr] | None:
+        _, var, body = site.node.args
+        if body.op is not Op.IF:
+            return None
+        x = var.data
+        cond, a, z = body.args
+        if cond.op is not Op.EQ or x in a.free:
+            return None
+        left, right = cond.args
+        if left.op is Op.VAR and left.data == x:
+            i = right
+        elif right.op is Op.VAR and right.data == x:
+            i = left
+        else:
+            return None
+        if x in i.free or x in z.free or not is_zero(z, site):
+            return None
+        return i, a
+
+    def matches(self, site: Site) -> bool:
+        return self._parts(site) is not None
+
+    def rewrite(self, site: Site) -> Rewrite:
+        parts = self._parts(site)
+        assert parts is not None
+        i, a = parts
+        return site.number, E.op(Op.DELTAVEC, site.node.args[0], i, a)
+
+
+ZERO_TENSOR_RULES: list[Rule] = [AddZeroVec(), BuildOfDelta()]

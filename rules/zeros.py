@@ -32,15 +32,16 @@ _ZERO_PART: dict[Op, tuple[int, ...]] = {
 }
 
 
-def is_zero(e: Expr, site: Site | None = None, visible_below: int | None = None) -> bool:
-    """Whether ``e`` (a part of the node at ``site``) evaluates to zeros, whatever the inputs.
+def is_zero(e: Expr, site: Site | None = None) -> bool:
+    """Whether ``e`` (a part of the node at ``site``) evaluates to zeros (or fails), whatever the inputs.
 
-    Variables are looked through when a let in ``site.scope`` binds them (and, for a variable met
-    inside a let's value, only a let outside that one: numbered below ``visible_below``), never when
-    a binder inside ``e`` binds them.
+    A variable is looked through when a let of ``site.scope`` binds it, never when a binder inside
+    ``e`` does; in a let's value, only a let numbered below that let is (one in scope at the site but
+    numbered above it lies in its body, where it shadows the name the value means).  Without a site
+    no variable is looked through.
     """
-    limit = site.number + 1 if visible_below is None and site is not None else visible_below
-    stack: list[tuple[Expr, frozenset[str], int | None]] = [(e, frozenset(), limit)]
+    # (subexpression, names bound inside e around it, binders numbered below this are visible)
+    stack: list[tuple[Expr, frozenset[str], int | None]] = [(e, frozenset(), None if site is None else site.number + 1)]
     while stack:
         node, local, below = stack.pop()
         op = node.op

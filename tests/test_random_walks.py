@@ -14,7 +14,8 @@ A walk stops early, counted and reported as a warning in the test output, when
   change is floating-point (see :func:`test_rules_properties.explain`).
 
 Any other change of value fails, naming the def, the walk, the step, the action and the expression
-before and after.  The CI version runs :data:`CI_WALKS` walks per def (about 10 s).  The full version
+before and after.  ``rev$conv1d`` is also walked with ``ml_rules`` plus the zero-tensor rules, taking
+one of theirs half of the time where they apply.  The CI version runs :data:`CI_WALKS` walks per def (about 10 s).  The full version
 (marked ``slow``) runs ``KNOSSOS_WALKS`` walks per def (default 1,000: about an hour here, most of
 it in ``rev$conv1d``, whose evaluation takes some 40 ms); it runs only when asked for, with
 ``-m slow`` or with ``KNOSSOS_WALKS`` set (e.g. ``KNOSSOS_WALKS=50 pytest -m slow tests/test_random_walks.py``).
@@ -41,7 +42,8 @@ from knossos.parser import load_program
 from knossos.program import Def, Program
 from knossos.values import isclose
 from rules.actions import actions, apply
-from rules.sets import ml_rules
+from rules.rule_set import RuleSet
+from rules.sets import ml_rules, zero_tensor_rules
 
 from conftest import random_value
 
@@ -87,8 +89,19 @@ class Report:
         return text
 
 
-def walk(d: Def, rng: random.Random, walk_number: int, interp: Interpreter, report: Report) -> None:
-    """One walk of :data:`STEPS` random actions from ``d``'s body; fails if meaning is lost."""
+def walk(
+    d: Def,
+    rng: random.Random,
+    walk_number: int,
+    interp: Interpreter,
+    report: Report,
+    rules: RuleSet = ml_rules,
+    prefer: frozenset[str] = frozenset(),
+) -> None:
+    """One walk of :data:`STEPS` random actions of ``rules`` from ``d``'s body; fails if meaning is lost.
+
+    Where rules named in ``prefer`` apply, one of their actions is taken half of the time (rare
+    rules would otherwise hardly ever be picked among the hundreds of actions of a program)."""
     args = [random_value(p.type, rng) for p in d.params]
     env = interp.check_args(d, args)
     try:
@@ -99,11 +112,12 @@ def walk(d: Def, rng: random.Random, walk_number: int, interp: Interpreter, repo
     report.walks += 1
     e = d.body
     for step in range(STEPS):
-        choices = actions(e, ml_rules)
+        choices = actions(e, rules)
         if not choices:
             report.stop("no action", f"walk {walk_number} step {step}")
             return
-        action = rng.choice(choices)
+        preferred = [a for a in choices if a.rule.name in prefer]
+        action = rng.choice(preferred if preferred and rng.random() < 0.5 else choices)
         after = apply(e, action)
         report.steps += 1
         if after.size > SIZE_CAP:
@@ -133,7 +147,9 @@ def walk(d: Def, rng: random.Random, walk_number: int, interp: Interpreter, repo
         )
 
 
-def run_walks(file: str, name: str, walks: int) -> Report:
+def run_walks(
+    file: str, name: str, walks: int, rules: RuleSet = ml_rules, prefer: frozenset[str] = frozenset()
+) -> Report:
     d = program(file).defs[name]
     rng = random.Random(zlib.crc32(name.encode()))
     interp = Interpreter(max_steps=MAX_STEPS)
@@ -144,7 +160,7 @@ def run_walks(file: str, name: str, walks: int) -> Report:
         pytest.skip(f"{name}: the original does not evaluate: {err}")
     report = Report()
     for w in range(walks):
-        walk(d, rng, w, interp, report)
+        walk(d, rng, w, interp, report, rules, prefer)
     stopped = sum(n for why, n in report.stopped.items() if why != "no action")
     if stopped:
         warnings.warn(WalkStopped(report.summary(name)), stacklevel=2)
@@ -164,6 +180,13 @@ def test_many_random_walks_keep_meaning(file: str, name: str, request: pytest.Fi
     if "KNOSSOS_WALKS" not in os.environ and not ("slow" in markexpr and "not slow" not in markexpr):
         pytest.skip("the full random walks (about an hour) run with -m slow or KNOSSOS_WALKS=<walks per def>")
     run_walks(file, name, FULL_WALKS)
+
+
+def test_walks_with_the_zero_tensor_rules_keep_meaning() -> None:
+    """rev$conv1d, the program the zero-tensor rules are for, walked with them and the paper's rules."""
+    zero_rules = frozenset(r.name for r in zero_tensor_rules)
+    report = run_walks("conv1d_rev_test.kso", "rev$conv1d", CI_WALKS, ml_rules + zero_tensor_rules, zero_rules)
+    assert report.steps > CI_WALKS  # the walks were not all stopped at their first step
 
 
 def test_every_file_has_defs() -> None:

@@ -168,6 +168,12 @@ def run_walks(
     return report
 
 
+def skip_unless_full_walks(request: pytest.FixtureRequest) -> None:
+    markexpr = str(request.config.getoption("markexpr") or "")
+    if "KNOSSOS_WALKS" not in os.environ and not ("slow" in markexpr and "not slow" not in markexpr):
+        pytest.skip("the full random walks (about an hour) run with -m slow or KNOSSOS_WALKS=<walks per def>")
+
+
 @pytest.mark.parametrize(("file", "name"), DEFS, ids=[f"{f}::{n}" for f, n in DEFS])
 def test_random_walks_keep_meaning(file: str, name: str) -> None:
     run_walks(file, name, CI_WALKS)
@@ -176,17 +182,25 @@ def test_random_walks_keep_meaning(file: str, name: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("file", "name"), DEFS, ids=[f"{f}::{n}" for f, n in DEFS])
 def test_many_random_walks_keep_meaning(file: str, name: str, request: pytest.FixtureRequest) -> None:
-    markexpr = str(request.config.getoption("markexpr") or "")
-    if "KNOSSOS_WALKS" not in os.environ and not ("slow" in markexpr and "not slow" not in markexpr):
-        pytest.skip("the full random walks (about an hour) run with -m slow or KNOSSOS_WALKS=<walks per def>")
+    skip_unless_full_walks(request)
     run_walks(file, name, FULL_WALKS)
 
 
-def test_walks_with_the_zero_tensor_rules_keep_meaning() -> None:
+def zero_tensor_walks(walks: int) -> Report:
     """rev$conv1d, the program the zero-tensor rules are for, walked with them and the paper's rules."""
     zero_rules = frozenset(r.name for r in zero_tensor_rules)
-    report = run_walks("conv1d_rev_test.kso", "rev$conv1d", CI_WALKS, ml_rules + zero_tensor_rules, zero_rules)
+    return run_walks("conv1d_rev_test.kso", "rev$conv1d", walks, ml_rules + zero_tensor_rules, zero_rules)
+
+
+def test_walks_with_the_zero_tensor_rules_keep_meaning() -> None:
+    report = zero_tensor_walks(CI_WALKS)
     assert report.steps > CI_WALKS  # the walks were not all stopped at their first step
+
+
+@pytest.mark.slow
+def test_many_walks_with_the_zero_tensor_rules_keep_meaning(request: pytest.FixtureRequest) -> None:
+    skip_unless_full_walks(request)
+    zero_tensor_walks(FULL_WALKS)
 
 
 def test_every_file_has_defs() -> None:

@@ -76,7 +76,9 @@ def get_rule_set(name: str) -> RuleSet:
     for part in name.split("+"):
         one = RULE_SETS.get(part.strip())
         if one is None:
-            raise KsUsageError(f"unknown rule set '{part.strip()}' (known: {', '.join(RULE_SETS)}; join names with +)")
+            where = f" in '{name}'" if "+" in name else ""
+            known = ", ".join(RULE_SETS)
+            raise KsUsageError(f"unknown rule set '{part.strip()}'{where} (known: {known}; join names with +)")
         found = one if found is None else found + one
     assert found is not None
     return found

@@ -34,8 +34,10 @@ def test_sets_join_with_plus() -> None:
     joined = get_rule_set("ml_rules_no_bind+zero_tensor_rules")
     assert joined.name == "ml_rules_no_bind+zero_tensor_rules"
     assert [r.name for r in joined] == [r.name for r in ml_rules_no_bind] + [r.name for r in zero_tensor_rules]
-    with pytest.raises(KsUsageError, match="unknown rule set 'zeros'"):
+    with pytest.raises(KsUsageError, match="unknown rule set 'zeros' in 'ml_rules\\+zeros'"):
         get_rule_set("ml_rules+zeros")
+    with pytest.raises(KsUsageError, match="unknown rule set '' in 'ml_rules\\+'"):
+        get_rule_set("ml_rules+")
 
 
 def test_paper_sets_do_not_have_them() -> None:

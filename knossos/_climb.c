@@ -95,6 +95,74 @@ static PyObject *hash_of(PyObject *tuple) {
     return PyLong_FromSsize_t(h);
 }
 
+/* (first, second, item(x) for x in items): `item` returns a new reference.  New reference. */
+static PyObject *headed_tuple(PyObject *first, PyObject *second, PyObject *items, PyObject *(*item)(PyObject *)) {
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
+    PyObject *out = PyTuple_New(n + 2);
+    if (out == NULL) return NULL;
+    Py_INCREF(first);
+    PyTuple_SET_ITEM(out, 0, first);
+    Py_INCREF(second);
+    PyTuple_SET_ITEM(out, 1, second);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *x = item(PyTuple_GET_ITEM(items, k));
+        if (x == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, k + 2, x);
+    }
+    return out;
+}
+
+static PyObject *id_of(PyObject *x) { return PyLong_FromVoidPtr(x); } /* what id() gives */
+
+static PyObject *s_of(PyObject *x) {
+    PyObject *s = FIELD(x, F_S);
+    Py_INCREF(s);
+    return s;
+}
+
+/* The composition edge (r, sh) of child `index` of `op`: from _edges, or made by _edge. */
+static int edge_of(PyObject *op, PyObject *index, u64 *r, u64 *sh) {
+    PyObject *key = PyTuple_Pack(2, op, index);
+    if (key == NULL) return -1;
+    PyObject *m = PyDict_GetItemWithError(edges, key);
+    if (m != NULL) {
+        Py_INCREF(m);
+    } else if (!PyErr_Occurred()) {
+        m = PyObject_CallFunctionObjArgs(edge, op, index, NULL);
+    }
+    Py_DECREF(key);
+    if (m == NULL) return -1;
+    int failed = as_residue(PyTuple_GET_ITEM(m, 0), r) || as_residue(PyTuple_GET_ITEM(m, 1), sh);
+    Py_DECREF(m);
+    return failed ? -1 : 0;
+}
+
+/* The cost of `op` over `args` by its rule in COST_RULES.  New reference. */
+static PyObject *rule_cost(PyObject *op, PyObject *args, PyObject *data, PyObject *t) {
+    PyObject *rule = PyDict_GetItemWithError(cost_rules, op);
+    if (rule == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no cost rule");
+        return NULL;
+    }
+    return PyObject_CallFunctionObjArgs(rule, args, data, t, NULL);
+}
+
+/* The size of `parent` with its child `old` replaced by `new`.  New reference. */
+static PyObject *rebuilt_size(PyObject *parent, PyObject *old, PyObject *new) {
+    PyObject *size = PyNumber_Subtract(FIELD(parent, F_SIZE), FIELD(old, F_SIZE));
+    if (size != NULL) Py_SETREF(size, PyNumber_Add(size, FIELD(new, F_SIZE)));
+    return size;
+}
+
+/* Whether the rewrite kept the child's free names (the parent's then stay): 1, 0, or -1 on error. */
+static int same_free(PyObject *old, PyObject *new) {
+    PyObject *nf = FIELD(new, F_FREE), *of = FIELD(old, F_FREE);
+    return nf == of ? 1 : PyObject_RichCompareBool(nf, of, Py_EQ);
+}
+
 /* The free names of a binder over `args`, as _intern_binder works them out: the scope's without the
  * bound name, and the other child's.  Returns a new reference. */
 static PyObject *binder_free(PyObject *args, Py_ssize_t var_index, Py_ssize_t scope_index, Py_ssize_t outside_index) {
@@ -267,22 +335,12 @@ done:
 static PyObject *climb_plain(PyObject *parent, Py_ssize_t i, PyObject *index, PyObject *old, PyObject *new) {
     PyObject *op = FIELD(parent, F_OP), *args = FIELD(parent, F_ARGS), *data = FIELD(parent, F_DATA);
     PyObject *t = FIELD(parent, F_TYPE);
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
     PyObject *new_args = replaced_args(args, i, new);
     if (new_args == NULL) return NULL;
     PyObject *result = NULL, *free = NULL, *dh = NULL, *s = NULL, *cost = NULL, *size = NULL;
-    PyObject *w_obj = NULL, *c_obj = NULL, *h = NULL, *m = NULL;
-    PyObject *key = PyTuple_New(n + 2);
+    PyObject *w_obj = NULL, *c_obj = NULL, *h = NULL;
+    PyObject *key = headed_tuple(op, data, new_args, id_of);
     if (key == NULL) goto done;
-    Py_INCREF(op);
-    PyTuple_SET_ITEM(key, 0, op);
-    Py_INCREF(data);
-    PyTuple_SET_ITEM(key, 1, data);
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(new_args, k)); /* what id() gives */
-        if (id == NULL) goto done;
-        PyTuple_SET_ITEM(key, k + 2, id);
-    }
     PyObject *ref = PyDict_GetItemWithError(table, key);
     if (ref == NULL && PyErr_Occurred()) goto done;
     if (ref != NULL && PyWeakref_GET_OBJECT(ref) != Py_None) {
@@ -290,10 +348,9 @@ static PyObject *climb_plain(PyObject *parent, Py_ssize_t i, PyObject *index, Py
         Py_INCREF(result);
         goto done;
     }
-    PyObject *nf = FIELD(new, F_FREE), *of = FIELD(old, F_FREE);
-    int same_free = nf == of ? 1 : PyObject_RichCompareBool(nf, of, Py_EQ);
-    if (same_free < 0) goto done;
-    if (same_free) {
+    int kept = same_free(old, new);
+    if (kept < 0) goto done;
+    if (kept) {
         free = FIELD(parent, F_FREE);
         Py_INCREF(free);
     } else {
@@ -307,32 +364,10 @@ static PyObject *climb_plain(PyObject *parent, Py_ssize_t i, PyObject *index, Py
         dh = PyObject_CallFunctionObjArgs(data_hash, op, data, t, NULL);
         if (dh == NULL) goto done;
     }
-    PyObject *shape = PyTuple_New(n + 2);
-    if (shape == NULL) goto done;
-    Py_INCREF(op);
-    PyTuple_SET_ITEM(shape, 0, op);
-    Py_INCREF(dh);
-    PyTuple_SET_ITEM(shape, 1, dh);
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *child_s = FIELD(PyTuple_GET_ITEM(new_args, k), F_S);
-        Py_INCREF(child_s);
-        PyTuple_SET_ITEM(shape, k + 2, child_s);
-    }
-    s = hash_of(shape);
+    s = hash_of(headed_tuple(op, dh, new_args, s_of));
     if (s == NULL) goto done;
-    PyObject *edge_key = PyTuple_Pack(2, op, index);
-    if (edge_key == NULL) goto done;
-    m = PyDict_GetItemWithError(edges, edge_key);
-    if (m != NULL) {
-        Py_INCREF(m);
-    } else if (!PyErr_Occurred()) {
-        m = PyObject_CallFunctionObjArgs(edge, op, index, NULL);
-    }
-    Py_DECREF(edge_key);
-    if (m == NULL) goto done;
     u64 r, sh, pw, pc, nw, nc, ow, oc;
-    if (as_residue(PyTuple_GET_ITEM(m, 0), &r) || as_residue(PyTuple_GET_ITEM(m, 1), &sh) ||
-        as_residue(FIELD(parent, F_W), &pw) || as_residue(FIELD(parent, F_C), &pc) ||
+    if (edge_of(op, index, &r, &sh) || as_residue(FIELD(parent, F_W), &pw) || as_residue(FIELD(parent, F_C), &pc) ||
         as_residue(FIELD(new, F_W), &nw) || as_residue(FIELD(new, F_C), &nc) ||
         as_residue(FIELD(old, F_W), &ow) || as_residue(FIELD(old, F_C), &oc))
         goto done;
@@ -343,16 +378,9 @@ static PyObject *climb_plain(PyObject *parent, Py_ssize_t i, PyObject *index, Py
     if (w_obj == NULL || c_obj == NULL) goto done;
     h = hash_of(PyTuple_Pack(2, s, w_obj));
     if (h == NULL) goto done;
-    PyObject *rule = PyDict_GetItemWithError(cost_rules, op);
-    if (rule == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no cost rule");
-        goto done;
-    }
-    cost = PyObject_CallFunctionObjArgs(rule, new_args, data, t, NULL);
+    cost = rule_cost(op, new_args, data, t);
     if (cost == NULL) goto done;
-    size = PyNumber_Subtract(FIELD(parent, F_SIZE), FIELD(old, F_SIZE));
-    if (size == NULL) goto done;
-    Py_SETREF(size, PyNumber_Add(size, FIELD(new, F_SIZE)));
+    size = rebuilt_size(parent, old, new);
     if (size == NULL) goto done;
     result = new_registered_node(op, new_args, data, t, cost, size, free, s, w_obj, c_obj, h, table, forget, key);
 done:
@@ -361,7 +389,6 @@ done:
     Py_XDECREF(free);
     Py_XDECREF(dh);
     Py_XDECREF(s);
-    Py_XDECREF(m);
     Py_XDECREF(w_obj);
     Py_XDECREF(c_obj);
     Py_XDECREF(h);
@@ -385,12 +412,7 @@ static PyObject *climb_binder(PyObject *parent, Py_ssize_t i, Py_ssize_t var_ind
         if (PyErr_Occurred()) goto done;
         cost = PyFloat_FromDouble(let_cost + rhs + body);
     } else {
-        PyObject *rule = PyDict_GetItemWithError(cost_rules, op);
-        if (rule == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no cost rule");
-            goto done;
-        }
-        cost = PyObject_CallFunctionObjArgs(rule, new_args, FIELD(parent, F_DATA), t, NULL);
+        cost = rule_cost(op, new_args, FIELD(parent, F_DATA), t);
     }
     if (cost == NULL) goto done;
     PyObject *memo = FIELD(old, F_POS);
@@ -415,14 +437,11 @@ static PyObject *climb_binder(PyObject *parent, Py_ssize_t i, Py_ssize_t var_ind
         n = addmod(n, dn);
         if (PyDict_DelItem(deltas, name)) goto done; /* outside this scope, the name is another variable */
     }
-    size = PyNumber_Subtract(FIELD(parent, F_SIZE), FIELD(old, F_SIZE));
+    size = rebuilt_size(parent, old, new);
     if (size == NULL) goto done;
-    Py_SETREF(size, PyNumber_Add(size, FIELD(new, F_SIZE)));
-    if (size == NULL) goto done;
-    PyObject *nf = FIELD(new, F_FREE), *of = FIELD(old, F_FREE);
-    int same_free = nf == of ? 1 : PyObject_RichCompareBool(nf, of, Py_EQ);
-    if (same_free < 0) goto done;
-    result = intern(op, new_args, t, cost, same_free ? FIELD(parent, F_FREE) : NULL, p, n, size);
+    int kept = same_free(old, new);
+    if (kept < 0) goto done;
+    result = intern(op, new_args, t, cost, kept ? FIELD(parent, F_FREE) : NULL, p, n, size);
 done:
     Py_DECREF(new_args);
     Py_XDECREF(cost);
@@ -475,25 +494,11 @@ static PyObject *climb(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
         }
         if (found == NULL) goto fail;
         if (deltas != Py_None && PyDict_GET_SIZE(deltas) > 0) {
-            PyObject *key = PyTuple_Pack(2, op, index);
-            if (key == NULL) {
-                Py_DECREF(found);
-                goto fail;
-            }
-            PyObject *m = PyDict_GetItemWithError(edges, key);
-            if (m != NULL) {
-                Py_INCREF(m);
-            } else if (!PyErr_Occurred()) {
-                m = PyObject_CallFunctionObjArgs(edge, op, index, NULL);
-            }
-            Py_DECREF(key);
             u64 r, sh;
-            if (m == NULL || as_residue(PyTuple_GET_ITEM(m, 0), &r) || as_residue(PyTuple_GET_ITEM(m, 1), &sh)) {
-                Py_XDECREF(m);
+            if (edge_of(op, index, &r, &sh)) {
                 Py_DECREF(found);
                 goto fail;
             }
-            Py_DECREF(m);
             a = mulmod(r, a);
             b = addmod(mulmod(r, b), sh);
         }

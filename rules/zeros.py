@@ -106,7 +106,7 @@ class BuildOfDelta(Rule):
     heads = frozenset({Op.BUILD})
     lhs_text = "(build n (lam x (if (eq x i) a z))), also (eq i x)"
     rhs_text = "(deltaVec n i a)"
-    conditions_text = ("x is not free in i or a", "z is all zeros (see rules/zeros.py)")
+    conditions_text = ("x is not free in i, a or z", "z is all zeros (see rules/zeros.py)")
     domain = "0 <= i < n, z has a's shape, and evaluating a does not fail"
 
     def _parts(self, site: Site) -> tuple[Expr, Expr] | None:

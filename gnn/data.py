@@ -24,10 +24,22 @@ class Target:
     best_known: float | None
 
 
+#: The paper's sets, and the generated ones (experiments/corpus/run.py writes the latter).
+SET_FILES = ("arithmetic_sets.json", "generated_sets.json")
+
+
 @cache
 def _arithmetic_sets() -> dict[str, dict[str, object]]:
-    sets: dict[str, dict[str, object]] = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
+    sets: dict[str, dict[str, object]] = {}
+    for name in SET_FILES:
+        if (DATA / name).is_file():
+            sets.update(json.loads((DATA / name).read_text())["sets"])
     return sets
+
+
+def set_names(joined: str) -> list[str]:
+    """The set names of ``a+b+c`` (several sets joined, as rule sets are)."""
+    return [part.strip() for part in joined.split("+")]
 
 
 @cache
@@ -49,14 +61,17 @@ def _best_known_programs() -> dict[str, float]:
 def load_targets(src: DataSource, label: str) -> list[Target]:
     if src.set is not None:
         sets = _arithmetic_sets()
-        if src.set not in sets:
-            raise KsUsageError(f"{label}: no arithmetic set '{src.set}' (known: {', '.join(sets)})")
-        items = sets[src.set]["expressions"]
-        assert isinstance(items, list)
-        return [
-            Target(f"{src.set}[{i}]", parse_expr(item["expr"])[0], float(item["best_known_cost"]))
-            for i, item in enumerate(items)
-        ]
+        out: list[Target] = []
+        for name in set_names(src.set):
+            if name not in sets:
+                raise KsUsageError(f"{label}: no arithmetic set '{name}' in '{src.set}' (known: {', '.join(sets)})")
+            items = sets[name]["expressions"]
+            assert isinstance(items, list)
+            out.extend(
+                Target(f"{name}[{i}]", parse_expr(item["expr"])[0], _float_or_none(item.get("best_known_cost")))
+                for i, item in enumerate(items)
+            )
+        return out
     assert src.file is not None
     path = Path(src.file) if Path(src.file).is_absolute() else ROOT / src.file
     program = load_program(path)
@@ -72,3 +87,7 @@ def load_targets(src: DataSource, label: str) -> list[Target]:
         known = best.get(name)
         out.append(Target(name, d.body, None if known is None else known - offset))
     return out
+
+
+def _float_or_none(x: object) -> float | None:
+    return None if x is None else float(x)  # type: ignore[arg-type]

@@ -6,6 +6,10 @@ most steps left it was reached with; an expression reached again with more steps
 expanded again.  New states wait in a batch until at least ``batch_size`` of them (or the frontier
 is empty), then go to the value function together.  Search stops when the value function has been
 asked about ``budget`` expressions, or nothing is left to expand.
+
+Among states of equal priority the one with the fewest steps left, i.e. the deepest, is expanded
+first, then the earliest queued: on a plateau of equal cost the search follows one path down rather
+than widening across the plateau (as the reference implementation's heap does).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ def astar(start: Expr, spec: SearchSpec) -> SearchResult:
     run = SearchRun(start, spec)
     graph, evaluator, cost = run.graph, run.evaluator, spec.cost
     c0 = cost(start)
-    frontier: list[tuple[float, int, Expr, int]] = []  # (-f, order of insertion, expression, steps left)
+    frontier: list[tuple[float, int, int, Expr]] = []  # (-f, steps left, order of insertion, expression)
     pending: list[tuple[Expr, int]] = [(start, spec.depth)]
     order = 0
     try:
@@ -35,12 +39,12 @@ def astar(start: Expr, spec: SearchSpec) -> SearchResult:
                 for (e, t), row in zip(batch, evaluator([e for e, _ in batch]), strict=True):
                     if graph.steps_left(e) > t:
                         continue  # reached again with more steps left: that visit is queued instead
-                    heapq.heappush(frontier, (-(row[t] + c0 - cost(e)), order, e, t))
+                    heapq.heappush(frontier, (-(row[t] + c0 - cost(e)), t, order, e))
                     order += 1
                 run.report()
             if not frontier:
                 break
-            _, _, e, t = heapq.heappop(frontier)
+            _, t, _, e = heapq.heappop(frontier)
             if graph.steps_left(e) > t:
                 continue
             reached = run.expand(e, t)

@@ -32,7 +32,7 @@ from search.mdp import Transitions
 from search.random_search import random_search
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
-from search.spec import SearchSpec
+from search.spec import SearchRun, SearchSpec
 from search.value import Evaluator, ZeroValue
 
 from conftest import DATA, PROGRAMS, random_value
@@ -325,16 +325,19 @@ def test_astar_sends_batches_of_at_least_16() -> None:
     result = astar(expr(FIRST), SearchSpec(rules=get_rule_set("binding_rules"), depth=10, budget=2000, value=rec))
     assert result.evaluations == 2000 == sum(rec.batches)
     assert rec.batches[0] == 1  # the start alone
+    # a smaller batch goes only when the frontier is empty; following a plateau to its end (the tie
+    # order) empties it now and then, when the deep states' children are already known
     big = sum(1 for n in rec.batches if n >= 16)
-    assert big >= 0.8 * len(rec.batches), rec.batches
-    assert len(rec.batches) <= 2000 / 16 + 5
+    assert big >= 0.6 * len(rec.batches), rec.batches
+    assert sum(rec.batches) / len(rec.batches) >= 14, rec.batches
 
 
 def test_astar_batch_size_is_a_setting() -> None:
     rec = Recording()
     spec = SearchSpec(rules=get_rule_set("binding_rules"), depth=10, budget=500, value=rec, batch_size=64)
     astar(expr(FIRST), spec)
-    assert sum(1 for n in rec.batches if n >= 64) >= 0.6 * len(rec.batches), rec.batches
+    assert sum(1 for n in rec.batches if n >= 64) >= 0.4 * len(rec.batches), rec.batches
+    assert max(rec.batches) >= 64 and sum(rec.batches) / len(rec.batches) >= 40, rec.batches
     rec1 = Recording()
     astar(expr(FIRST), replace(spec, value=rec1, batch_size=1))
     assert len(rec1.batches) > len(rec.batches) * 4
@@ -411,6 +414,45 @@ def test_a_low_value_makes_astar_stay_away() -> None:
     shunned = plain[1]
     guided = list(astar(start, replace(spec, value=Favour(shunned, bonus=-1000.0))).graph.edges)
     assert shunned not in guided
+
+
+# -- ties ------------------------------------------------------------------------------------------
+def commuting() -> RuleSet:
+    """Rewrites that keep the cost: with the zero value function every state has the same priority."""
+    return RuleSet("commuting", [r for r in get_rule_set("simplify_rules") if r.name in ("commute_add", "commute_mul")])
+
+
+def expansion_order(start: Expr, depth: int, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Expr, int]]:
+    """(state, steps left) in the order A* expanded them, every state queued as soon as it is reached."""
+    popped: list[tuple[Expr, int]] = []
+    expand = SearchRun.expand
+
+    def recording(run: SearchRun, e: Expr, steps_left: int) -> list[Expr]:
+        popped.append((e, steps_left))
+        return expand(run, e, steps_left)
+
+    monkeypatch.setattr(SearchRun, "expand", recording)
+    astar(start, SearchSpec(rules=commuting(), depth=depth, budget=10_000, batch_size=1))
+    return popped
+
+
+def test_equal_priorities_pop_the_fewest_steps_left_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a plateau A* follows one path down (depth first), as the reference's heap does: each
+    expansion is one step deeper than the one before it until the path ends."""
+    start = expr("(add (mul x y) (add (mul y x) (mul x 2.0)))")
+    steps = [t for _, t in expansion_order(start, 6, monkeypatch)]
+    assert steps[:5] == [6, 5, 4, 3, 2]  # children with 1 step left are reached, not queued
+    # with breadth-first ties (insertion order alone) every child of the start (5 steps left) would
+    # be expanded before any grandchild
+    assert steps.index(4) < len(Transitions(commuting()).successors(start))
+
+
+def test_equal_priorities_and_steps_left_keep_the_order_they_were_queued_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    start = expr("(add (mul x y) (add (mul y x) (mul x 2.0)))")
+    popped = expansion_order(start, 2, monkeypatch)
+    children = list(dict.fromkeys(c for _, c in Transitions(commuting()).successors(start)))
+    # depth 2: the children (1 step left each) are expanded in the order the rules produced them
+    assert popped[0] == (start, 2) and [e for e, _ in popped[1:]] == children
 
 
 # -- exhaustive -------------------------------------------------------------------------------------

@@ -93,6 +93,10 @@ class TrainingConfig:
     keep_weights: bool = False
     #: Evaluate on the training set too (the test set always).
     eval_train: bool = True
+    #: The first this many epochs search the training expressions with the zero value function
+    #: instead of the network: an untrained network guides search worse than none, and plain A*
+    #: is faster, so the first targets are better and come sooner.
+    warmup_epochs: int = 0
 
 
 @dataclass
@@ -122,6 +126,8 @@ class TrainConfig:
 
         if self.training.targets not in TARGET_SCHEMES:
             raise bad("training.targets", f"'{self.training.targets}' is not one of {', '.join(TARGET_SCHEMES)}")
+        if self.training.warmup_epochs < 0:
+            raise bad("training.warmup_epochs", f"must be at least 0, not {self.training.warmup_epochs}")
         if self.training.replay_best < 0:
             raise bad("training.replay_best", f"must be at least 0, not {self.training.replay_best}")
         if self.training.replay_best and not self.training.best_targets:

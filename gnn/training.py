@@ -31,7 +31,7 @@ from rules.sets import get_rule_set
 from search.registry import get_search
 from search.result import SearchResult
 from search.spec import SearchSpec
-from search.value import ValueFunction
+from search.value import ValueFunction, ZeroValue
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -257,13 +257,14 @@ class Trainer:
         # a search does not change the network, so a bfloat16 copy per search is exact enough
         return NetworkValue(self.network, precision=self.config.search.precision)  # type: ignore[arg-type]
 
-    def search(self, target: Target, algorithm: str, budget: int) -> SearchResult:
+    def search(self, target: Target, algorithm: str, budget: int, guided: bool = True) -> SearchResult:
+        """``guided=False``: with the zero value function instead of the network (warm-up epochs)."""
         s = self.config.search
         spec = SearchSpec(
             rules=self.rules,
             depth=s.depth,
             budget=budget,
-            value=self.value_function(),
+            value=self.value_function() if guided else ZeroValue(),
             seed=int(self.rng.integers(2**31)) if algorithm == "mcts" else 0,
             batch_size=s.batch_size,
         )
@@ -276,9 +277,10 @@ class Trainer:
         chosen = sorted(int(i) for i in self.rng.choice(len(self.train_set), size=k, replace=False))
         samples: list[Sample] = []
         evaluations = 0
+        guided = self.epoch >= cfg.training.warmup_epochs
         for n, i in enumerate(chosen):
             self._report("search", n, len(chosen))
-            result = self.search(self.train_set[i], cfg.search.algorithm, cfg.search.budget)
+            result = self.search(self.train_set[i], cfg.search.algorithm, cfg.search.budget, guided)
             samples.extend(samples_of(result, cfg.training.targets))
             evaluations += result.evaluations
         if cfg.training.best_targets:

@@ -10,12 +10,19 @@ throughput on CPUs with AMX or AVX512-BF16 units (benchmarks/bench_gnn.py), per-
 about 1% of float32's; slower than float32 on CPUs without them.  Its batches are padded to a few
 repeated shapes (oneDNN builds a kernel per new bfloat16 shape, which would cost more than it saves).  The copy is a snapshot, so use it
 for fixed models (optimize.py), not for a network that is being trained.
+
+Threads: a forward pass over at most :data:`ONE_THREAD_NODES` nodes (every batch of A* on
+arithmetic expressions, about 16 graphs of 10-40 nodes) runs on one thread, larger ones on the
+threads torch had when the value function was made.  Splitting a small batch costs more than it
+saves, and on a busy machine the extra threads wait for a core: with torch's default of two
+threads, A* at 300 evaluations took 14x longer beside one other busy process than with one thread.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Literal, get_args
 
 import numpy as np
@@ -26,6 +33,8 @@ from gnn.model import ValueNetwork
 from knossos.expr import Expr
 
 DEFAULT_NODE_BUDGET = 20_000
+#: Forward passes over at most this many nodes run on one thread.
+ONE_THREAD_NODES = 4096
 Precision = Literal["float32", "bfloat16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
@@ -41,6 +50,8 @@ class NetworkValue:
         self.network = network
         self.node_budget = node_budget
         self.precision = precision
+        #: Threads for batches larger than ONE_THREAD_NODES.
+        self.max_threads = torch.get_num_threads()
         #: Forward passes and graphs seen, for benchmarks.
         self.forward_calls = 0
         self.graphs_seen = 0
@@ -52,10 +63,11 @@ class NetworkValue:
         with torch.no_grad():
             for start, stop in _chunks([e.size for e in exprs], self.node_budget):
                 batch = batch_graphs(exprs[start:stop])
-                if self.precision == "bfloat16":  # a few repeated shapes: see gnn.graph.padded
-                    out[start:stop] = self.network(padded(batch)).numpy()[:-1]
-                else:
-                    out[start:stop] = self.network(batch).numpy()
+                with _threads(1 if batch.num_nodes <= ONE_THREAD_NODES else self.max_threads):
+                    if self.precision == "bfloat16":  # a few repeated shapes: see gnn.graph.padded
+                        out[start:stop] = self.network(padded(batch)).numpy()[:-1]
+                    else:
+                        out[start:stop] = self.network(batch).numpy()
                 self.forward_calls += 1
         self.graphs_seen += len(exprs)
         return out
@@ -68,6 +80,20 @@ class NetworkValue:
         table = np.zeros((len(exprs), depth + 1))
         table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:]
         return table
+
+
+@contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` for the block (a process-wide setting, put back after)."""
+    before = torch.get_num_threads()
+    if n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _chunks(sizes: list[int], budget: int) -> list[tuple[int, int]]:

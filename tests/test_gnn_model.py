@@ -125,6 +125,51 @@ def test_conv_edge_types_matter() -> None:
     assert torch.equal(a[0], b[0])  # node 0 receives nothing either way
 
 
+class PygTypedConv:
+    """The same layer written with PyTorch Geometric's ``propagate`` (the reference for our own sum)."""
+
+    def __new__(cls, conv: GatedGraphConv) -> nn.Module:  # a factory: PyG is imported only here
+        from torch_geometric.nn import MessagePassing
+
+        class Layer(MessagePassing):  # type: ignore[misc]
+            def __init__(self) -> None:
+                super().__init__(aggr="add")
+
+            def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_type: torch.Tensor) -> torch.Tensor:
+                incoming = self.propagate(edge_index, x=x, edge_type=edge_type)
+                return conv.gru(incoming, x)  # type: ignore[no-any-return]
+
+            def message(self, x_j: torch.Tensor, edge_type: torch.Tensor) -> torch.Tensor:
+                return torch.bmm(x_j.unsqueeze(1), conv.weight[edge_type]).squeeze(1) + conv.bias[edge_type]
+
+        return Layer()
+
+
+def test_conv_agrees_with_a_pyg_message_passing_layer() -> None:
+    torch.manual_seed(0)
+    conv = GatedGraphConv(16, NUM_EDGE_TYPES)
+    with torch.no_grad():
+        conv.bias.uniform_(-0.5, 0.5)  # zero at initialisation: make it count
+    x = torch.randn(7, 16)
+    edge_index = torch.randint(0, 7, (2, 30))
+    edge_type = torch.randint(0, NUM_EDGE_TYPES, (30,))
+    with torch.no_grad():
+        ours = conv(x, edge_index, edge_type)
+        theirs = PygTypedConv(conv)(x, edge_index, edge_type)
+    assert torch.allclose(ours, theirs, atol=1e-5)
+
+
+def test_conv_reset_parameters_draws_new_weights() -> None:
+    torch.manual_seed(0)
+    conv = GatedGraphConv(16, NUM_EDGE_TYPES)
+    before = {k: v.clone() for k, v in conv.state_dict().items()}
+    conv.reset_parameters()
+    after = conv.state_dict()
+    assert not torch.equal(before["weight"], after["weight"])
+    assert not torch.equal(before["gru.weight_ih"], after["gru.weight_ih"])
+    assert torch.equal(after["bias"], torch.zeros_like(after["bias"]))
+
+
 # -- ValueNetwork ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 5])
 def test_network_output_shape(exprs: list[Expr], n: int) -> None:

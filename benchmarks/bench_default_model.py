@@ -1,0 +1,194 @@
+"""Is the default model worth its time?  A* with it against plain A*, at the same budgets, on unseen expressions.
+
+Run:  python benchmarks/bench_default_model.py [--sets generated_heldout,bindgen_test] [--budgets 300,1000,5000]
+                                              [--model default] [--json] [--quick]
+
+For each set, budget and value function (``none``: plain A*; ``--model``: A* guided by it), every
+expression is searched (binding_simplify_rules, depth 10) and compared with its best known cost.
+Reported per row: expressions at the best known cost (hits), the total best cost, and the seconds
+of search (the sum over the set; the value function's start-up is not in it).  Start-up is measured
+apart, in fresh processes: the seconds from the interpreter's start to a loaded value function
+(``none`` and the model), and a whole ``optimize.py --expr`` run of each.
+
+Search rows are appended to ``experiments/results/default_model/searches.jsonl`` as they finish, so an
+interrupted run resumes (``--quick``: a tiny run under runs/quick/).  ``--json`` prints the summary as
+one JSON object; it is also written to ``experiments/results/default_model/summary.json``.  Times are
+wall-clock on a shared machine: compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tqdm import tqdm  # noqa: E402
+
+from experiments.common import QUICK, RESULTS, ResultsFile, revision  # noqa: E402
+from gnn.config import DataSource  # noqa: E402
+from gnn.data import load_targets  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
+from search.astar import astar  # noqa: E402
+from search.models import load_value_function  # noqa: E402
+from search.spec import SearchSpec  # noqa: E402
+
+RULES, DEPTH = "binding_simplify_rules", 10
+EXAMPLE = "(div (div 1.0 x) (add 1.0 (div 1.0 x)))"
+#: What a fresh process runs to get a value function, timed from the interpreter's start.
+STARTUP_SNIPPET = (
+    "import time, sys; t0 = time.perf_counter(); "
+    "from search.models import load_value_function; load_value_function(sys.argv[1]); "
+    "print(time.perf_counter() - t0)"
+)
+
+
+OPTIMIZE = ("optimize.py", "--expr", EXAMPLE, "--rules", RULES, "--budget", "300", "--quiet", "--json")
+
+
+def startup_seconds(model: str, repeat: int) -> dict[str, float]:
+    """Median seconds, over ``repeat`` fresh processes, to a loaded value function and to a whole
+    optimize.py run at 300 evaluations (interpreter start-up included)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    load, whole = [], []
+    for _ in range(repeat):
+        done = subprocess.run(
+            [sys.executable, "-c", STARTUP_SNIPPET, model],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
+        load.append(float(done.stdout.strip()))
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, *OPTIMIZE, "--model", model],
+            capture_output=True,
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
+        whole.append(time.perf_counter() - t0)
+    return {"load_seconds": statistics.median(load), "optimize_seconds": statistics.median(whole)}
+
+
+def run_searches(
+    results: ResultsFile, sets: list[str], budgets: list[int], models: list[str], limit: int | None = None
+) -> None:
+    """Every (model, set, budget, expression) not yet in ``results``; the first ``limit`` expressions of each set."""
+    rules = get_rule_set(RULES)
+    for model in models:
+        value = load_value_function(model)
+        for set_name in sets:
+            targets = load_targets(DataSource(set=set_name), "--sets")[:limit]
+            for budget in budgets:
+                todo = [
+                    (i, t)
+                    for i, t in enumerate(targets)
+                    if not results.has(set=set_name, model=model, budget=budget, index=i)
+                ]
+                for i, t in tqdm(todo, desc=f"{set_name} {model} @ {budget}", unit="expr", file=sys.stderr):
+                    r = astar(t.expr, SearchSpec(rules, DEPTH, budget, value=value))
+                    results.add(
+                        {
+                            "set": set_name,
+                            "model": model,
+                            "budget": budget,
+                            "index": i,
+                            "start_cost": r.start_cost,
+                            "best_cost": round(r.best_cost, 6),
+                            "best_known": t.best_known,
+                            "seconds": round(r.seconds, 4),
+                        }
+                    )
+
+
+def summarise(
+    rows: list[dict[str, Any]], sets: list[str], budgets: list[int], models: list[str]
+) -> list[dict[str, Any]]:
+    out = []
+    for set_name in sets:
+        for budget in budgets:
+            for model in models:
+                mine = [r for r in rows if (r["set"], r["model"], r["budget"]) == (set_name, model, budget)]
+                if not mine:
+                    continue
+                # best known: the set's, lowered by anything this benchmark found
+                out.append(
+                    {
+                        "set": set_name,
+                        "model": model,
+                        "budget": budget,
+                        "expressions": len(mine),
+                        "hits": sum(_hit(r, rows) for r in mine),
+                        "total_cost": round(sum(r["best_cost"] for r in mine), 4),
+                        "seconds": round(sum(r["seconds"] for r in mine), 3),
+                    }
+                )
+    return out
+
+
+def _hit(row: dict[str, Any], rows: list[dict[str, Any]]) -> bool:
+    """At the best cost known for its expression: the set's, or any search's of this benchmark."""
+    same = [r["best_cost"] for r in rows if r["set"] == row["set"] and r["index"] == row["index"]]
+    known = min([*same, *([row["best_known"]] if row["best_known"] is not None else [])])
+    return bool(row["best_cost"] <= known + 1e-9)
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    lines = [f"{'set':<20} {'budget':>6} {'model':<10} {'hits':>9} {'total cost':>11} {'seconds':>8}"]
+    for r in summary["searches"]:
+        hits = f"{r['hits']}/{r['expressions']}"
+        lines.append(
+            f"{r['set']:<20} {r['budget']:>6} {r['model']:<10} {hits:>9} {r['total_cost']:>11.1f} {r['seconds']:>8.2f}"
+        )
+    for model, s in summary["startup"].items():
+        lines.append(
+            f"start-up, {model}: {s['load_seconds']:.2f} s to a loaded value function, "
+            f"{s['optimize_seconds']:.2f} s for a whole optimize.py run at 300 evaluations"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--sets", default="generated_heldout,bindgen_test")
+    ap.add_argument("--budgets", default="300,1000,5000")
+    ap.add_argument("--model", default="default", help="the value function to compare with plain A* (default)")
+    ap.add_argument("--startup-repeat", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--quick", action="store_true", help="2 expressions of bindgen_test at 20 and 50 evaluations")
+    args = ap.parse_args(argv)
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    budgets = [int(b) for b in args.budgets.split(",")]
+    folder = RESULTS / "default_model"
+    if args.quick:
+        sets, budgets, args.startup_repeat, folder = ["bindgen_test"], [20, 50], 1, QUICK / "default_model"
+    models = ["none", args.model]
+    results = ResultsFile(folder / "searches.jsonl", ("set", "model", "budget", "index"))
+    with fewer_gc_pauses():
+        run_searches(results, sets, budgets, models, limit=2 if args.quick else None)
+    rows = [r for r in results if r["set"] in sets and r["budget"] in budgets and r["model"] in models]
+    summary = {
+        "revision": revision(),
+        "rules": RULES,
+        "depth": DEPTH,
+        "searches": summarise(rows, sets, budgets, models),
+        "startup": {m: startup_seconds(m, args.startup_repeat) for m in models},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary) if args.json else format_table(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""What a learned search pays beyond plain search: torch only when a model is used, one thread for
+search-sized batches, and the benchmark that compares the two."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gnn.value
+from gnn.model import ModelConfig, ValueNetwork
+from gnn.value import NetworkValue
+from knossos.parser import parse_expr
+
+from conftest import ROOT
+
+CHECK_IMPORTS = """
+import runpy, sys
+sys.argv = ["optimize.py", "--expr", "(div (mul x y) (add 1.0 (mul x y)))", "--rules", "binding_rules",
+            "--budget", "50", "--quiet", "--json", "--model", sys.argv[1]]
+try:
+    runpy.run_path("optimize.py", run_name="__main__")
+except SystemExit as done:
+    assert not done.code, done.code
+print("IMPORTED", sorted(m for m in ("torch", "torch_geometric") if m in sys.modules))
+"""
+
+
+def imported_by(model: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_IMPORTS, model], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("IMPORTED"))
+    return list(json.loads(line.removeprefix("IMPORTED ").replace("'", '"')))
+
+
+def test_model_none_never_imports_torch() -> None:
+    assert imported_by("none") == []
+
+
+def test_a_model_imports_torch_but_not_torch_geometric() -> None:
+    """torch_geometric takes seconds to import (it loads torch._dynamo): inference does without it."""
+    assert imported_by("default") == ["torch"]
+
+
+def test_search_sized_batches_run_on_one_thread_and_large_ones_on_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(0)
+    network = ValueNetwork(ModelConfig(hidden=40, steps=2, depth=5))
+    seen: list[int] = []
+    forward = network.forward
+
+    def recording(graphs: object) -> torch.Tensor:
+        seen.append(torch.get_num_threads())
+        return forward(graphs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(network, "forward", recording)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        value = NetworkValue(network)
+        exprs = [parse_expr("(div (mul x y) (add 1.0 (mul x y)))")[0]] * 16
+        value.values(exprs, 5)
+        monkeypatch.setattr(gnn.value, "ONE_THREAD_NODES", 10)  # these 16 graphs are now a large batch
+        value.values(exprs, 5)
+        assert seen == [1, 2]
+        assert torch.get_num_threads() == 2  # put back after each pass
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_default_model_benchmark_quick_mode_reports_both_searches() -> None:
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_default_model.py", "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    rows = {(r["model"], r["budget"]): r for r in summary["searches"]}
+    assert set(rows) == {(m, b) for m in ("none", "default") for b in (20, 50)}
+    for r in rows.values():
+        assert r["expressions"] == 2 and 0 <= r["hits"] <= 2 and r["seconds"] > 0
+    assert summary["startup"]["default"]["load_seconds"] > summary["startup"]["none"]["load_seconds"] > 0

@@ -8,7 +8,9 @@ expression is searched (binding_simplify_rules, depth 10) and compared with its 
 Reported per row: expressions at the best known cost (hits), the total best cost, and the seconds
 of search (the sum over the set; the value function's start-up is not in it).  Start-up is measured
 apart, in fresh processes: the seconds from the interpreter's start to a loaded value function
-(``none`` and the model), and a whole ``optimize.py --expr`` run of each.
+(``none`` and the model), and a whole ``optimize.py --expr`` run of each.  Threads: the model's
+searches of the first 20 expressions of the first set at 300 evaluations, beside a process that keeps
+one core busy, with the network on one thread (as it chooses for these batches) and forced onto two.
 
 Search rows are appended to ``experiments/results/default_model/searches.jsonl`` as they finish, so an
 interrupted run resumes (``--quick``: a tiny run under runs/quick/).  ``--json`` prints the summary as
@@ -80,6 +82,36 @@ def startup_seconds(model: str, repeat: int) -> dict[str, float]:
         )
         whole.append(time.perf_counter() - t0)
     return {"load_seconds": statistics.median(load), "optimize_seconds": statistics.median(whole)}
+
+
+def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, float]:
+    """Seconds of the model's searches (300 evaluations) beside a busy process, on one thread and on two."""
+    import gnn.value
+    import torch
+
+    rules = get_rule_set(RULES)
+    targets = load_targets(DataSource(set=set_name), "--sets")[:count]
+    value = load_value_function(model)
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    out: dict[str, float] = {}
+    threads_before, limit_before = torch.get_num_threads(), gnn.value.ONE_THREAD_NODES
+    try:
+        for label, one_thread_nodes, threads in (
+            ("one_thread_seconds", limit_before, 1),
+            ("two_threads_seconds", 0, 2),
+        ):
+            gnn.value.ONE_THREAD_NODES = one_thread_nodes
+            value.max_threads = threads  # type: ignore[attr-defined]
+            t0 = time.perf_counter()
+            for t in targets:
+                astar(t.expr, SearchSpec(rules, DEPTH, 300, value=value))
+            out[label] = round(time.perf_counter() - t0, 3)
+    finally:
+        burner.kill()
+        burner.wait()
+        gnn.value.ONE_THREAD_NODES = limit_before
+        torch.set_num_threads(threads_before)
+    return out
 
 
 def run_searches(
@@ -157,6 +189,11 @@ def format_table(summary: dict[str, Any]) -> str:
             f"start-up, {model}: {s['load_seconds']:.2f} s to a loaded value function, "
             f"{s['optimize_seconds']:.2f} s for a whole optimize.py run at 300 evaluations"
         )
+    busy = summary["busy_machine"]
+    lines.append(
+        f"beside a busy process, the model's searches at 300 evaluations: {busy['one_thread_seconds']:.2f} s on one "
+        f"thread, {busy['two_threads_seconds']:.2f} s on two"
+    )
     return "\n".join(lines)
 
 
@@ -185,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         "depth": DEPTH,
         "searches": summarise(rows, sets, budgets, models),
         "startup": {m: startup_seconds(m, args.startup_repeat) for m in models},
+        "busy_machine": busy_machine_seconds(args.model, sets[0], 2 if args.quick else 20),
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary) if args.json else format_table(summary))

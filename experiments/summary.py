@@ -1,11 +1,11 @@
-"""The tables of experiments/README.md, made from the committed results files.
+"""The tables of README.md and experiments/README.md, made from the committed results files.
 
 Run:  python -m experiments.summary           print every table
-      python -m experiments.summary --write   rewrite the tables in experiments/README.md
+      python -m experiments.summary --write   rewrite the tables in both READMEs
 
-Each table sits in the README between ``<!-- table:FIGURE -->`` and ``<!-- /table -->``; --write
+Each table sits in a README between ``<!-- table:NAME -->`` and ``<!-- /table -->``; --write
 replaces only what is between those markers.  tests/test_experiments_readme.py checks that the
-README's tables are what this module makes of the results, so the numbers there are measured ones.
+READMEs' tables are what this module makes of the results, so the numbers there are measured ones.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from experiments.common import RESULTS, ROOT
 from experiments.curves import unique_rows
 
 README = ROOT / "experiments" / "README.md"
+READMES = (ROOT / "README.md", README)
 CURVES = ("fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig9_search")
 MARKER = re.compile(r"(<!-- table:(?P<figure>[\w]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
@@ -101,8 +102,64 @@ def walltime_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def default_model_table() -> str:
+    """benchmarks/bench_default_model.py's summary: plain A* and the default model side by side."""
+    path = RESULTS / "default_model" / "summary.json"
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_default_model.py._\n"
+    summary = json.loads(path.read_text())
+    rows = {(r["set"], r["budget"], r["model"]): r for r in summary["searches"]}
+    lines = [
+        "| set | evaluations | plain A*: at best cost | total cost | seconds | default model: at best cost | total cost | seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (set_name, budget, model), plain in rows.items():
+        learned = next((r for k, r in rows.items() if k[:2] == (set_name, budget) and k[2] != "none"), None)
+        if model != "none" or learned is None:
+            continue
+        cells = [
+            f"{r['hits']}/{r['expressions']} | {r['total_cost']:.1f} | {r['seconds']:.1f}" for r in (plain, learned)
+        ]
+        lines.append(f"| {set_name} | {budget} | " + " | ".join(cells) + " |")
+    startup = summary["startup"]
+    lines.append("")
+    lines.append(
+        "Start-up (median of fresh processes): "
+        + "; ".join(
+            f"`--model {m}` {s['load_seconds']:.2f} s to a loaded value function, {s['optimize_seconds']:.2f} s "
+            "for a whole `optimize.py --expr` run at 300 evaluations"
+            for m, s in startup.items()
+        )
+        + f" (revision {summary['revision'][:7]})."
+    )
+    busy = summary.get("busy_machine")
+    if busy:
+        lines.append("")
+        lines.append(
+            f"Beside a process that keeps one of the two cores busy, the model's searches of 20 held-out expressions at "
+            f"300 evaluations took {busy['one_thread_seconds']:.2f} s with the network on one thread (its choice "
+            f"for these batches) and {busy['two_threads_seconds']:.2f} s forced onto two."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def default_model_training_table() -> str:
+    """The default model's training run: loss and the validation set's total cost at 300 evaluations."""
+    path = RESULTS / "default_model" / "training_metrics.jsonl"
+    if not path.is_file():
+        return "_No results yet: train configs/default_model.yaml._\n"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = ["| epoch | samples | loss | validation total cost (300 evaluations) |", "|---|---|---|---|"]
+    for r in rows:
+        total = f"{r['test']['total_cost']:.1f}" if "test" in r else ""
+        lines.append(f"| {r['epoch']} | {r['samples']} | {r['loss']:.4f} | {total} |")
+    return "\n".join(lines) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {figure: functools.partial(curve_table, figure) for figure in CURVES}
 TABLES["fig7_walltime"] = walltime_table
+TABLES["default_model"] = default_model_table
+TABLES["default_model_training"] = default_model_training_table
 
 
 def rewrite(text: str) -> str:
@@ -111,7 +168,7 @@ def rewrite(text: str) -> str:
     def table(m: re.Match[str]) -> str:
         make = TABLES.get(m["figure"])
         if make is None:
-            raise SystemExit(f"{README}: error: no table named {m['figure']} (known: {', '.join(TABLES)})")
+            raise SystemExit(f"error: no table named {m['figure']} (known: {', '.join(TABLES)})")
         return m.group(1) + make() + m.group(4)
 
     return MARKER.sub(table, text)
@@ -119,14 +176,15 @@ def rewrite(text: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="rewrite the tables in experiments/README.md")
+    ap.add_argument("--write", action="store_true", help="rewrite the tables in README.md and experiments/README.md")
     args = ap.parse_args()
     if args.write:
-        text = README.read_text()
-        new = rewrite(text)
-        if new != text:
-            README.write_text(new)
-        print(f"{README}: tables up to date")
+        for readme in READMES:
+            text = readme.read_text()
+            new = rewrite(text)
+            if new != text:
+                readme.write_text(new)
+            print(f"{readme}: tables up to date")
         return
     for figure, make in TABLES.items():
         print(f"## {figure}\n\n{make()}")

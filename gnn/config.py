@@ -83,7 +83,8 @@ class TrainingConfig:
     best_targets: bool = False
     #: Which states of a search are fitted: "reached" (every state reached, at its steps left: the
     #: paper's Algorithm 2) or "explored" (every expanded state, at each number of steps up to how
-    #: deep the search looked below it: how the reference implementation builds its datasets).
+    #: deep the search looked below it: how the reference implementation builds its datasets), or
+    #: "explored_and_reached" (those, and the states reached but never expanded, as "reached").
     targets: str = "reached"
     #: With best_targets: also fit, each epoch, up to this many remembered states that this epoch's
     #: searches did not visit, those whose best known target the network underestimates most.
@@ -97,6 +98,12 @@ class TrainingConfig:
     #: instead of the network: an untrained network guides search worse than none, and plain A*
     #: is faster, so the first targets are better and come sooner.
     warmup_epochs: int = 0
+    #: Evaluations of the warm-up searches (0: search.budget): plain A* is cheap, and a larger
+    #: search finds better targets.
+    warmup_budget: int = 0
+    #: At most this many samples from each training search, drawn at random, expanded states first
+    #: (0: all).
+    samples_per_search: int = 0
 
 
 @dataclass
@@ -126,8 +133,13 @@ class TrainConfig:
 
         if self.training.targets not in TARGET_SCHEMES:
             raise bad("training.targets", f"'{self.training.targets}' is not one of {', '.join(TARGET_SCHEMES)}")
-        if self.training.warmup_epochs < 0:
-            raise bad("training.warmup_epochs", f"must be at least 0, not {self.training.warmup_epochs}")
+        for key, count in (
+            ("training.warmup_epochs", self.training.warmup_epochs),
+            ("training.warmup_budget", self.training.warmup_budget),
+            ("training.samples_per_search", self.training.samples_per_search),
+        ):
+            if count < 0:
+                raise bad(key, f"must be at least 0, not {count}")
         if self.training.replay_best < 0:
             raise bad("training.replay_best", f"must be at least 0, not {self.training.replay_best}")
         if self.training.replay_best and not self.training.best_targets:

@@ -141,10 +141,12 @@ class BestTargets:
 
 
 #: Which states a search's targets are fitted for (config ``training.targets``).
-TARGET_SCHEMES = ("reached", "explored")
+TARGET_SCHEMES = ("reached", "explored", "explored_and_reached")
 
 
-def samples_of(result: SearchResult, scheme: str = "reached") -> list[Sample]:
+def samples_of(
+    result: SearchResult, scheme: str = "reached", limit: int = 0, rng: np.random.Generator | None = None
+) -> list[Sample]:
     """Algorithm 2's targets of a search, as samples to fit.
 
     ``reached`` (the paper's Algorithm 2 as written): every state reached with steps left, fitted
@@ -152,22 +154,34 @@ def samples_of(result: SearchResult, scheme: str = "reached") -> list[Sample]:
     because nothing below them was looked at.  ``explored`` (as the reference implementation
     builds its datasets from the search's episodes): every expanded state, fitted for each number
     of steps ``1..h`` where ``h`` is how deep the search looked below it (see
-    ``SearchGraph.value_targets``), all from one forward pass.
+    ``SearchGraph.value_targets``), all from one forward pass.  ``explored_and_reached``: those, and
+    the states reached but never expanded as ``reached`` has them (the siblings a search passed
+    over: without them the network never sees what a search did not choose).
+
+    ``limit`` (with ``rng``): at most that many samples, drawn at random, the expanded states first
+    (a search reaches ten times more states than it expands).
     """
-    vt = result.graph.value_targets()
-    if scheme == "explored":
-        return [
-            Sample(e, int(h), float(vt.table[i, h]), tuple(float(x) for x in vt.table[i, 1:h]))
-            for i, (e, h) in enumerate(zip(vt.exprs, vt.explored, strict=True))
-            if h > 0
-        ]
-    if scheme != "reached":
+    if scheme not in TARGET_SCHEMES:
         raise ValueError(f"unknown target scheme {scheme!r} (known: {', '.join(TARGET_SCHEMES)})")
-    return [
-        Sample(e, int(t), float(vt.table[i, t]))
-        for i, (e, t) in enumerate(zip(vt.exprs, vt.steps_left, strict=True))
-        if t > 0
-    ]
+    vt = result.graph.value_targets()
+    expanded: list[Sample] = []
+    passed_over: list[Sample] = []
+    for i, (e, t, h) in enumerate(zip(vt.exprs, vt.steps_left, vt.explored, strict=True)):
+        if scheme != "reached" and h > 0:
+            expanded.append(Sample(e, int(h), float(vt.table[i, h]), tuple(float(x) for x in vt.table[i, 1:h])))
+        elif scheme != "explored" and t > 0:
+            passed_over.append(Sample(e, int(t), float(vt.table[i, t])))
+    if limit and rng is not None and len(expanded) + len(passed_over) > limit:
+        expanded = _draw(expanded, limit, rng)
+        passed_over = _draw(passed_over, limit - len(expanded), rng)
+    return expanded + passed_over
+
+
+def _draw(samples: list[Sample], k: int, rng: np.random.Generator) -> list[Sample]:
+    """``k`` of ``samples`` at random, in their order (all of them if there are no more)."""
+    if len(samples) <= k:
+        return samples
+    return [samples[i] for i in sorted(rng.choice(len(samples), size=k, replace=False).tolist())]
 
 
 class Trainer:
@@ -278,10 +292,11 @@ class Trainer:
         samples: list[Sample] = []
         evaluations = 0
         guided = self.epoch >= cfg.training.warmup_epochs
+        budget = cfg.search.budget if guided or not cfg.training.warmup_budget else cfg.training.warmup_budget
         for n, i in enumerate(chosen):
             self._report("search", n, len(chosen))
-            result = self.search(self.train_set[i], cfg.search.algorithm, cfg.search.budget, guided)
-            samples.extend(samples_of(result, cfg.training.targets))
+            result = self.search(self.train_set[i], cfg.search.algorithm, budget, guided)
+            samples.extend(samples_of(result, cfg.training.targets, cfg.training.samples_per_search, self.rng))
             evaluations += result.evaluations
         if cfg.training.best_targets:
             samples = self.best.merge(samples)

@@ -101,3 +101,18 @@ def test_every_held_out_expression_has_a_best_cost_no_dearer_than_its_start(
 ) -> None:
     for item in committed["generated_heldout"]:
         assert float(item["best_known_cost"]) <= float(item["start_cost"])  # type: ignore[arg-type]
+
+
+def test_the_corpus_script_quick_mode_writes_sets_with_best_costs() -> None:
+    from experiments.common import QUICK
+    from experiments.corpus.run import main
+
+    main(["--quick"])
+    sets = json.loads((QUICK / "corpus" / "generated_sets.json").read_text())["sets"]
+    assert {name: len(s["expressions"]) for name, s in sets.items()} == {
+        "generated_heldout": 4,
+        "generated_validation": 3,
+        "generated_train": 20,
+    }
+    for item in sets["generated_heldout"]["expressions"]:
+        assert item["best_known_cost"] <= item["start_cost"]

@@ -54,6 +54,29 @@ def test_reached_samples_are_unchanged(search) -> None:  # type: ignore[no-untyp
         samples_of(search, "everything")
 
 
+def test_explored_and_reached_adds_the_states_passed_over_at_their_steps_left(search) -> None:  # type: ignore[no-untyped-def]
+    explored = samples_of(search, "explored")
+    both = samples_of(search, "explored_and_reached")
+    assert both[: len(explored)] == explored
+    passed_over = both[len(explored) :]
+    expanded = set(search.graph.edges)
+    reached = {s.expr: s for s in samples_of(search, "reached")}
+    assert passed_over and all(s.expr not in expanded and s == reached[s.expr] for s in passed_over)
+    assert {s.expr for s in both} == {e for e, s in reached.items() if s.steps_left > 0} | {s.expr for s in explored}
+
+
+def test_a_sample_limit_keeps_expanded_states_first(search) -> None:  # type: ignore[no-untyped-def]
+    explored = samples_of(search, "explored")
+    everything = samples_of(search, "explored_and_reached")
+    rng = np.random.default_rng(0)
+    few = samples_of(search, "explored_and_reached", len(explored) + 5, rng)
+    assert few[: len(explored)] == explored and len(few) == len(explored) + 5
+    assert set(few) <= set(everything)
+    fewer = samples_of(search, "explored_and_reached", 3, rng)
+    assert len(fewer) == 3 and set(fewer) <= set(explored)
+    assert samples_of(search, "explored_and_reached", 10**6, rng) == everything
+
+
 def test_a_sample_fits_every_column_it_carries(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
     net = ValueNetwork(ModelConfig(hidden=48, steps=1, depth=4))
@@ -131,3 +154,25 @@ def test_training_with_replayed_best_targets_resumes_identically(tmp_path: Path)
     strip = [{k: v for k, v in r.items() if k != "seconds"} for r in metrics(whole)]
     assert [{k: v for k, v in r.items() if k != "seconds"} for r in metrics(split)] == strip
     assert metrics(whole)[1]["replayed"] > 0
+
+
+def test_warmup_epochs_search_with_the_zero_value_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gnn.training import Trainer
+
+    overrides = ["training.warmup_epochs=1", "training.epochs=2", "training.exprs_per_epoch=2"]
+    overrides += ["search.budget=30", "search.test_budget=10", "model.hidden=40", "model.steps=1"]
+    trainer = Trainer(load_config("configs/bootstrap.yaml", overrides), tmp_path)
+    used: list[tuple[int, str]] = []
+    search = Trainer.search
+
+    def recording(self: Trainer, target: object, algorithm: str, budget: int, guided: bool = True) -> object:
+        result = search(self, target, algorithm, budget, guided)  # type: ignore[arg-type]
+        if budget == 30:  # a training search, not an evaluation
+            used.append((self.epoch, "network" if guided else "zero"))
+        return result
+
+    monkeypatch.setattr(Trainer, "search", recording)
+    trainer.train()
+    assert used == [(0, "zero"), (0, "zero"), (1, "network"), (1, "network")]
+    with pytest.raises(KsUsageError, match=r"training.warmup_epochs: must be at least 0"):
+        load_config("configs/bootstrap.yaml", ["training.warmup_epochs=-1"])

@@ -86,8 +86,9 @@ def startup_seconds(model: str, repeat: int) -> dict[str, float]:
 
 def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, float]:
     """Seconds of the model's searches (300 evaluations) beside a busy process, on one thread and on two."""
-    import gnn.value
     import torch
+
+    import gnn.value
 
     rules = get_rule_set(RULES)
     targets = load_targets(DataSource(set=set_name), "--sets")[:count]

@@ -66,10 +66,22 @@ def network_from(state: dict[str, Any], label: str) -> ValueNetwork:
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "default.pt"
 
 
-def export_model(checkpoint: Path, out: Path) -> None:
-    """Write only what inference needs (weights, model settings, the config it came from)."""
+def value_scale_of(state: dict[str, Any]) -> float:
+    """The value scale a checkpoint's model is searched with: its own (set on export), else the one
+    its training searches used, else 1 (the paper's A*)."""
+    if "value_scale" in state:
+        return float(state["value_scale"])
+    config = state.get("config") or {}
+    return float(config.get("search", {}).get("value_scale", 1.0))
+
+
+def export_model(checkpoint: Path, out: Path, value_scale: float | None = None) -> None:
+    """Write only what inference needs (weights, model settings, the config it came from, and the
+    value scale to search with: ``value_scale``, or the training's)."""
     state = load_checkpoint(checkpoint)
     network_from(state, str(checkpoint))  # refuse to export something that does not load
+    scale = value_scale_of(state) if value_scale is None else value_scale
+    NetworkValue.check_scale(scale)
     save_checkpoint(
         out,
         {
@@ -78,10 +90,16 @@ def export_model(checkpoint: Path, out: Path) -> None:
             "config": state.get("config"),
             "epoch": state.get("epoch"),
             "history": state.get("history", [])[-1:],
+            "value_scale": scale,
         },
     )
 
 
-def load_value_function(path: Path, precision: Precision = "float32") -> NetworkValue:
-    """The value function of a checkpoint, for ``optimize.py --model``."""
-    return NetworkValue(network_from(load_checkpoint(path), str(path)), precision=precision)
+def load_value_function(path: Path, precision: Precision = "float32", scale: float | None = None) -> NetworkValue:
+    """The value function of a checkpoint, for ``optimize.py --model`` (``scale``: instead of its own)."""
+    state = load_checkpoint(path)
+    network = network_from(state, str(path))
+    try:
+        return NetworkValue(network, precision=precision, scale=value_scale_of(state) if scale is None else scale)
+    except ValueError as err:
+        raise KsUsageError(str(err), None, str(path)) from None

@@ -53,6 +53,9 @@ class SearchConfig:
     #: The network's inference arithmetic in searches (gnn/value.py): float32, or bfloat16 (about
     #: twice as fast on CPUs with AMX/AVX512-BF16; fitting stays in float32).
     precision: str = "float32"
+    #: Every value of the network is multiplied by this in the searches (gnn/value.py): 1 is the
+    #: paper's A*; less shrinks a noisy network's estimates towards greedy search's order.
+    value_scale: float = 1.0
 
 
 @dataclass
@@ -125,7 +128,10 @@ class TrainConfig:
         ):
             if name not in SEARCHES:
                 raise bad(key, f"'{name}' is not one of {', '.join(SEARCHES)}")
-        from gnn.value import PRECISIONS
+        from gnn.value import MAX_SCALE, PRECISIONS
+
+        if not 0.0 <= self.search.value_scale <= MAX_SCALE:
+            raise bad("search.value_scale", f"must be in [0, {MAX_SCALE:g}], not {self.search.value_scale}")
 
         if self.search.precision not in PRECISIONS:
             raise bad("search.precision", f"'{self.search.precision}' is not one of {', '.join(PRECISIONS)}")

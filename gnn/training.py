@@ -158,8 +158,9 @@ def samples_of(
     the states reached but never expanded as ``reached`` has them (the siblings a search passed
     over: without them the network never sees what a search did not choose).
 
-    ``limit`` (with ``rng``): at most that many samples, drawn at random, the expanded states first
-    (a search reaches ten times more states than it expands).
+    ``limit`` (with ``rng``): at most that many samples, drawn at random, half of them expanded
+    states and half passed over where there are enough of both (a search reaches ten times more
+    states than it expands).
     """
     if scheme not in TARGET_SCHEMES:
         raise ValueError(f"unknown target scheme {scheme!r} (known: {', '.join(TARGET_SCHEMES)})")
@@ -172,7 +173,8 @@ def samples_of(
         elif scheme != "explored" and t > 0:
             passed_over.append(Sample(e, int(t), float(vt.table[i, t])))
     if limit and rng is not None and len(expanded) + len(passed_over) > limit:
-        expanded = _draw(expanded, limit, rng)
+        half = max(limit // 2, limit - len(passed_over))
+        expanded = _draw(expanded, half, rng)
         passed_over = _draw(passed_over, limit - len(expanded), rng)
     return expanded + passed_over
 
@@ -267,9 +269,12 @@ class Trainer:
         save_checkpoint(weights_path(self.out, self.epoch), kept)
 
     # -- the loop ------------------------------------------------------------------------------
-    def value_function(self) -> ValueFunction:
+    def value_function(self, scaled: bool = True) -> ValueFunction:
+        """The network as search uses it (``scaled``: times search.value_scale) or as it is fitted."""
         # a search does not change the network, so a bfloat16 copy per search is exact enough
-        return NetworkValue(self.network, precision=self.config.search.precision)  # type: ignore[arg-type]
+        s = self.config.search
+        scale = s.value_scale if scaled else 1.0
+        return NetworkValue(self.network, precision=s.precision, scale=scale)  # type: ignore[arg-type]
 
     def search(self, target: Target, algorithm: str, budget: int, guided: bool = True) -> SearchResult:
         """``guided=False``: with the zero value function instead of the network (warm-up epochs)."""
@@ -306,7 +311,7 @@ class Trainer:
         if cfg.training.replay_best:
             self._report("replay", 0, 1)
             fitted = {s.expr for s in fit_set}
-            replayed = self.best.underestimated(self.value_function(), fitted, cfg.training.replay_best)
+            replayed = self.best.underestimated(self.value_function(scaled=False), fitted, cfg.training.replay_best)
         self._report("fit", 0, 1)
         loss = self.fitter.fit(fit_set + replayed, cfg.training.fit_passes, self.rng)
         metrics: dict[str, Any] = {

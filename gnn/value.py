@@ -11,6 +11,11 @@ about 1% of float32's; slower than float32 on CPUs without them.  Its batches ar
 repeated shapes (oneDNN builds a kernel per new bfloat16 shape, which would cost more than it saves).  The copy is a snapshot, so use it
 for fixed models (optimize.py), not for a network that is being trained.
 
+``scale`` multiplies every value: A* orders states by ``c(s0) - c(s) + scale * V(s)``.  A network
+whose estimates are noisy ranks states better with its values shrunk towards the zero value
+function's (greedy) order; the scale is chosen per model on a validation set and kept in its
+checkpoint (weighted A*, with the learned term weighted rather than the cost so far).
+
 Threads: a forward pass over at most :data:`ONE_THREAD_NODES` nodes (every batch of A* on
 arithmetic expressions, about 16 graphs of 10-40 nodes) runs on one thread, larger ones on the
 threads torch had when the value function was made.  Splitting a small batch costs more than it
@@ -35,16 +40,23 @@ from knossos.expr import Expr
 DEFAULT_NODE_BUDGET = 20_000
 #: Forward passes over at most this many nodes run on one thread.
 ONE_THREAD_NODES = 4096
+#: The largest value scale accepted (beyond it the cost so far hardly counts).
+MAX_SCALE = 100.0
 Precision = Literal["float32", "bfloat16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 class NetworkValue:
     def __init__(
-        self, network: ValueNetwork, node_budget: int = DEFAULT_NODE_BUDGET, precision: Precision = "float32"
+        self,
+        network: ValueNetwork,
+        node_budget: int = DEFAULT_NODE_BUDGET,
+        precision: Precision = "float32",
+        scale: float = 1.0,
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        self.scale = self.check_scale(scale)
         if precision == "bfloat16":
             network = copy.deepcopy(network).to(torch.bfloat16)
         self.network = network
@@ -55,6 +67,12 @@ class NetworkValue:
         #: Forward passes and graphs seen, for benchmarks.
         self.forward_calls = 0
         self.graphs_seen = 0
+
+    @staticmethod
+    def check_scale(scale: float) -> float:
+        if not 0.0 <= scale <= MAX_SCALE:
+            raise ValueError(f"the value scale must be in [0, {MAX_SCALE:g}], not {scale!r}")
+        return scale
 
     def per_step(self, exprs: Sequence[Expr]) -> np.ndarray:
         """The network's raw output, shape ``(len(exprs), D)``."""
@@ -78,7 +96,7 @@ class NetworkValue:
         t = np.arange(depth + 1)
         columns = np.minimum(t, d)  # the value for t > D is the value at D
         table = np.zeros((len(exprs), depth + 1))
-        table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:]
+        table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:] * self.scale
         return table
 
 

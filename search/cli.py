@@ -44,6 +44,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0.0 <= value <= 100.0:  # gnn.value.MAX_SCALE, without importing torch here
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100, not {value:g}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="optimize.py", description=__doc__)
     p.add_argument("file", nargs="?", metavar="FILE", help="a Knossos program (.ks/.kso)")
@@ -68,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("float32", "bfloat16"),
         default="float32",
         help="the model's inference arithmetic: bfloat16 is about twice as fast on CPUs with AMX/AVX512-BF16",
+    )
+    p.add_argument(
+        "--value-scale",
+        type=_scale,
+        default=None,
+        metavar="S",
+        help="multiply the model's values by S (default: the model's own, chosen when it was exported)",
     )
     p.add_argument("--seconds", type=float, default=None, metavar="S", help="time limit (exhaustive)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -112,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     search = get_search(args.search)
     rules = get_rule_set(args.rules)
-    value = load_value_function(args.model, args.precision)
+    value = load_value_function(args.model, args.precision, args.value_scale)
     if args.expr is not None and args.def_name:
         raise KsUsageError("give either FILE --def NAME or --expr, not both")
     src = load_source(args)

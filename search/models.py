@@ -9,8 +9,9 @@ from knossos.errors import KsUsageError
 from search.value import ValueFunction, ZeroValue
 
 
-def load_value_function(spec: str, precision: str = "float32") -> ValueFunction:
-    """``precision`` (float32 or bfloat16) is the network's inference arithmetic; zero ignores it."""
+def load_value_function(spec: str, precision: str = "float32", scale: float | None = None) -> ValueFunction:
+    """``precision`` (float32 or bfloat16) is the network's inference arithmetic and ``scale`` the
+    factor on its values (None: the model's own); zero ignores both."""
     if spec in ("none", "zero"):
         return ZeroValue()
     if spec == "default":
@@ -28,5 +29,5 @@ def load_value_function(spec: str, precision: str = "float32") -> ValueFunction:
         from gnn.checkpoint import load_value_function as load_checkpoint
     except ImportError:
         raise KsUsageError(f"{spec}: loading a trained model needs the gnn package, which is not built yet") from None
-    loaded: ValueFunction = load_checkpoint(path, precision)  # type: ignore[arg-type]
+    loaded: ValueFunction = load_checkpoint(path, precision, scale)  # type: ignore[arg-type]
     return loaded

@@ -65,15 +65,17 @@ def test_explored_and_reached_adds_the_states_passed_over_at_their_steps_left(se
     assert {s.expr for s in both} == {e for e, s in reached.items() if s.steps_left > 0} | {s.expr for s in explored}
 
 
-def test_a_sample_limit_keeps_expanded_states_first(search) -> None:  # type: ignore[no-untyped-def]
-    explored = samples_of(search, "explored")
+def test_a_sample_limit_draws_half_expanded_and_half_passed_over(search) -> None:  # type: ignore[no-untyped-def]
+    explored = set(samples_of(search, "explored"))
     everything = samples_of(search, "explored_and_reached")
+    passed_over = len(everything) - len(explored)
+    assert passed_over > len(explored) > 20
     rng = np.random.default_rng(0)
-    few = samples_of(search, "explored_and_reached", len(explored) + 5, rng)
-    assert few[: len(explored)] == explored and len(few) == len(explored) + 5
-    assert set(few) <= set(everything)
-    fewer = samples_of(search, "explored_and_reached", 3, rng)
-    assert len(fewer) == 3 and set(fewer) <= set(explored)
+    few = samples_of(search, "explored_and_reached", 20, rng)
+    assert len(few) == 20 and set(few) <= set(everything)
+    assert sum(s in explored for s in few) == 10
+    # few passed-over states: the rest of the limit goes to expanded ones
+    assert samples_of(search, "explored", 20, rng) != [] and len(samples_of(search, "explored", 20, rng)) == 20
     assert samples_of(search, "explored_and_reached", 10**6, rng) == everything
 
 

@@ -3,15 +3,19 @@ search-sized batches, and the benchmark that compares the two."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 import gnn.value
+from gnn.checkpoint import export_model, load_value_function, save_checkpoint
 from gnn.model import ModelConfig, ValueNetwork
 from gnn.value import NetworkValue
 from knossos.parser import parse_expr
@@ -89,3 +93,35 @@ def test_the_default_model_benchmark_quick_mode_reports_both_searches() -> None:
     for r in rows.values():
         assert r["expressions"] == 2 and 0 <= r["hits"] <= 2 and r["seconds"] > 0
     assert summary["startup"]["default"]["load_seconds"] > summary["startup"]["none"]["load_seconds"] > 0
+
+
+def test_the_value_scale_multiplies_every_value() -> None:
+    torch.manual_seed(0)
+    network = ValueNetwork(ModelConfig(hidden=40, steps=2, depth=5))
+    exprs = [parse_expr(t)[0] for t in ("(div (mul x y) (add 1.0 (mul x y)))", "(add x 1.0)")]
+    full = NetworkValue(network).values(exprs, 7)
+    assert np.allclose(NetworkValue(network, scale=0.25).values(exprs, 7), 0.25 * full)
+    assert np.abs(full).max() > 0
+    for bad in (-0.1, 1000.0, float("nan")):
+        with pytest.raises(ValueError, match="value scale"):
+            NetworkValue(network, scale=bad)
+
+
+def test_a_checkpoint_carries_its_value_scale(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(hidden=40, steps=1, depth=5)
+    network = ValueNetwork(config)
+    trained = tmp_path / "checkpoint.pt"
+    state = {"model": network.state_dict(), "model_config": dataclasses.asdict(config)}
+    save_checkpoint(trained, {**state, "config": {"search": {"value_scale": 0.6}}})
+    assert load_value_function(trained).scale == 0.6  # the training's
+    exported = tmp_path / "model.pt"
+    export_model(trained, exported, value_scale=0.3)
+    assert load_value_function(exported).scale == 0.3  # set on export
+    assert load_value_function(exported, scale=0.9).scale == 0.9  # the command line's
+    export_model(trained, exported)
+    assert load_value_function(exported).scale == 0.6
+    save_checkpoint(trained, state)
+    assert load_value_function(trained).scale == 1.0  # from before value scales: the paper's A*
+    with pytest.raises(ValueError, match="value scale"):
+        export_model(trained, exported, value_scale=-1.0)

@@ -75,11 +75,26 @@ def value_scale_of(state: dict[str, Any]) -> float:
     return float(config.get("search", {}).get("value_scale", 1.0))
 
 
-def export_model(checkpoint: Path, out: Path, value_scale: float | None = None) -> None:
+def average_weights(checkpoints: list[Path]) -> dict[str, Any]:
+    """The first checkpoint's state with its weights averaged with those of the others (the same
+    network at other epochs of a run: an average of several epochs' weights is a steadier value
+    function than any one of them)."""
+    states = [load_checkpoint(path) for path in checkpoints]
+    first = states[0]
+    for path, state in zip(checkpoints[1:], states[1:], strict=True):
+        if state["model_config"] != first["model_config"] or state["model"].keys() != first["model"].keys():
+            raise KsUsageError("not the same network as the first checkpoint: cannot average them", None, str(path))
+    averaged = {k: sum(s["model"][k] for s in states) / len(states) for k in first["model"]}
+    return {**first, "model": averaged, "averaged": [str(p) for p in checkpoints]}
+
+
+def export_model(checkpoint: Path | list[Path], out: Path, value_scale: float | None = None) -> None:
     """Write only what inference needs (weights, model settings, the config it came from, and the
-    value scale to search with: ``value_scale``, or the training's)."""
-    state = load_checkpoint(checkpoint)
-    network_from(state, str(checkpoint))  # refuse to export something that does not load
+    value scale to search with: ``value_scale``, or the training's).  Several checkpoints: their
+    weights averaged (:func:`average_weights`)."""
+    paths = checkpoint if isinstance(checkpoint, list) else [checkpoint]
+    state = average_weights(paths) if len(paths) > 1 else load_checkpoint(paths[0])
+    network_from(state, str(paths[0]))  # refuse to export something that does not load
     scale = value_scale_of(state) if value_scale is None else value_scale
     NetworkValue.check_scale(scale)
     save_checkpoint(
@@ -91,6 +106,7 @@ def export_model(checkpoint: Path, out: Path, value_scale: float | None = None) 
             "epoch": state.get("epoch"),
             "history": state.get("history", [])[-1:],
             "value_scale": scale,
+            "averaged": state.get("averaged", [str(p) for p in paths]),
         },
     )
 

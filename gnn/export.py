@@ -1,32 +1,36 @@
-"""``python -m gnn.export RUN/checkpoint.pt OUT.pt [--value-scale S]``: keep only what search needs
-from a training checkpoint (and the value scale to search with; the training's unless given)."""
+"""``python -m gnn.export CHECKPOINT OUT.pt [--average-with CHECKPOINT ...] [--value-scale S]``: keep
+only what search needs from a training checkpoint (and the value scale to search with; the
+training's unless given), or from the average of several epochs' weights."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from gnn.checkpoint import export_model
+from knossos.cli import _ArgumentParser
 from knossos.errors import KsError, KsUsageError
 
 
+def build_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog="python -m gnn.export", description=__doc__)
+    p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
+    p.add_argument("out", type=Path, metavar="OUT.pt")
+    p.add_argument("--average-with", type=Path, nargs="+", default=[], metavar="CHECKPOINT", help="average the weights")
+    p.add_argument("--value-scale", type=float, default=None, metavar="S", help="the value scale to search with")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    out: Path = args.out
     try:
-        scale = None
-        if len(args) == 4 and args[2] == "--value-scale":
-            try:
-                scale = float(args[3])
-            except ValueError:
-                raise KsUsageError(f"--value-scale: '{args[3]}' is not a number") from None
-            args = args[:2]
-        if len(args) != 2:
-            raise KsUsageError("usage: python -m gnn.export CHECKPOINT OUT [--value-scale S]")
-        source, out = Path(args[0]), Path(args[1])
-        if out.exists() and out.resolve() == source.resolve():
-            raise KsUsageError("refusing to overwrite the checkpoint being exported", None, str(out))
+        sources: list[Path] = [args.checkpoint, *args.average_with]
+        if out.exists() and any(out.resolve() == s.resolve() for s in sources):
+            raise KsUsageError("refusing to overwrite a checkpoint being exported", None, str(out))
         try:
-            export_model(source, out, scale)
+            export_model(sources, out, args.value_scale)
         except ValueError as err:
             raise KsUsageError(str(err)) from None
     except KsError as err:

@@ -125,3 +125,35 @@ def test_a_checkpoint_carries_its_value_scale(tmp_path: Path) -> None:
     assert load_value_function(trained).scale == 1.0  # from before value scales: the paper's A*
     with pytest.raises(ValueError, match="value scale"):
         export_model(trained, exported, value_scale=-1.0)
+
+
+def test_export_averages_the_weights_of_several_epochs(tmp_path: Path) -> None:
+    config = ModelConfig(hidden=40, steps=1, depth=5)
+    paths = []
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        state = {"model": ValueNetwork(config).state_dict(), "model_config": dataclasses.asdict(config)}
+        paths.append(tmp_path / f"epoch_{seed}.pt")
+        save_checkpoint(paths[-1], state)
+    out = tmp_path / "model.pt"
+    done = subprocess.run(
+        [sys.executable, "-m", "gnn.export", str(paths[0]), str(out), "--average-with", *map(str, paths[1:])],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    weights = [torch.load(p, weights_only=False)["model"] for p in paths]
+    averaged = torch.load(out, weights_only=False)["model"]
+    for key in averaged:
+        assert torch.allclose(averaged[key], sum(w[key] for w in weights) / 3)
+    other = tmp_path / "other.pt"
+    small = ModelConfig(hidden=41, steps=1, depth=5)
+    save_checkpoint(other, {"model": ValueNetwork(small).state_dict(), "model_config": dataclasses.asdict(small)})
+    done = subprocess.run(
+        [sys.executable, "-m", "gnn.export", str(paths[0]), str(out), "--average-with", str(other)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1 and "cannot average" in done.stderr and "Traceback" not in done.stderr

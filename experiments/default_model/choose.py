@@ -1,0 +1,94 @@
+"""Choose the shipped model of a training run on the validation set: which weights, and which value scale.
+
+Run:  python experiments/default_model/choose.py runs/default_model --average 11-20 21-30 [--epochs 20 30]
+                                                 [--scales 0.2,0.3,0.5] [--export gnn/models/default.pt]
+
+Each candidate (the weights of one epoch, or the average of a range of epochs' weights) is searched
+with at every value scale: A* at 300 evaluations on the generated validation set (never the held-out
+set), binding_simplify_rules, depth 10.  Rows go to ``experiments/results/default_model/selection.jsonl``
+as they are measured (a rerun skips them); the candidate and scale with the lowest total cost win, and
+``--export`` writes them as a model file.  The run needs ``training.keep_weights: true``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tqdm import tqdm  # noqa: E402
+
+from experiments.common import RESULTS, ResultsFile  # noqa: E402
+from gnn.checkpoint import export_model, load_value_function  # noqa: E402
+from gnn.config import DataSource  # noqa: E402
+from gnn.data import load_targets  # noqa: E402
+from gnn.training import weights_path  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
+from search.astar import astar  # noqa: E402
+from search.spec import SearchSpec  # noqa: E402
+
+RULES, DEPTH, BUDGET, SET = "binding_simplify_rules", 10, 300, "generated_validation"
+
+
+def epoch_range(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def candidates(run: Path, epochs: list[int], averages: list[str]) -> dict[str, list[Path]]:
+    out = {f"epoch {e}": [weights_path(run, e)] for e in epochs}
+    for text in averages:
+        out[f"average {text}"] = [weights_path(run, e) for e in epoch_range(text)]
+    for name, paths in out.items():
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise SystemExit(f"choose.py: error: {name}: no weights {missing[0]} (train with training.keep_weights)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--epochs", type=int, nargs="*", default=[])
+    ap.add_argument("--average", nargs="*", default=[], metavar="FIRST-LAST")
+    ap.add_argument("--scales", default="0.2,0.3,0.5")
+    ap.add_argument("--export", type=Path, help="write the winner here")
+    ap.add_argument("--out", type=Path, default=RESULTS / "default_model" / "selection.jsonl")
+    args = ap.parse_args(argv)
+    scales = [float(s) for s in args.scales.split(",")]
+    models = candidates(args.run, args.epochs, args.average)
+    results = ResultsFile(args.out, ("run", "candidate", "scale"))
+    targets = load_targets(DataSource(set=SET), SET)
+    rules = get_rule_set(RULES)
+    with fewer_gc_pauses(), tempfile.TemporaryDirectory() as tmp:
+        for name, paths in models.items():
+            todo = [s for s in scales if not results.has(run=str(args.run), candidate=name, scale=s)]
+            if not todo:
+                continue
+            model = Path(tmp) / "model.pt"
+            export_model(paths, model)
+            for scale in todo:
+                value = load_value_function(model, scale=scale)
+                costs = [
+                    astar(t.expr, SearchSpec(rules, DEPTH, BUDGET, value=value)).best_cost
+                    for t in tqdm(targets, desc=f"{name} x {scale}", unit="expr", file=sys.stderr)
+                ]
+                results.add(
+                    {"run": str(args.run), "candidate": name, "scale": scale, "total_cost": round(sum(costs), 4)}
+                )
+    rows = [r for r in results if r["run"] == str(args.run) and r["candidate"] in models and r["scale"] in scales]
+    for r in sorted(rows, key=lambda r: r["total_cost"]):
+        print(f"{r['candidate']:<20} scale {r['scale']:<5g} validation total {r['total_cost']:.1f}")
+    best = min(rows, key=lambda r: r["total_cost"])
+    if args.export:
+        export_model(models[best["candidate"]], args.export, best["scale"])
+        print(f"wrote {args.export}: {best['candidate']}, value scale {best['scale']:g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -204,6 +204,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--budgets", default="300,1000,5000")
     ap.add_argument("--model", default="default", help="the value function to compare with plain A* (default)")
     ap.add_argument("--startup-repeat", type=int, default=3)
+    ap.add_argument(
+        "--searches-of",
+        metavar="MODEL",
+        help="only run the searches of this value function (none or the model) and stop: two such runs side by "
+        "side fill the results file on two cores; a run without it then reports",
+    )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--quick", action="store_true", help="2 expressions of bindgen_test at 20 and 50 evaluations")
     args = ap.parse_args(argv)
@@ -215,6 +221,9 @@ def main(argv: list[str] | None = None) -> None:
     models = ["none", args.model]
     results = ResultsFile(folder / "searches.jsonl", ("set", "model", "budget", "index"))
     with fewer_gc_pauses():
+        if args.searches_of is not None:
+            run_searches(results, sets, budgets, [args.searches_of], limit=2 if args.quick else None)
+            return
         run_searches(results, sets, budgets, models, limit=2 if args.quick else None)
     rows = [r for r in results if r["set"] in sets and r["budget"] in budgets and r["model"] in models]
     summary = {

@@ -19,8 +19,8 @@ checkpoint (weighted A*, with the learned term weighted rather than the cost so 
 Threads: a forward pass over at most :data:`ONE_THREAD_NODES` nodes (every batch of A* on
 arithmetic expressions, about 16 graphs of 10-40 nodes) runs on one thread, larger ones on the
 threads torch had when the value function was made.  Splitting a small batch costs more than it
-saves, and on a busy machine the extra threads wait for a core: with torch's default of two
-threads, A* at 300 evaluations took 14x longer beside one other busy process than with one thread.
+saves, and on a busy machine the extra threads wait for a core (benchmarks/bench_default_model.py
+measures searches beside a busy process on one thread and on two).
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ def summarise(
                         "expressions": len(mine),
                         "hits": sum(_hit(r, rows) for r in mine),
                         "total_cost": round(sum(r["best_cost"] for r in mine), 4),
-                        "seconds": round(sum(r["seconds"] for r in mine), 3),
+                        "seconds": round(sum(r["seconds"] for r in mine), 4),
                     }
                 )
     return out

@@ -157,3 +157,16 @@ def test_export_averages_the_weights_of_several_epochs(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 1 and "cannot average" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_default_model_plot_is_made_from_the_committed_results(tmp_path: Path) -> None:
+    out = tmp_path / "default_model.png"
+    done = subprocess.run(
+        [sys.executable, "experiments/default_model/plot.py", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

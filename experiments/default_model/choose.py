@@ -6,7 +6,8 @@ Run:  python experiments/default_model/choose.py runs/default_model --average 11
 Each candidate (the weights of one epoch, or the average of a range of epochs' weights) is searched
 with at every value scale: A* at 300 evaluations on the generated validation set (never the held-out
 set), binding_simplify_rules, depth 10.  Rows go to ``experiments/results/default_model/selection.jsonl``
-as they are measured (a rerun skips them); the candidate and scale with the lowest total cost win, and
+as they are measured (a rerun skips them), with plain A* at 300 and 5000 evaluations for reference
+(rows of candidate ``plain A*``); the candidate and scale with the lowest total cost win, and
 ``--export`` writes them as a model file.  The run needs ``training.keep_weights: true``.
 """
 
@@ -33,6 +34,8 @@ from search.astar import astar  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH, BUDGET, SET = "binding_simplify_rules", 10, 300, "generated_validation"
+PLAIN = "plain A*"
+PLAIN_BUDGETS = (300, 5000)
 
 
 def epoch_range(text: str) -> list[int]:
@@ -62,12 +65,17 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     scales = [float(s) for s in args.scales.split(",")]
     models = candidates(args.run, args.epochs, args.average)
-    results = ResultsFile(args.out, ("run", "candidate", "scale"))
+    results = ResultsFile(args.out, ("run", "candidate", "scale", "budget"))
     targets = load_targets(DataSource(set=SET), SET)
     rules = get_rule_set(RULES)
     with fewer_gc_pauses(), tempfile.TemporaryDirectory() as tmp:
+        for budget in PLAIN_BUDGETS:
+            if not results.has(run=PLAIN, candidate=PLAIN, scale=0.0, budget=budget):
+                costs = [astar(t.expr, SearchSpec(rules, DEPTH, budget)).best_cost for t in targets]
+                row = {"run": PLAIN, "candidate": PLAIN, "scale": 0.0, "budget": budget}
+                results.add({**row, "total_cost": round(sum(costs), 4)})
         for name, paths in models.items():
-            todo = [s for s in scales if not results.has(run=str(args.run), candidate=name, scale=s)]
+            todo = [s for s in scales if not results.has(run=str(args.run), candidate=name, scale=s, budget=BUDGET)]
             if not todo:
                 continue
             model = Path(tmp) / "model.pt"
@@ -82,6 +90,9 @@ def main(argv: list[str] | None = None) -> None:
                     {"run": str(args.run), "candidate": name, "scale": scale, "total_cost": round(sum(costs), 4)}
                 )
     rows = [r for r in results if r["run"] == str(args.run) and r["candidate"] in models and r["scale"] in scales]
+    for r in results:
+        if r["candidate"] == PLAIN:
+            print(f"{PLAIN:<20} {r['budget']} evaluations: validation total {r['total_cost']:.1f}")
     for r in sorted(rows, key=lambda r: r["total_cost"]):
         print(f"{r['candidate']:<20} scale {r['scale']:<5g} validation total {r['total_cost']:.1f}")
     best = min(rows, key=lambda r: r["total_cost"])

@@ -88,21 +88,18 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
     """Seconds of the model's searches (300 evaluations) beside a busy process, on one thread and on two."""
     import torch
 
-    import gnn.value
-
     rules = get_rule_set(RULES)
     targets = load_targets(DataSource(set=set_name), "--sets")[:count]
-    value = load_value_function(model)
+    value: Any = load_value_function(model)  # a NetworkValue: its thread settings are set below
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     out: dict[str, float] = {}
-    threads_before, limit_before = torch.get_num_threads(), gnn.value.ONE_THREAD_NODES
+    threads_before = torch.get_num_threads()
     try:
         for label, one_thread_nodes, threads in (
-            ("one_thread_seconds", limit_before, 1),
+            ("one_thread_seconds", value.one_thread_nodes, 1),
             ("two_threads_seconds", 0, 2),
         ):
-            gnn.value.ONE_THREAD_NODES = one_thread_nodes
-            value.max_threads = threads  # type: ignore[attr-defined]
+            value.one_thread_nodes, value.max_threads = one_thread_nodes, threads
             t0 = time.perf_counter()
             for t in targets:
                 astar(t.expr, SearchSpec(rules, DEPTH, 300, value=value))
@@ -110,7 +107,6 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
     finally:
         burner.kill()
         burner.wait()
-        gnn.value.ONE_THREAD_NODES = limit_before
         torch.set_num_threads(threads_before)
     return out
 
@@ -149,6 +145,7 @@ def run_searches(
 def summarise(
     rows: list[dict[str, Any]], sets: list[str], budgets: list[int], models: list[str]
 ) -> list[dict[str, Any]]:
+    known = best_known(rows)
     out = []
     for set_name in sets:
         for budget in budgets:
@@ -156,14 +153,13 @@ def summarise(
                 mine = [r for r in rows if (r["set"], r["model"], r["budget"]) == (set_name, model, budget)]
                 if not mine:
                     continue
-                # best known: the set's, lowered by anything this benchmark found
                 out.append(
                     {
                         "set": set_name,
                         "model": model,
                         "budget": budget,
                         "expressions": len(mine),
-                        "hits": sum(_hit(r, rows) for r in mine),
+                        "hits": sum(r["best_cost"] <= known[r["set"], r["index"]] + 1e-9 for r in mine),
                         "total_cost": round(sum(r["best_cost"] for r in mine), 4),
                         "seconds": round(sum(r["seconds"] for r in mine), 4),
                     }
@@ -171,11 +167,16 @@ def summarise(
     return out
 
 
-def _hit(row: dict[str, Any], rows: list[dict[str, Any]]) -> bool:
-    """At the best cost known for its expression: the set's, or any search's of this benchmark."""
-    same = [r["best_cost"] for r in rows if r["set"] == row["set"] and r["index"] == row["index"]]
-    known = min([*same, *([row["best_known"]] if row["best_known"] is not None else [])])
-    return bool(row["best_cost"] <= known + 1e-9)
+def best_known(rows: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
+    """The best cost known for each (set, expression): the set's, lowered by any search of this benchmark."""
+    known: dict[tuple[str, int], float] = {}
+    for r in rows:
+        key = (r["set"], r["index"])
+        candidates = [r["best_cost"], known.get(key, float("inf"))]
+        if r["best_known"] is not None:
+            candidates.append(r["best_known"])
+        known[key] = min(candidates)
+    return known
 
 
 def format_table(summary: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ import torch
 from gnn.model import ModelConfig, ValueNetwork
 from gnn.value import NetworkValue, Precision
 from knossos.errors import KsUsageError
+from search.value import check_value_scale
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
@@ -96,7 +97,7 @@ def export_model(checkpoint: Path | list[Path], out: Path, value_scale: float | 
     state = average_weights(paths) if len(paths) > 1 else load_checkpoint(paths[0])
     network_from(state, str(paths[0]))  # refuse to export something that does not load
     scale = value_scale_of(state) if value_scale is None else value_scale
-    NetworkValue.check_scale(scale)
+    check_value_scale(scale)
     save_checkpoint(
         out,
         {

@@ -26,7 +26,7 @@ class DataSource:
     """Expressions to train or test on: an arithmetic set by name, or defs of a program file."""
 
     #: A set of experiments/data/arithmetic_sets.json (bindgen_36, bindgen_test, binding_simplify_8, ...)
-    #: or generated_sets.json (generated_train, generated_heldout); several joined by +.
+    #: or generated_sets.json (generated_train, generated_validation, generated_heldout); several joined by +.
     set: str | None = None
     #: A program file (relative to the repository root) and the defs of it to use (all targets if empty).
     file: str | None = None
@@ -104,8 +104,8 @@ class TrainingConfig:
     #: Evaluations of the warm-up searches (0: search.budget): plain A* is cheap, and a larger
     #: search finds better targets.
     warmup_budget: int = 0
-    #: At most this many samples from each training search, drawn at random, expanded states first
-    #: (0: all).
+    #: At most this many samples from each training search, drawn at random, half of them expanded
+    #: states and half passed over where there are enough of both (0: all).
     samples_per_search: int = 0
 
 
@@ -128,10 +128,13 @@ class TrainConfig:
         ):
             if name not in SEARCHES:
                 raise bad(key, f"'{name}' is not one of {', '.join(SEARCHES)}")
-        from gnn.value import MAX_SCALE, PRECISIONS
+        from gnn.value import PRECISIONS
+        from search.value import check_value_scale
 
-        if not 0.0 <= self.search.value_scale <= MAX_SCALE:
-            raise bad("search.value_scale", f"must be in [0, {MAX_SCALE:g}], not {self.search.value_scale}")
+        try:
+            check_value_scale(self.search.value_scale)
+        except ValueError as err:
+            raise bad("search.value_scale", str(err)) from None
 
         if self.search.precision not in PRECISIONS:
             raise bad("search.precision", f"'{self.search.precision}' is not one of {', '.join(PRECISIONS)}")

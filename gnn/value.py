@@ -36,12 +36,11 @@ import torch
 from gnn.graph import batch_graphs, padded
 from gnn.model import ValueNetwork
 from knossos.expr import Expr
+from search.value import check_value_scale
 
 DEFAULT_NODE_BUDGET = 20_000
 #: Forward passes over at most this many nodes run on one thread.
 ONE_THREAD_NODES = 4096
-#: The largest value scale accepted (beyond it the cost so far hardly counts).
-MAX_SCALE = 100.0
 Precision = Literal["float32", "bfloat16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
@@ -56,23 +55,18 @@ class NetworkValue:
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
-        self.scale = self.check_scale(scale)
+        self.scale = check_value_scale(scale)
         if precision == "bfloat16":
             network = copy.deepcopy(network).to(torch.bfloat16)
         self.network = network
         self.node_budget = node_budget
         self.precision = precision
-        #: Threads for batches larger than ONE_THREAD_NODES.
+        #: Batches of at most this many nodes run on one thread, larger ones on ``max_threads``.
+        self.one_thread_nodes = ONE_THREAD_NODES
         self.max_threads = torch.get_num_threads()
         #: Forward passes and graphs seen, for benchmarks.
         self.forward_calls = 0
         self.graphs_seen = 0
-
-    @staticmethod
-    def check_scale(scale: float) -> float:
-        if not 0.0 <= scale <= MAX_SCALE:
-            raise ValueError(f"the value scale must be in [0, {MAX_SCALE:g}], not {scale!r}")
-        return scale
 
     def per_step(self, exprs: Sequence[Expr]) -> np.ndarray:
         """The network's raw output, shape ``(len(exprs), D)``."""
@@ -81,7 +75,7 @@ class NetworkValue:
         with torch.no_grad():
             for start, stop in _chunks([e.size for e in exprs], self.node_budget):
                 batch = batch_graphs(exprs[start:stop])
-                with _threads(1 if batch.num_nodes <= ONE_THREAD_NODES else self.max_threads):
+                with _threads(1 if batch.num_nodes <= self.one_thread_nodes else self.max_threads):
                     if self.precision == "bfloat16":  # a few repeated shapes: see gnn.graph.padded
                         out[start:stop] = self.network(padded(batch)).numpy()[:-1]
                     else:

@@ -32,6 +32,7 @@ from search.models import load_value_function
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
 from search.spec import SearchSpec
+from search.value import check_value_scale
 
 
 def _positive(text: str) -> int:
@@ -49,9 +50,10 @@ def _scale(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not 0.0 <= value <= 100.0:  # gnn.value.MAX_SCALE, without importing torch here
-        raise argparse.ArgumentTypeError(f"must be between 0 and 100, not {value:g}")
-    return value
+    try:
+        return check_value_scale(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,6 +27,18 @@ class ValueFunction(Protocol):
         ...
 
 
+#: The largest value scale accepted: search orders states by ``c(s0) - c(s) + scale * V(s)``, and
+#: beyond this the cost so far hardly counts.
+MAX_VALUE_SCALE = 100.0
+
+
+def check_value_scale(scale: float) -> float:
+    """``scale``, or a ValueError saying why it cannot weight a value function (NaN included)."""
+    if not 0.0 <= scale <= MAX_VALUE_SCALE:
+        raise ValueError(f"the value scale must be in [0, {MAX_VALUE_SCALE:g}], not {scale!r}")
+    return scale
+
+
 class ZeroValue:
     """Estimates no reduction anywhere: A* with it is greedy best-first on the cost so far."""
 

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-import gnn.value
 from gnn.checkpoint import export_model, load_value_function, save_checkpoint
 from gnn.model import ModelConfig, ValueNetwork
 from gnn.value import NetworkValue
@@ -69,7 +68,7 @@ def test_search_sized_batches_run_on_one_thread_and_large_ones_on_more(monkeypat
         value = NetworkValue(network)
         exprs = [parse_expr("(div (mul x y) (add 1.0 (mul x y)))")[0]] * 16
         value.values(exprs, 5)
-        monkeypatch.setattr(gnn.value, "ONE_THREAD_NODES", 10)  # these 16 graphs are now a large batch
+        value.one_thread_nodes = 10  # these 16 graphs are now a large batch
         value.values(exprs, 5)
         assert seen == [1, 2]
         assert torch.get_num_threads() == 2  # put back after each pass

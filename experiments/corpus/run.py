@@ -2,7 +2,7 @@
 
 Run:  python experiments/corpus/run.py [--train 2000] [--heldout 120] [--budget 20000] [--model default]
 
-Writes ``experiments/data/generated_sets.json`` with two sets (binding_simplify_rules, depth 10):
+Writes ``experiments/data/generated_sets.json`` with three sets (binding_simplify_rules, depth 10):
 
 * ``generated_heldout``: ``--heldout`` expressions of :mod:`gnn.corpus` with seed 1, none of them in
   the paper's sets; never trained on.  Its ``best_known_cost`` is the best cost any search recorded

@@ -24,6 +24,7 @@ from knossos.parser import parse_expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
+from search.cli import write_atomic  # noqa: E402
 from search.exhaustive import exhaustive  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
@@ -39,9 +40,7 @@ def redo_astar(path: Path) -> None:
             e, _ = parse_expr(row["expr"])
             a = astar(e, SearchSpec(get_rule_set(data[row["set"]]["rule_set"]), DEPTH, BUDGET))
             row["astar"], row["astar_seconds"] = round(a.best_cost, 6), round(a.seconds, 3)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    tmp.replace(path)
+    write_atomic(str(path), "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def main() -> None:

@@ -1,16 +1,18 @@
 """Is the default model worth its time?  A* with it against plain A*, at the same budgets, on unseen expressions.
 
 Run:  python benchmarks/bench_default_model.py [--sets generated_heldout,bindgen_test] [--budgets 300,1000,5000]
-                                              [--model default] [--json] [--quick]
+                                              [--models default,ggnn] [--json] [--quick]
 
-For each set, budget and value function (``none``: plain A*; ``--model``: A* guided by it), every
+For each set, budget and value function (``none``: plain A*; each of ``--models``: A* guided by it), every
 expression is searched (binding_simplify_rules, depth 10) and compared with its best known cost.
 Reported per row: expressions at the best known cost (hits), the total best cost, and the seconds
 of search (the sum over the set; the value function's start-up is not in it).  Start-up is measured
 apart, in fresh processes: the seconds from the interpreter's start to a loaded value function
 (``none`` and the model), and a whole ``optimize.py --expr`` run of each.  Threads: the model's
 searches of the first 20 expressions of the first set at 300 evaluations, beside a process that keeps
-one core busy, with the network on one thread (as it chooses for these batches) and forced onto two.
+one core busy, with the network on one thread (as it chooses for these batches) and, for a GGNN,
+forced onto two (the tree network runs in numpy, on one thread).  Each search starts with an empty
+embedding cache, as an optimize.py run does.
 
 Search rows are appended to ``experiments/results/default_model/searches.jsonl`` as they finish, so an
 interrupted run resumes (``--quick``: a tiny run under runs/quick/).  ``--json`` prints the summary as
@@ -84,24 +86,29 @@ def startup_seconds(model: str, repeat: int) -> dict[str, float]:
     return {"load_seconds": statistics.median(load), "optimize_seconds": statistics.median(whole)}
 
 
-def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, float]:
+def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, float | None]:
     """Seconds of the model's searches (300 evaluations) beside a busy process, on one thread and on two."""
     import torch
 
     rules = get_rule_set(RULES)
     targets = load_targets(DataSource(set=set_name), "--sets")[:count]
-    value: Any = load_value_function(model)  # a NetworkValue: its thread settings are set below
+    value: Any = load_value_function(model)  # a GGNN's thread settings are set below
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    out: dict[str, float] = {}
+    out: dict[str, float | None] = {}
     threads_before = torch.get_num_threads()
+    if hasattr(value, "one_thread_nodes"):  # a GGNN: its choice (one thread), then forced onto two
+        settings = [("one_thread_seconds", value.one_thread_nodes, 1), ("two_threads_seconds", 0, 2)]
+    else:  # the tree network runs in numpy on one thread: nothing to choose
+        settings = [("one_thread_seconds", None, 1)]
+        out["two_threads_seconds"] = None
     try:
-        for label, one_thread_nodes, threads in (
-            ("one_thread_seconds", value.one_thread_nodes, 1),
-            ("two_threads_seconds", 0, 2),
-        ):
-            value.one_thread_nodes, value.max_threads = one_thread_nodes, threads
+        for label, one_thread_nodes, threads in settings:
+            if one_thread_nodes is not None:
+                value.one_thread_nodes, value.max_threads = one_thread_nodes, threads
             t0 = time.perf_counter()
             for t in targets:
+                if hasattr(value, "clear"):
+                    value.clear()
                 astar(t.expr, SearchSpec(rules, DEPTH, 300, value=value))
             out[label] = round(time.perf_counter() - t0, 3)
     finally:
@@ -127,6 +134,8 @@ def run_searches(
                     if not results.has(set=set_name, model=model, budget=budget, index=i)
                 ]
                 for i, t in tqdm(todo, desc=f"{set_name} {model} @ {budget}", unit="expr", file=sys.stderr):
+                    if hasattr(value, "clear"):  # each search starts with no embeddings cached, as optimize.py does
+                        value.clear()
                     r = astar(t.expr, SearchSpec(rules, DEPTH, budget, value=value))
                     results.add(
                         {
@@ -191,11 +200,12 @@ def format_table(summary: dict[str, Any]) -> str:
             f"start-up, {model}: {s['load_seconds']:.2f} s to a loaded value function, "
             f"{s['optimize_seconds']:.2f} s for a whole optimize.py run at 300 evaluations"
         )
-    busy = summary["busy_machine"]
-    lines.append(
-        f"beside a busy process, the model's searches at 300 evaluations: {busy['one_thread_seconds']:.2f} s on one "
-        f"thread, {busy['two_threads_seconds']:.2f} s on two"
-    )
+    for model, busy in summary["busy_machine"].items():
+        two = "" if busy["two_threads_seconds"] is None else f", {busy['two_threads_seconds']:.2f} s on two"
+        lines.append(
+            f"beside a busy process, {model}'s searches at 300 evaluations: {busy['one_thread_seconds']:.2f} s on one "
+            f"thread{two}"
+        )
     return "\n".join(lines)
 
 
@@ -203,7 +213,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--sets", default="generated_heldout,bindgen_test")
     ap.add_argument("--budgets", default="300,1000,5000")
-    ap.add_argument("--model", default="default", help="the value function to compare with plain A* (default)")
+    ap.add_argument(
+        "--models",
+        default="default,ggnn",
+        help="the value functions to compare with plain A*, comma-separated (shipped names or checkpoints)",
+    )
     ap.add_argument("--startup-repeat", type=int, default=3)
     ap.add_argument(
         "--searches-of",
@@ -219,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = RESULTS / "default_model"
     if args.quick:
         sets, budgets, args.startup_repeat, folder = ["bindgen_test"], [20, 50], 1, QUICK / "default_model"
-    models = ["none", args.model]
+    models = ["none", *(m.strip() for m in args.models.split(",") if m.strip())]
     results = ResultsFile(folder / "searches.jsonl", ("set", "model", "budget", "index"))
     with fewer_gc_pauses():
         if args.searches_of is not None:
@@ -233,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         "depth": DEPTH,
         "searches": summarise(rows, sets, budgets, models),
         "startup": {m: startup_seconds(m, args.startup_repeat) for m in models},
-        "busy_machine": busy_machine_seconds(args.model, sets[0], 2 if args.quick else 20),
+        "busy_machine": {m: busy_machine_seconds(m, sets[0], 2 if args.quick else 20) for m in models[1:]},
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary) if args.json else format_table(summary))

@@ -103,42 +103,43 @@ def walltime_table() -> str:
 
 
 def default_model_table() -> str:
-    """benchmarks/bench_default_model.py's summary: plain A* and the default model side by side."""
+    """benchmarks/bench_default_model.py's summary: plain A* and the shipped models side by side."""
     path = RESULTS / "default_model" / "summary.json"
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_default_model.py._\n"
     summary = json.loads(path.read_text())
     rows = {(r["set"], r["budget"], r["model"]): r for r in summary["searches"]}
+    models = list(dict.fromkeys(r["model"] for r in summary["searches"]))
+    names = ["plain A*" if m == "none" else f"`--model {m}`" for m in models]
     lines = [
-        "| set | evaluations | plain A*: at best cost | total cost | seconds | default model: at best cost | total cost | seconds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| set | evaluations | " + " | ".join(f"{n}: at best cost | total cost | seconds" for n in names) + " |",
+        "|---|---|" + "---|---|---|" * len(models),
     ]
-    for (set_name, budget, model), plain in rows.items():
-        learned = next((r for k, r in rows.items() if k[:2] == (set_name, budget) and k[2] != "none"), None)
-        if model != "none" or learned is None:
-            continue
-        cells = [
-            f"{r['hits']}/{r['expressions']} | {r['total_cost']:.1f} | {r['seconds']:.1f}" for r in (plain, learned)
-        ]
+    for set_name, budget in dict.fromkeys((k[0], k[1]) for k in rows):
+        cells = []
+        for m in models:
+            r = rows.get((set_name, budget, m))
+            cells.append(
+                f"{r['hits']}/{r['expressions']} | {r['total_cost']:.1f} | {r['seconds']:.1f}" if r else " | | "
+            )
         lines.append(f"| {set_name} | {budget} | " + " | ".join(cells) + " |")
-    startup = summary["startup"]
     lines.append("")
     lines.append(
         "Start-up (median of fresh processes): "
         + "; ".join(
             f"`--model {m}` {s['load_seconds']:.2f} s to a loaded value function, {s['optimize_seconds']:.2f} s "
             "for a whole `optimize.py --expr` run at 300 evaluations"
-            for m, s in startup.items()
+            for m, s in summary["startup"].items()
         )
         + f" (revision {summary['revision'][:7]})."
     )
-    busy = summary.get("busy_machine")
-    if busy:
+    for model, busy in summary.get("busy_machine", {}).items():
+        two = busy["two_threads_seconds"]
+        forced = "" if two is None else f", {two:.2f} s with the network forced onto two threads"
         lines.append("")
         lines.append(
-            f"Beside a process that keeps one of the two cores busy, the model's searches of 20 held-out expressions at "
-            f"300 evaluations took {busy['one_thread_seconds']:.2f} s with the network on one thread (its choice "
-            f"for these batches) and {busy['two_threads_seconds']:.2f} s forced onto two."
+            f"Beside a process that keeps one of the two cores busy, `--model {model}`'s searches of 20 held-out "
+            f"expressions at 300 evaluations took {busy['one_thread_seconds']:.2f} s on one thread{forced}."
         )
     return "\n".join(lines) + "\n"
 

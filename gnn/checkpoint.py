@@ -9,7 +9,9 @@ from typing import Any
 
 import torch
 
-from gnn.model import ModelConfig, ValueNetwork
+from gnn.model import ModelConfig
+from gnn.networks import Network, build_network, value_function
+from gnn.tree_value import TreeValue
 from gnn.value import NetworkValue, Precision
 from knossos.errors import KsUsageError
 from search.value import check_value_scale
@@ -52,19 +54,27 @@ def load_weights(module: torch.nn.Module, weights: dict[str, Any], label: str) -
         ) from None
 
 
-def network_from(state: dict[str, Any], label: str) -> ValueNetwork:
+def network_from(state: dict[str, Any], label: str) -> Network:
     try:
         config = ModelConfig(**state["model_config"])
     except (TypeError, ValueError) as err:
         raise KsUsageError(f"the checkpoint's model settings are not usable: {err}", None, label) from None
-    network = ValueNetwork(config)
+    network = build_network(config)
     load_weights(network, state["model"], label)
     network.eval()
     return network
 
 
-#: The model that ships with the package (trained with a config of ``configs/``; see the README).
-DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "default.pt"
+#: The models that ship with the package, by name (trained with configs of ``configs/``; see the README).
+SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
+#: ``--model default``.
+DEFAULT_MODEL = SHIPPED_MODELS / "default.pt"
+
+
+def shipped_model(name: str) -> Path | None:
+    """The file of the shipped model ``name`` (``default``, ``ggnn``, ...), None if there is none."""
+    path = SHIPPED_MODELS / f"{name}.pt"
+    return path if name.isidentifier() and path.is_file() else None
 
 
 def value_scale_of(state: dict[str, Any]) -> float:
@@ -112,11 +122,13 @@ def export_model(checkpoint: Path | list[Path], out: Path, value_scale: float | 
     )
 
 
-def load_value_function(path: Path, precision: Precision = "float32", scale: float | None = None) -> NetworkValue:
+def load_value_function(
+    path: Path, precision: Precision = "float32", scale: float | None = None
+) -> NetworkValue | TreeValue:
     """The value function of a checkpoint, for ``optimize.py --model`` (``scale``: instead of its own)."""
     state = load_checkpoint(path)
     network = network_from(state, str(path))
     try:
-        return NetworkValue(network, precision=precision, scale=value_scale_of(state) if scale is None else scale)
+        return value_function(network, precision=precision, scale=value_scale_of(state) if scale is None else scale)
     except ValueError as err:
         raise KsUsageError(str(err), None, str(path)) from None

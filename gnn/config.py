@@ -65,6 +65,9 @@ class ModelSettings:
     mlp_head: bool = False
     dropout: float = 0.2
     constant_values: bool = True
+    #: "ggnn" (the paper's network) or "tree" (bottom-up, embeds each interned node once: see
+    #: gnn/tree_model.py).
+    kind: str = "ggnn"
 
 
 @dataclass
@@ -176,6 +179,10 @@ class TrainConfig:
             raise bad("model.dropout", f"must be in [0, 1), not {self.model.dropout}")
         if self.model.steps < 0:
             raise bad("model.steps", f"must be at least 0, not {self.model.steps}")
+        from gnn.model import MODEL_KINDS
+
+        if self.model.kind not in MODEL_KINDS:
+            raise bad("model.kind", f"'{self.model.kind}' is not one of {', '.join(MODEL_KINDS)}")
         if not self.training.lr > 0:
             raise bad("training.lr", f"must be positive, not {self.training.lr}")
         for key, src in (("data.train", self.data.train), ("data.test", self.data.test)):

@@ -17,8 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gnn.graph import batch_graphs
-from gnn.model import ValueNetwork
+from gnn.networks import Network
 from knossos.expr import Expr
 
 
@@ -49,7 +48,7 @@ def normalised_target(sample: Sample, depth: int | None = None) -> float:
 
 
 class Fitter:
-    def __init__(self, network: ValueNetwork, lr: float = 1e-4, batch_size: int = 16, huber_delta: float = 1.0) -> None:
+    def __init__(self, network: Network, lr: float = 1e-4, batch_size: int = 16, huber_delta: float = 1.0) -> None:
         self.network = network
         self.batch_size = batch_size
         self.huber_delta = huber_delta
@@ -57,7 +56,7 @@ class Fitter:
 
     def loss(self, batch: Sequence[Sample]) -> torch.Tensor:
         depth = self.network.config.depth
-        out = self.network(batch_graphs([s.expr for s in batch]))
+        out = self.network.predict([s.expr for s in batch])
         rows, columns, targets = [], [], []
         for i, s in enumerate(batch):
             for t, v in s.fitted(depth):

@@ -16,16 +16,22 @@ targets are normalised by the steps left).  ``steps=0`` is the paper's NoGNN abl
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, GraphBatch
+from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, GraphBatch, batch_graphs
+from knossos.expr import Expr
 
 #: Edges sorted by type: (sources, targets, boundaries of each type's run).
 EdgeGroups = tuple[Tensor, Tensor, list[int]]
+
+
+#: The value networks: the paper's GGNN, or the bottom-up tree network of :mod:`gnn.tree_model`.
+MODEL_KINDS: tuple[str, ...] = ("ggnn", "tree")
 
 
 @dataclass(frozen=True)
@@ -41,8 +47,13 @@ class ModelConfig:
     dropout: float = 0.2
     #: Put the squashed value of constants in the last input feature (not in the paper).
     constant_values: bool = True
+    #: Which network (:data:`MODEL_KINDS`); the tree network ignores steps, mlp_head, dropout and
+    #: constant_values.
+    kind: str = "ggnn"
 
     def __post_init__(self) -> None:
+        if self.kind not in MODEL_KINDS:
+            raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}, not {self.kind!r}")
         if self.hidden < NUM_NODE_TYPES + 1:
             raise ValueError(f"hidden must be at least {NUM_NODE_TYPES + 1} (node types + 1), not {self.hidden}")
         if self.steps < 0 or self.depth < 1:
@@ -147,6 +158,11 @@ class ValueNetwork(nn.Module):
             )
         else:
             self.out = nn.Linear(d, config.depth)  # O
+
+    def predict(self, exprs: Sequence[Expr]) -> Tensor:
+        """Per-step values of ``exprs``, ``(len(exprs), depth)``."""
+        out: Tensor = self(batch_graphs(exprs))
+        return out
 
     def initial_features(self, graphs: GraphBatch) -> Tensor:
         d = self.config.hidden

@@ -22,8 +22,8 @@ from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from gnn.config import TrainConfig
 from gnn.data import Target, load_targets
 from gnn.fit import Fitter, Sample
-from gnn.model import ModelConfig, ValueNetwork
-from gnn.value import NetworkValue
+from gnn.model import ModelConfig
+from gnn.networks import build_network, value_function
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
@@ -50,6 +50,7 @@ def model_config(config: TrainConfig) -> ModelConfig:
         mlp_head=m.mlp_head,
         dropout=m.dropout,
         constant_values=m.constant_values,
+        kind=m.kind,
     )
 
 
@@ -196,7 +197,7 @@ class Trainer:
         self.rules = get_rule_set(config.rules)
         torch.manual_seed(config.training.seed)
         self.rng = np.random.default_rng(config.training.seed)
-        self.network = ValueNetwork(model_config(config))
+        self.network = build_network(model_config(config))
         self.fitter = Fitter(self.network, lr=config.training.lr, batch_size=config.training.batch_size)
         self.epoch = 0  # epochs completed
         self.history: list[dict[str, Any]] = []
@@ -274,7 +275,7 @@ class Trainer:
         # a search does not change the network, so a bfloat16 copy per search is exact enough
         s = self.config.search
         scale = s.value_scale if scaled else 1.0
-        return NetworkValue(self.network, precision=s.precision, scale=scale)  # type: ignore[arg-type]
+        return value_function(self.network, precision=s.precision, scale=scale)  # type: ignore[arg-type]
 
     def search(self, target: Target, algorithm: str, budget: int, guided: bool = True) -> SearchResult:
         """``guided=False``: with the zero value function instead of the network (warm-up epochs)."""

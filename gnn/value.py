@@ -85,13 +85,18 @@ class NetworkValue:
         return out
 
     def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
-        per_step = self.per_step(exprs)
-        d = per_step.shape[1]
-        t = np.arange(depth + 1)
-        columns = np.minimum(t, d)  # the value for t > D is the value at D
-        table = np.zeros((len(exprs), depth + 1))
-        table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:] * self.scale
-        return table
+        return values_table(self.per_step(exprs), depth, self.scale)
+
+
+def values_table(per_step: np.ndarray, depth: int, scale: float) -> np.ndarray:
+    """Values for ``0..depth`` steps left from a network's per-step outputs ``(n, D)``: ``t`` times
+    the output for ``t`` (the output for ``D`` beyond it), times ``scale``."""
+    d = per_step.shape[1]
+    t = np.arange(depth + 1)
+    columns = np.minimum(t, d)  # the value for t > D is the value at D
+    table = np.zeros((per_step.shape[0], depth + 1))
+    table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:] * scale
+    return table
 
 
 @contextmanager

@@ -417,6 +417,11 @@ def _position(root: Expr, name: str) -> Position:
     return _position_near(root, name, 0)
 
 
+def occurrences(root: Expr, name: str) -> int:
+    """How many times the variable ``name`` occurs free in ``root`` (memoised per node)."""
+    return _position(root, name)[1]
+
+
 _NOWHERE: Final = (0, 0)
 _HERE: Final = (1, 1)
 _RECURSION_BUDGET: Final = 200  # deeper walks continue on an explicit stack

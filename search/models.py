@@ -1,5 +1,5 @@
-"""Value functions by name, for the command line: ``none`` (zero), ``default`` (the model that ships
-with the package) or a checkpoint written by train.py."""
+"""Value functions by name, for the command line: ``none`` (zero), the name of a model that ships with
+the package (``default``, ``ggnn``: the files of ``gnn/models/``) or a checkpoint written by train.py."""
 
 from __future__ import annotations
 
@@ -14,17 +14,19 @@ def load_value_function(spec: str, precision: str = "float32", scale: float | No
     factor on its values (None: the model's own); zero ignores both."""
     if spec in ("none", "zero"):
         return ZeroValue()
-    if spec == "default":
+    if "/" not in spec and not spec.endswith(".pt"):
         try:
-            from gnn.checkpoint import DEFAULT_MODEL
+            from gnn.checkpoint import shipped_model
         except ImportError:
-            raise KsUsageError("the default model needs the gnn package (torch)") from None
-        if not DEFAULT_MODEL.is_file():
-            raise KsUsageError(f"the default model is missing from this installation ({DEFAULT_MODEL})")
-        spec = str(DEFAULT_MODEL)
+            raise KsUsageError(f"the model '{spec}' needs the gnn package (torch)") from None
+        found = shipped_model(spec)
+        if found is not None:
+            spec = str(found)
     path = Path(spec)
     if not path.is_file():
-        raise KsUsageError(f"no model file '{spec}' (give a checkpoint written by train.py, or 'none')")
+        raise KsUsageError(
+            f"no model file '{spec}' (give a checkpoint written by train.py, a shipped model's name, or 'none')"
+        )
     try:
         from gnn.checkpoint import load_value_function as load_checkpoint
     except ImportError:

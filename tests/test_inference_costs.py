@@ -76,7 +76,7 @@ def test_search_sized_batches_run_on_one_thread_and_large_ones_on_more(monkeypat
         torch.set_num_threads(before)
 
 
-def test_the_default_model_benchmark_quick_mode_reports_both_searches() -> None:
+def test_the_default_model_benchmark_quick_mode_reports_every_model() -> None:
     done = subprocess.run(
         [sys.executable, "benchmarks/bench_default_model.py", "--quick", "--json"],
         capture_output=True,
@@ -88,10 +88,12 @@ def test_the_default_model_benchmark_quick_mode_reports_both_searches() -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     rows = {(r["model"], r["budget"]): r for r in summary["searches"]}
-    assert set(rows) == {(m, b) for m in ("none", "default") for b in (20, 50)}
+    assert set(rows) == {(m, b) for m in ("none", "default", "ggnn") for b in (20, 50)}
     for r in rows.values():
         assert r["expressions"] == 2 and 0 <= r["hits"] <= 2 and r["seconds"] > 0
-    assert summary["startup"]["default"]["load_seconds"] > summary["startup"]["none"]["load_seconds"] > 0
+    for model in ("default", "ggnn"):
+        assert summary["startup"][model]["load_seconds"] > summary["startup"]["none"]["load_seconds"] > 0
+        assert summary["busy_machine"][model]["one_thread_seconds"] > 0
 
 
 def test_the_value_scale_multiplies_every_value() -> None:

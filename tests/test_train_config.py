@@ -45,7 +45,14 @@ def error_of(path: Path | str, overrides: list[str] | None = None) -> str:
 # -- the shipped configs -----------------------------------------------------------------------------------
 def test_every_shipped_config_is_listed() -> None:
     names = sorted(p.name for p in CONFIGS.glob("*.yaml"))
-    assert names == ["arith_generalisation.yaml", "blas.yaml", "bootstrap.yaml", "cnn.yaml", "default_model.yaml"]
+    assert names == [
+        "arith_generalisation.yaml",
+        "blas.yaml",
+        "bootstrap.yaml",
+        "cnn.yaml",
+        "default_model.yaml",
+        "default_tree.yaml",
+    ]
     readme = (CONFIGS / "README.md").read_text()
     for name in names:
         assert f"`{name}`" in readme

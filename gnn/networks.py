@@ -1,0 +1,23 @@
+"""The value networks by kind: building one from its settings, and wrapping one for search."""
+
+from __future__ import annotations
+
+from typing import Union
+
+from gnn.model import ModelConfig, ValueNetwork
+from gnn.tree_model import TreeValueNetwork
+from gnn.tree_value import TreeValue
+from gnn.value import NetworkValue, Precision
+
+Network = Union[ValueNetwork, TreeValueNetwork]
+
+
+def build_network(config: ModelConfig) -> Network:
+    return TreeValueNetwork(config) if config.kind == "tree" else ValueNetwork(config)
+
+
+def value_function(network: Network, precision: Precision = "float32", scale: float = 1.0) -> NetworkValue | TreeValue:
+    """``network`` as search's value function (the tree network's runs in float32 only)."""
+    if isinstance(network, TreeValueNetwork):
+        return TreeValue(network, scale=scale)
+    return NetworkValue(network, precision=precision, scale=scale)

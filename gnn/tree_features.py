@@ -5,7 +5,9 @@ alone and its children's embeddings, so that an expression shared by many search
 once.  Everything here is therefore a function of the node object only, and invariant under renaming
 bound variables (binders are interned modulo alpha: whichever alpha-variant was built first supplies
 the names inside, and nothing below may depend on which one that was).  Names never appear; what
-the GGNN learns from is-identical edges is given as relations between a node's children:
+the GGNN learns from is-identical edges is given as relations between a node's children and as
+repeated subexpressions below a node (a *compound* subexpression has children; those that use a
+variable bound inside the child being walked are left out, as their names are an alpha-variant's):
 
 =========  =====================================================================================
 features   meaning
@@ -18,6 +20,8 @@ features   meaning
 12-14      children 0 and 1, 0 and 2, 1 and 2 share a free variable
 15-18      a binder's variable is used 0, 1, 2, 3 or more times in its scope (all 0 elsewhere)
 19         the number of free variables, at most 4, over 4
+20-22      children 0 and 1, 0 and 2, 1 and 2 have a compound subexpression in common
+23         a compound subexpression occurs twice or more below the node
 =========  =====================================================================================
 """
 
@@ -38,7 +42,9 @@ from knossos.types import Kind
 
 #: Children at positions 0, 1 and 2 have their own slot; later ones (calls, tuples) are averaged.
 NUM_CHILD_SLOTS: Final = 3
-NUM_FEATURES: Final = 20
+NUM_FEATURES: Final = 24
+#: Nodes larger than this get no shared-subexpression features (walking them would cost too much).
+SHARING_LIMIT: Final = 256
 _KIND_COLUMN: Final = {Kind.INTEGER: 3, Kind.FLOAT: 4, Kind.BOOL: 5, Kind.VEC: 6, Kind.TUPLE: 7, Kind.LAM: 8}
 _PAIRS: Final = tuple(itertools.combinations(range(NUM_CHILD_SLOTS), 2))
 _USES_COLUMN: Final = 15
@@ -64,7 +70,43 @@ def node_features(node: Expr) -> np.ndarray:
         uses = occurrences(args[scope_index], args[var_index].data)
         f[_USES_COLUMN + min(uses, _MAX_USES)] = 1.0
     f[19] = min(len(node.free), 4) / 4
+    if 1 < node.size <= SHARING_LIMIT:
+        _sharing(node, f)
     return f
+
+
+def _sharing(node: Expr, f: np.ndarray) -> None:
+    """Features 20-23: compound subexpressions shared between children or repeated below ``node``."""
+    binder = BINDERS.get(node.op)
+    below: list[list[Expr]] = []
+    for k, a in enumerate(node.args):
+        bound = frozenset((node.args[binder[0]].data,)) if binder is not None and k == binder[1] else frozenset()
+        below.append(_compounds(a, bound))
+    sets = [set(b) for b in below]
+    for k, (i, j) in enumerate(_PAIRS):
+        if j < len(sets):
+            f[20 + k] = not sets[i].isdisjoint(sets[j])
+    f[23] = sum(map(len, sets)) < sum(map(len, below)) or any(
+        not sets[i].isdisjoint(sets[j]) for i, j in itertools.combinations(range(len(sets)), 2)
+    )
+
+
+def _compounds(root: Expr, bound: frozenset[str]) -> list[Expr]:
+    """Every occurrence of a compound subexpression of ``root`` that uses none of ``bound`` nor any
+    variable bound inside ``root``."""
+    out: list[Expr] = []
+    stack = [(root, bound)]
+    while stack:
+        node, names = stack.pop()
+        if not node.args:
+            continue
+        if names.isdisjoint(node.free):
+            out.append(node)
+        binder = BINDERS.get(node.op)
+        for k, a in enumerate(node.args):
+            inner = names | {node.args[binder[0]].data} if binder is not None and k == binder[1] else names
+            stack.append((a, inner))
+    return out
 
 
 def postorder_new(roots: Iterable[Expr], known: dict[Expr, int] | set[Expr]) -> list[tuple[Expr, int]]:

@@ -195,3 +195,17 @@ def test_search_with_the_tree_value_function_is_deterministic(exprs: list[Expr])
 
 def _reduction(result: SearchResult) -> float:
     return result.start_cost - result.best_cost
+
+
+def test_features_mark_compound_subexpressions_shared_or_repeated() -> None:
+    shared = node_features(px("(div (mul x (add y 1.0)) (add y 1.0))"))
+    assert shared[20] == 1 and shared[23] == 1  # (add y 1.0) in both children
+    deep = node_features(px("(add (mul (div x y) 2.0) (sub 3.0 (div x y)))"))
+    assert deep[20] == 1 and deep[23] == 1
+    within = node_features(px("(mul 2.0 (add (div x y) (div x y)))"))
+    assert within[20] == 0 and within[23] == 1  # repeated inside child 1 only
+    apart = node_features(px("(div (mul x (add y 1.0)) (add y 2.0))"))
+    assert apart[20] == 0 and apart[23] == 0
+    # a subexpression using a variable bound in one child is not the same as a free one elsewhere
+    bound = node_features(px("(add (let (a (mul x 2.0)) (add a 1.0)) (let (a (mul x 3.0)) (add a 1.0)))"))
+    assert bound[20] == 0 and bound[23] == 0

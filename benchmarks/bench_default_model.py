@@ -136,19 +136,22 @@ def run_searches(
                 for i, t in tqdm(todo, desc=f"{set_name} {model} @ {budget}", unit="expr", file=sys.stderr):
                     if hasattr(value, "clear"):  # each search starts with no embeddings cached, as optimize.py does
                         value.clear()
+                    embedded = getattr(value, "nodes_embedded", None)
                     r = astar(t.expr, SearchSpec(rules, DEPTH, budget, value=value))
-                    results.add(
-                        {
-                            "set": set_name,
-                            "model": model,
-                            "budget": budget,
-                            "index": i,
-                            "start_cost": r.start_cost,
-                            "best_cost": round(r.best_cost, 6),
-                            "best_known": t.best_known,
-                            "seconds": round(r.seconds, 4),
-                        }
-                    )
+                    row = {
+                        "set": set_name,
+                        "model": model,
+                        "budget": budget,
+                        "index": i,
+                        "start_cost": r.start_cost,
+                        "best_cost": round(r.best_cost, 6),
+                        "best_known": t.best_known,
+                        "seconds": round(r.seconds, 4),
+                        "evaluations": r.evaluations,
+                    }
+                    if embedded is not None:  # the tree network: nodes it had to embed
+                        row["new_nodes"] = value.nodes_embedded - embedded
+                    results.add(row)
 
 
 def summarise(
@@ -162,17 +165,19 @@ def summarise(
                 mine = [r for r in rows if (r["set"], r["model"], r["budget"]) == (set_name, model, budget)]
                 if not mine:
                     continue
-                out.append(
-                    {
-                        "set": set_name,
-                        "model": model,
-                        "budget": budget,
-                        "expressions": len(mine),
-                        "hits": sum(r["best_cost"] <= known[r["set"], r["index"]] + 1e-9 for r in mine),
-                        "total_cost": round(sum(r["best_cost"] for r in mine), 4),
-                        "seconds": round(sum(r["seconds"] for r in mine), 4),
-                    }
-                )
+                row = {
+                    "set": set_name,
+                    "model": model,
+                    "budget": budget,
+                    "expressions": len(mine),
+                    "hits": sum(r["best_cost"] <= known[r["set"], r["index"]] + 1e-9 for r in mine),
+                    "total_cost": round(sum(r["best_cost"] for r in mine), 4),
+                    "seconds": round(sum(r["seconds"] for r in mine), 4),
+                }
+                if all("new_nodes" in r for r in mine):
+                    evaluations = sum(r["evaluations"] for r in mine)
+                    row["new_nodes_per_evaluation"] = round(sum(r["new_nodes"] for r in mine) / max(evaluations, 1), 2)
+                out.append(row)
     return out
 
 

@@ -123,6 +123,16 @@ def default_model_table() -> str:
                 f"{r['hits']}/{r['expressions']} | {r['total_cost']:.1f} | {r['seconds']:.1f}" if r else " | | "
             )
         lines.append(f"| {set_name} | {budget} | " + " | ".join(cells) + " |")
+    embedded = [r for r in summary["searches"] if "new_nodes_per_evaluation" in r]
+    if embedded:
+        lines.append("")
+        lines.append(
+            "Nodes the tree network embedded per expression it evaluated: "
+            + ", ".join(
+                f"{r['new_nodes_per_evaluation']:.2f} (`{r['model']}`, {r['set']}, {r['budget']})" for r in embedded
+            )
+            + "."
+        )
     lines.append("")
     lines.append(
         "Start-up (median of fresh processes): "

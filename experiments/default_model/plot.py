@@ -2,10 +2,11 @@
 
 Run:  python experiments/default_model/plot.py [--out experiments/results/default_model/default_model.png]
 
-Left: the validation set's total cost at 300 evaluations per epoch of the training run (value scale
-0.4), with plain A* at 300 and 5000 evaluations and the chosen model.  Right: held-out expressions
-at the best known cost against seconds of search, for plain A* and the default model at 300, 1000
-and 5000 evaluations (benchmarks/bench_default_model.py's summary).
+Left: the validation set's total cost at 300 evaluations per epoch of the training runs (value scale
+0.4) of the default model and of the GGNN (``ggnn_training_metrics.jsonl``, when there), with plain
+A* at 300 and 5000 evaluations and the chosen model.  Right: held-out expressions at the best known
+cost against seconds of search, for plain A* and every benchmarked model at 300, 1000 and 5000
+evaluations (benchmarks/bench_default_model.py's summary).
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from experiments.common import RESULTS, read_rows  # noqa: E402
 FOLDER = RESULTS / "default_model"
 
 
+def chosen_from() -> str:
+    """The training run the shipped default model's weights came from (as choose.py names runs)."""
+    from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint
+
+    weights = Path(load_checkpoint(DEFAULT_MODEL)["averaged"][0])  # RUN/weights/epoch_NNN.pt
+    return str(weights.parents[1])
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--out", type=Path, default=FOLDER / "default_model.png")
@@ -32,7 +41,12 @@ def main(argv: list[str] | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    training = [r for r in read_rows(FOLDER / "training_metrics.jsonl", "plot.py") if "test" in r]
+    runs = {"default": FOLDER / "training_metrics.jsonl", "ggnn": FOLDER / "ggnn_training_metrics.jsonl"}
+    training = {
+        name: [r for r in read_rows(path, "plot.py") if "test" in r]
+        for name, path in runs.items()
+        if name == "default" or path.is_file()
+    }
     selection = read_rows(FOLDER / "selection.jsonl", "plot.py")
     summary_path = FOLDER / "summary.json"
     if not summary_path.is_file():
@@ -40,26 +54,28 @@ def main(argv: list[str] | None = None) -> None:
     summary = json.loads(summary_path.read_text())
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    left.plot(
-        [r["epoch"] for r in training], [r["test"]["total_cost"] for r in training], "o-", label="GGNN (scale 0.4)"
-    )
+    for name, rows in training.items():
+        epochs, totals = [r["epoch"] for r in rows], [r["test"]["total_cost"] for r in rows]
+        left.plot(epochs, totals, "o-" if name == "default" else "^-", label=f"{name} (scale 0.4)")
     for r in (r for r in selection if r["candidate"] == "plain A*"):
         color = "grey" if r["budget"] == 300 else "black"
         left.axhline(r["total_cost"], ls="--", color=color, label=f"plain A* @ {r['budget']}")
-    best = min((r for r in selection if r["candidate"] != "plain A*"), key=lambda r: r["total_cost"])
+    run = chosen_from()
+    best = min((r for r in selection if r["run"] == run), key=lambda r: r["total_cost"])
     left.axhline(
         best["total_cost"], ls=":", color="tab:green", label=f"chosen: {best['candidate']}, scale {best['scale']:g}"
     )
     left.set(xlabel="epoch", ylabel="validation total cost (300 evaluations)", title="training")
     left.legend(fontsize=8)
 
-    for model, style in (("none", "s--"), ("default", "o-")):
+    models = list(dict.fromkeys(r["model"] for r in summary["searches"]))
+    for model, style in zip(models, ("s--", "o-", "^-", "v-", "d-"), strict=False):
         rows = [r for r in summary["searches"] if r["set"] == "generated_heldout" and r["model"] == model]
         right.plot(
             [r["seconds"] for r in rows],
             [r["hits"] for r in rows],
             style,
-            label="plain A*" if model == "none" else "default model",
+            label="plain A*" if model == "none" else f"--model {model}",
         )
         for r in rows:
             right.annotate(

@@ -3,6 +3,7 @@ steps, then the full rule set from the best expression found, for the remaining 
 
 Each phase is an A* search with half of the budget; the result joins the two rewrite sequences and
 the two explored graphs (so that value targets cover both phases, with steps left counted to the end).
+The time limit covers both phases; the state and memory limits hold for each.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ def two_phase(start: Expr, spec: SearchSpec) -> SearchResult:
     first_depth = max(spec.depth // 2, 1)
     first_budget = max(spec.budget // 2, 1)
     first = astar(start, replace(spec, rules=get_rule_set("phase1"), depth=first_depth, budget=first_budget))
-    if first.interrupted or spec.depth - first_depth < 1 or first.evaluations >= spec.budget:
-        return first
-    second = astar(first.best, replace(spec, depth=spec.depth - first_depth, budget=spec.budget - first.evaluations))
+    if first.interrupted or first.notes or spec.depth - first_depth < 1 or first.evaluations >= spec.budget:
+        return first  # interrupted, at a limit, or nothing left for a second phase
+    seconds = None if spec.seconds is None else max(spec.seconds - first.seconds, 0.0)
+    rest = replace(spec, depth=spec.depth - first_depth, budget=spec.budget - first.evaluations, seconds=seconds)
+    second = astar(first.best, rest)
     return replace(
         second,
         graph=SearchGraph.joined(first.graph, second.graph),

@@ -26,7 +26,7 @@ def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
                     stopped = f"stopped at the state limit of {spec.budget} distinct expressions (depth {spec.depth - t + 1} of {spec.depth})"
                     break
                 if run.stop():
-                    stopped = f"{run.limits.note} (depth {spec.depth - t + 1} of {spec.depth})"
+                    stopped = f"{run.limits.note} (depth {spec.depth - t + 1} of {spec.depth}); the best found so far"
                     break
             run.evaluator.evaluations = len(graph.states)
             run.report()

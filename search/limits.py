@@ -90,10 +90,13 @@ class Limits:
     says which, and ``reached`` stays true.
     """
 
-    def __init__(self, seconds: float | None, max_states: int, max_memory_mib: float | None) -> None:
+    def __init__(
+        self, seconds: float | None, max_states: int, max_memory_mib: float | None, since: float | None = None
+    ) -> None:
         self.started = time.perf_counter()
         self.seconds = seconds
-        self.deadline = None if seconds is None else self.started + seconds
+        # `since`: the clock of a search made of several (two-phase) starts with the first
+        self.deadline = None if seconds is None else (self.started if since is None else since) + seconds
         self.max_states = max_states
         self.max_memory_mib = max_memory_mib
         self._next_memory_check = self.started

@@ -47,6 +47,8 @@ class SearchSpec:
     max_states: int = DEFAULT_MAX_STATES
     #: The most resident memory of the process, in MiB (None: no limit; default: half the machine's).
     max_memory_mib: float | None = field(default_factory=default_max_memory_mib)
+    #: When the time limit started (``time.perf_counter()``; None: when the search starts).
+    clock_started: float | None = None
 
     def __post_init__(self) -> None:
         check_depth(self.depth)
@@ -66,7 +68,7 @@ class SearchRun:
         self.transitions = Transitions(spec.rules, spec.cost)
         self.evaluator = Evaluator(spec.value, spec.depth, spec.budget)
         self.graph = SearchGraph(start, spec.depth, spec.cost)
-        self.limits = Limits(spec.seconds, spec.max_states, spec.max_memory_mib)
+        self.limits = Limits(spec.seconds, spec.max_states, spec.max_memory_mib, spec.clock_started)
         self.started = self.limits.started
         self.interrupted = False
         self._last_report = 0.0

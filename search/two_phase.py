@@ -8,6 +8,7 @@ The time limit covers both phases; the state and memory limits hold for each.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from knossos.expr import Expr
@@ -19,13 +20,14 @@ from search.spec import SearchSpec
 
 
 def two_phase(start: Expr, spec: SearchSpec) -> SearchResult:
+    if spec.clock_started is None:
+        spec = replace(spec, clock_started=time.perf_counter())  # one time limit for both phases
     first_depth = max(spec.depth // 2, 1)
     first_budget = max(spec.budget // 2, 1)
     first = astar(start, replace(spec, rules=get_rule_set("phase1"), depth=first_depth, budget=first_budget))
     if first.interrupted or first.notes or spec.depth - first_depth < 1 or first.evaluations >= spec.budget:
         return first  # interrupted, at a limit, or nothing left for a second phase
-    seconds = None if spec.seconds is None else max(spec.seconds - first.seconds, 0.0)
-    rest = replace(spec, depth=spec.depth - first_depth, budget=spec.budget - first.evaluations, seconds=seconds)
+    rest = replace(spec, depth=spec.depth - first_depth, budget=spec.budget - first.evaluations)
     second = astar(first.best, rest)
     return replace(
         second,

@@ -58,6 +58,9 @@ class KsTypeError(KsError):
 class KsEvalError(KsError):
     """A run-time failure of the reference interpreter (index out of range, failed assert...)."""
 
+    #: The expression being evaluated when it failed (set by the interpreter), to locate the error.
+    node: object | None = None
+
 
 class KsUsageError(KsError):
     """Bad command-line input: a missing file, an unknown def, malformed arguments."""

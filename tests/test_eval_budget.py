@@ -3,6 +3,8 @@ error line naming the file, line and column of the expression; run-time errors a
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from knossos.cli import main
+from knossos.cpp.driver import DEFAULT_BUDGET_MIB, compile_program
 from knossos.errors import KsEvalError
 from knossos.interpreter import DEFAULT_MAX_ELEMENTS, Interpreter
 from knossos.parser import parse_expr, parse_program
@@ -109,3 +112,20 @@ def test_bad_limits_are_usage_errors(capsys: pytest.CaptureFixture[str], option:
 def test_parse_expr_is_unchanged_by_positions() -> None:
     e, free = parse_expr("(add x (mul y 2.0))")
     assert [v.data for v in free] == ["x", "y"] and str(e) == "(add x (mul y 2.0))"
+
+
+# -- the C++ driver ---------------------------------------------------------------------------------
+CPP = "(def f Float ((n : Integer)) (sum (build n (lam (i : Integer) (to_float i)))))\n"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
+def test_the_cpp_driver_refuses_allocations_beyond_its_budget(cpp_cache: Path) -> None:
+    compiled = compile_program(parse_program(CPP), ["f"])
+    assert compiled.call("f", [1000]) == sum(range(1000))
+    refused = compiled.run([("f", [10**12]), ("f", [10])])  # the process carries on after a refusal
+    assert isinstance(refused[0], KsEvalError) and refused[1] == 45.0
+    assert f"beyond the memory budget of {DEFAULT_BUDGET_MIB} MiB" in refused[0].message
+    small = dataclasses.replace(compiled, budget_mib=1)
+    with pytest.raises(KsEvalError, match="beyond the memory budget of 1 MiB"):
+        small.call("f", [10**6])  # 8 MB of doubles
+    assert small.call("f", [1000]) == sum(range(1000))

@@ -116,7 +116,7 @@ int main() {{
     if (const char* budget = std::getenv("{BUDGET_VARIABLE}")) {{  // MiB; see knossos.cpp.driver
         char* end = nullptr;
         const unsigned long long mib = std::strtoull(budget, &end, 10);
-        if (end != budget && *end == '\0' && mib > 0 && mib < (1ULL << 40)) ks::arena().set_limit(std::size_t(mib) << 20);
+        if (end != budget && *end == 0 && mib > 0 && mib < (1ULL << 40)) ks::arena().set_limit(std::size_t(mib) << 20);
     }}
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     ks::Reader in(std::move(text));

@@ -19,7 +19,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from knossos.errors import KsError, KsEvalError, KsUsageError, Pos
+from knossos.errors import KsError, KsEvalError, KsUsageError, Pos, one_line
 from knossos.expr import Expr
 from knossos.interpreter import DEFAULT_MAX_ELEMENTS, Interpreter
 from knossos.parser import load_program, parse_expr, parse_expr_positions, read_source
@@ -45,7 +45,7 @@ class _ArgumentParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see --help)") + "\n")
 
 
 @dataclass

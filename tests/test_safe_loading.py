@@ -185,3 +185,16 @@ def test_the_shipped_model_loads_safely() -> None:
     assert {"model", "model_config", "value_scale"} <= state.keys()
     with zipfile.ZipFile(DEFAULT_MODEL) as z:  # a torch zip checkpoint, so the safe unpickler read it
         assert any(name.endswith("data.pkl") for name in z.namelist())
+
+
+def test_export_never_overwrites_without_asking(tmp_path: Path) -> None:
+    out = tmp_path / "mine.pt"
+    out.write_bytes(b"something a user wrote")
+    done = run("-m", "gnn.export", str(DEFAULT_MODEL), str(out))
+    assert done.returncode == 1 and "add --force" in done.stderr and "Traceback" not in done.stderr
+    assert out.read_bytes() == b"something a user wrote"
+    done = run("-m", "gnn.export", str(DEFAULT_MODEL), str(tmp_path))
+    assert done.returncode == 1 and "names a folder" in done.stderr
+    done = run("-m", "gnn.export", str(DEFAULT_MODEL), str(out), "--force")
+    assert done.returncode == 0, done.stderr
+    assert load_checkpoint(out)["model"].keys() == load_checkpoint(DEFAULT_MODEL)["model"].keys()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from search.cli import main
-
 if __name__ == "__main__":
+    try:
+        from search.cli import main
+    except KeyboardInterrupt:  # Ctrl-C while starting up: no traceback
+        sys.exit(130)
     sys.exit(main())

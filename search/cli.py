@@ -166,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KsError as err:
         print(err.render("optimize.py"), file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # outside the search (which returns its best so far): before it, or writing
+        print("optimize.py: interrupted (a file being written is left as it was)", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         return 0
 

@@ -15,6 +15,8 @@ from knossos.cli import _ArgumentParser
 from knossos.errors import KsError, KsUsageError
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The most parallel runs (--repetitions) or threads per run: more is no machine's.
+MAX_PROCESSES = 256
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
     from gnn.config import load_config
 
     config = load_config(args.config, args.overrides)
-    if args.repetitions < 1:
-        raise KsUsageError(f"--repetitions must be at least 1, not {args.repetitions}")
+    if not 1 <= args.repetitions <= MAX_PROCESSES:
+        raise KsUsageError(
+            f"--repetitions must be at least 1 and at most {MAX_PROCESSES} (one process each), not {args.repetitions}"
+        )
     out: Path = args.out or ROOT / "runs" / config.name
     folders = (
         [out] if args.repetitions == 1 else [out / f"seed{config.training.seed + k}" for k in range(args.repetitions)]
@@ -60,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
         (dataclasses.replace(config, training=dataclasses.replace(config.training, seed=config.training.seed + k)), f)
         for k, f in enumerate(folders)
     ]
-    if args.threads < 1:
-        raise KsUsageError(f"--threads must be at least 1, not {args.threads}")
+    if not 1 <= args.threads <= MAX_PROCESSES:
+        raise KsUsageError(f"--threads must be at least 1 and at most {MAX_PROCESSES}, not {args.threads}")
     if len(jobs) == 1:
         import torch
 

@@ -95,7 +95,7 @@ class SearchRun:
                 self.spec.progress(self.evaluator.evaluations, self.graph.best_cost)
 
     def result(self, complete: bool = True, notes: list[str] | None = None) -> SearchResult:
-        """The search's result; a limit it stopped at is noted (and makes an exhaustive search incomplete)."""
+        """The search's result; a limit it stopped at is noted once (the caller may have noted it already)."""
         g = self.graph
         notes = list(notes or [])
         if self.limits.note is not None and not any(self.limits.note in n for n in notes):

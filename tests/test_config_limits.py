@@ -11,6 +11,8 @@ import pytest
 from gnn.config import load_config
 from knossos.errors import KsUsageError
 
+from conftest import ROOT
+
 GOOD = """\
 name: tiny
 rules: binding_simplify_rules
@@ -47,3 +49,19 @@ def test_the_largest_values_allowed_load(tmp_path: Path) -> None:
     path.write_text(GOOD)
     config = load_config(path, ["search.depth=1000", "model.steps=1000", "search.budget=1000000000"])
     assert (config.search.depth, config.model.steps, config.search.budget) == (1000, 1000, 10**9)
+
+
+@pytest.mark.parametrize(
+    ("option", "fragment"),
+    [("--repetitions", "--repetitions must be at least 1 and at most 256"), ("--threads", "--threads must be")],
+)
+def test_train_refuses_absurd_process_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, fragment: str
+) -> None:
+    """--repetitions 10^9 built a billion run folders' names before failing; now refused before any work."""
+    from gnn.train_cli import main
+
+    code = main([str(ROOT / "configs" / "bootstrap.yaml"), "--out", str(tmp_path / "run"), option, "1000000000"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and fragment in err
+    assert not (tmp_path / "run").exists()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from gnn.checkpoint import export_model
-from knossos.cli import _ArgumentParser
+from knossos.cli import _ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
 
 
@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     except KsError as err:
         print(err.render("gnn.export"), file=sys.stderr)
         return 1
+    except Exception as err:
+        return internal_error("gnn.export", err)
     print(f"wrote {out} ({out.stat().st_size // 1024} KiB)")
     return 0
 

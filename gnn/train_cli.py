@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from knossos.cli import _ArgumentParser
+from knossos.cli import _ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("train.py: interrupted; the last finished epoch is checkpointed (resume with --resume)", file=sys.stderr)
         return 130
+    except Exception as err:
+        return internal_error("train.py", err)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -332,13 +332,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as err:  # a bug: say so in one line, keep the traceback for those who ask
-        if os.environ.get("KNOSSOS_DEBUG"):
-            traceback.print_exc()
-        print(
-            f"knossos: internal error: {type(err).__name__}: {err} (set KNOSSOS_DEBUG=1 for details)", file=sys.stderr
-        )
-        return 3
+    except Exception as err:
+        return internal_error("knossos", err)
+
+
+def internal_error(program: str, err: Exception) -> int:
+    """A bug: say so in one line (status 3), keeping the traceback for those who ask (KNOSSOS_DEBUG=1)."""
+    if os.environ.get("KNOSSOS_DEBUG"):
+        traceback.print_exc()
+    print(
+        one_line(f"{program}: internal error: {type(err).__name__}: {err} (set KNOSSOS_DEBUG=1 for details)"),
+        file=sys.stderr,
+    )
+    return 3
 
 
 if __name__ == "__main__":

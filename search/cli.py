@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from knossos.cli import _ArgumentParser, find_def, load_source, same_file
+from knossos.cli import _ArgumentParser, find_def, internal_error, load_source, same_file
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
 from knossos.cpp.emit import emit_program
@@ -171,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:
+        return internal_error("optimize.py", err)
 
 
 def run(args: argparse.Namespace) -> int:

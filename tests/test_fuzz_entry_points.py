@@ -380,3 +380,17 @@ def test_rewrites_of_mutated_programs_through_the_c_rebuild(data: bytes) -> None
             E._climb = E._load_climb()
         assert [(a.node, a.rule.name) for a, _ in fast] == [(a.node, a.rule.name) for a, _ in slow]
         assert all(x is y for (_, x), (_, y) in zip(fast, slow, strict=True)), d.name
+
+
+def test_a_bug_is_one_line_with_status_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should a bug escape (here planted in the search), optimize.py says so in one line, not a traceback."""
+    import search.cli
+
+    def broken(*_: object) -> None:
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(search.cli, "get_search", lambda name: broken)
+    monkeypatch.delenv("KNOSSOS_DEBUG", raising=False)
+    code, out, err = call(search.cli.main, ["--expr", "(add x 1.0)", "--quiet"])
+    assert code == 3 and out == ""
+    assert err == "optimize.py: internal error: ZeroDivisionError: planted (set KNOSSOS_DEBUG=1 for details)\n"

@@ -56,13 +56,16 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 def checkpoint_globals() -> list[Any]:
     """What a checkpoint may name besides tensors and plain data: expressions (rebuilt through the
-    intern table from their flat wire form), their types, replay samples and numpy arrays (best
-    targets).  numpy 1 wrote its arrays under ``numpy.core``, numpy 2 under ``numpy._core``."""
+    intern table from their flat wire form), their types, the defs their calls call, replay samples
+    and numpy arrays (best targets).  numpy 1 wrote its arrays under ``numpy.core``, numpy 2 under ``numpy._core``."""
     import importlib
 
     import numpy as np
 
     from gnn.fit import Sample
+    from knossos.callee import Callee, CalleeKind
+    from knossos.errors import Pos
+    from knossos.program import Def, Param, TupleSizes, VecSizes
     from knossos.serialize import expr_from_wire
     from knossos.types import Kind, Type
 
@@ -72,6 +75,13 @@ def checkpoint_globals() -> list[Any]:
         expr_from_wire,
         Type,
         Kind,
+        Callee,  # what a call node calls: a def (its signature and body) or an edef
+        CalleeKind,
+        Def,
+        Param,
+        VecSizes,
+        TupleSizes,
+        Pos,
         Sample,
         np.ndarray,
         np.dtype,

@@ -13,6 +13,7 @@ from typing import Any
 
 from knossos.cli import _ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
+from search.spec import ctrl_c_stops_searches
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The most parallel runs (--repetitions) or threads per run: more is no machine's.
@@ -132,7 +133,8 @@ def train_one(config: Any, folder: Path, show_progress: bool) -> dict[str, Any]:
         bar.update(1)
 
     try:
-        history = trainer.train(log)
+        with ctrl_c_stops_searches():  # Ctrl-C stops the run, never cuts one search short
+            history = trainer.train(log)
     finally:
         writer.close()
         bar.close()

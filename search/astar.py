@@ -51,7 +51,7 @@ def astar(start: Expr, spec: SearchSpec) -> SearchResult:
             if t > 1:  # children with no steps left are reached, not queued
                 pending.extend((child, t - 1) for child in reached)
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
     return run.result()
 
 

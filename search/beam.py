@@ -36,5 +36,5 @@ def beam(start: Expr, spec: SearchSpec, width: int = DEFAULT_WIDTH) -> SearchRes
             if evaluator.exhausted:
                 break
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
     return run.result()

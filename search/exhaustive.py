@@ -34,6 +34,6 @@ def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
                 break
             level = following
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
         stopped = "interrupted"
     return run.result(complete=stopped is None, notes=[stopped] if stopped else [])

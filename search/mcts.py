@@ -92,7 +92,7 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
             if not descent and not run.transitions.successors(start):
                 break  # nothing to rewrite at all
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
     return run.result()
 
 

@@ -42,5 +42,5 @@ def random_search(start: Expr, spec: SearchSpec) -> SearchResult:
             if not moved:  # the start has no rewrites at all
                 break
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
     return run.result()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from knossos.expr import Expr
@@ -26,6 +27,22 @@ from search.value import Evaluator, ValueFunction, ZeroValue
 
 #: Called now and then with (evaluations so far, best cost so far).
 Progress = Callable[[int, float], None]
+
+#: What Ctrl-C does inside a search: return the best found so far (optimize.py), or, within
+#: :func:`ctrl_c_stops_searches`, stop the program.
+_ctrl_c_returns_best = True
+
+
+@contextmanager
+def ctrl_c_stops_searches() -> Iterator[None]:
+    """Within this, Ctrl-C in a search propagates instead of ending the search with its best so far:
+    for train.py, where a search cut short would silently change an epoch's targets."""
+    global _ctrl_c_returns_best
+    saved, _ctrl_c_returns_best = _ctrl_c_returns_best, False
+    try:
+        yield
+    finally:
+        _ctrl_c_returns_best = saved
 
 
 @dataclass
@@ -72,6 +89,12 @@ class SearchRun:
         self.started = self.limits.started
         self.interrupted = False
         self._last_report = 0.0
+
+    def on_ctrl_c(self) -> None:
+        """Ctrl-C reached the search: note it and return the best so far, or pass it on (see above)."""
+        if not _ctrl_c_returns_best:
+            raise KeyboardInterrupt
+        self.interrupted = True
 
     def stop(self) -> bool:
         """Whether a limit (time, states, memory) is reached: the search then returns what it has."""

@@ -198,3 +198,20 @@ def test_export_never_overwrites_without_asking(tmp_path: Path) -> None:
     done = run("-m", "gnn.export", str(DEFAULT_MODEL), str(out), "--force")
     assert done.returncode == 0, done.stderr
     assert load_checkpoint(out)["model"].keys() == load_checkpoint(DEFAULT_MODEL)["model"].keys()
+
+
+def test_expressions_with_calls_round_trip(tmp_path: Path) -> None:
+    """Call nodes carry what they call (a def with its parameters, sizes and body): the BLAS and GMM
+    programs' defs, as a replay buffer holds them, load back with the same costs and text."""
+    from knossos.parser import load_program
+
+    exprs = [
+        d.body
+        for name in ("blas_train.kso", "gmm_test.kso", "conv1d_rev_test.kso")
+        for d in load_program(ROOT / "experiments" / "data" / "programs" / name).targets
+    ]
+    path = tmp_path / "calls.pt"
+    save_checkpoint(path, {"model": {}, "model_config": {}, "replay": [[Sample(e, 3, 1.0) for e in exprs]]})
+    back = [s.expr for s in load_checkpoint(path)["replay"][0]]
+    assert [e.cost for e in back] == [e.cost for e in exprs]
+    assert [str(e) for e in back] == [str(e) for e in exprs]

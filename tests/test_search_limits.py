@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
+from knossos.expr import Expr
 from knossos.parser import load_program
 from rules.actions import Action, apply
 from rules.sets import get_rule_set
@@ -15,7 +17,7 @@ from search.cli import main
 from search.limits import MAX_BUDGET, MAX_DEPTH, Limits, resident_mib
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
-from search.spec import SearchSpec
+from search.spec import SearchSpec, ctrl_c_stops_searches
 
 from conftest import ROOT
 
@@ -148,3 +150,27 @@ def test_optimize_stops_at_seconds_with_a_note(capsys: pytest.CaptureFixture[str
 def test_optimize_stops_at_max_states(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, str(EXAMPLE), "--budget", str(MAX_BUDGET), "--max-states", "500", "--json", "--quiet")
     assert code == 0 and "state limit of 500" in json.loads(out)["notes"][0]
+
+
+class CtrlCAfter:
+    """A cost function that presses Ctrl-C at its ``n``-th call (every search asks for costs)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, e: Expr) -> float:
+        self.n -= 1
+        if self.n == 0:
+            raise KeyboardInterrupt
+        return e.cost
+
+
+@pytest.mark.parametrize("name", list(SEARCHES))
+def test_ctrl_c_returns_the_best_or_stops_the_program(name: str) -> None:
+    """optimize.py: Ctrl-C ends a search with its best so far; train.py (ctrl_c_stops_searches): it
+    stops the program, so that no epoch is fitted to a search cut short."""
+    spec = SearchSpec(rules=RULES, depth=10, budget=10**6, cost=CtrlCAfter(200))
+    assert get_search(name)(start(), spec).interrupted
+    with ctrl_c_stops_searches(), pytest.raises(KeyboardInterrupt):
+        get_search(name)(start(), replace(spec, cost=CtrlCAfter(200)))
+    assert get_search(name)(start(), replace(spec, cost=CtrlCAfter(200))).interrupted  # as it was again

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 if __name__ == "__main__":
@@ -9,4 +10,6 @@ if __name__ == "__main__":
         from gnn.train_cli import main
     except KeyboardInterrupt:  # Ctrl-C while starting up: no traceback
         sys.exit(130)
-    sys.exit(main())
+    status = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # done: Ctrl-C while the interpreter shuts down changes nothing
+    sys.exit(status)

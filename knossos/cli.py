@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("print", help="print a program or expression, formatted")
     p.add_argument("file", nargs="?", metavar="FILE")
-    p.add_argument("--width", type=_at_least_1, default=100, help="line width (default 100)")
+    p.add_argument("--width", type=int, default=100, help="line width (default 100)")
     expr_option(p)
     p.set_defaults(run=cmd_print)
 

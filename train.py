@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
-from gnn.train_cli import main
-
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        from gnn.train_cli import main
+    except KeyboardInterrupt:  # Ctrl-C while starting up: no traceback
+        sys.exit(130)
+    status = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # done: Ctrl-C while the interpreter shuts down changes nothing
+    sys.exit(status)

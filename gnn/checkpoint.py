@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import pickle
+import re
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +36,74 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint's state, unpickled without running code from the file: only tensors, plain data
+    and the few classes a training checkpoint holds (:func:`checkpoint_globals`) are built; a file
+    that names anything else is refused with a one-line error, so a shared model cannot execute code."""
     try:
-        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(checkpoint_globals()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns about pickle protocols: the error line says enough
+            state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise KsUsageError("no such checkpoint", None, str(path)) from None
+    except IsADirectoryError:
+        raise KsUsageError("a folder, not a checkpoint", None, str(path)) from None
+    except pickle.UnpicklingError as err:
+        raise KsUsageError(_refusal(str(err)), None, str(path)) from None
     except Exception as err:  # torch raises many kinds on a file that is not a checkpoint
         raise KsUsageError(f"not a readable checkpoint ({type(err).__name__})", None, str(path)) from None
     if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
         raise KsUsageError("not a checkpoint written by train.py", None, str(path))
     return state
+
+
+def checkpoint_globals() -> list[Any]:
+    """What a checkpoint may name besides tensors and plain data: expressions (rebuilt through the
+    intern table from their flat wire form), their types, the defs their calls call, replay samples
+    and numpy arrays (best targets).  numpy 1 wrote its arrays under ``numpy.core``, numpy 2 under ``numpy._core``."""
+    import importlib
+
+    import numpy as np
+
+    from gnn.fit import Sample
+    from knossos.callee import Callee, CalleeKind
+    from knossos.errors import Pos
+    from knossos.program import Def, Param, TupleSizes, VecSizes
+    from knossos.serialize import expr_from_wire
+    from knossos.types import Kind, Type
+
+    multiarray = importlib.import_module("numpy._core.multiarray")
+    reconstruct, scalar = multiarray._reconstruct, multiarray.scalar
+    return [
+        expr_from_wire,
+        Type,
+        Kind,
+        Callee,  # what a call node calls: a def (its signature and body) or an edef
+        CalleeKind,
+        Def,
+        Param,
+        VecSizes,
+        TupleSizes,
+        Pos,
+        Sample,
+        np.ndarray,
+        np.dtype,
+        reconstruct,
+        (reconstruct, "numpy.core.multiarray._reconstruct"),
+        scalar,
+        (scalar, "numpy.core.multiarray.scalar"),
+        *(type(np.dtype(c)) for c in "?bhilqBHILQefdgFDG"),
+    ]
+
+
+def _refusal(message: str) -> str:
+    """The one-line reason torch's safe unpickler gave, without its advice to unpickle unsafely."""
+    found = re.search(r"GLOBAL ([\w.]+)", message)
+    if found:
+        return (
+            f"refusing to load: the file names the Python object '{found.group(1)}', which no checkpoint holds "
+            "(checkpoints are loaded without running code from them)"
+        )
+    return "refusing to load: the file holds something other than weights and training state"
 
 
 def load_weights(module: torch.nn.Module, weights: dict[str, Any], label: str) -> None:

@@ -183,8 +183,22 @@ class TrainConfig:
 
         if self.model.kind not in MODEL_KINDS:
             raise bad("model.kind", f"'{self.model.kind}' is not one of {', '.join(MODEL_KINDS)}")
-        if not self.training.lr > 0:
-            raise bad("training.lr", f"must be positive, not {self.training.lr}")
+        from search.limits import MAX_BUDGET, MAX_DEPTH
+
+        for key, value, most, why in (  # values no machine can run: refused rather than left to run out of memory
+            ("search.depth", self.search.depth, MAX_DEPTH, "each state keeps a value per step left"),
+            ("search.budget", self.search.budget, MAX_BUDGET, "no memory holds more states"),
+            ("search.test_budget", self.search.test_budget, MAX_BUDGET, "no memory holds more states"),
+            ("training.warmup_budget", self.training.warmup_budget, MAX_BUDGET, "no memory holds more states"),
+            ("search.batch_size", self.search.batch_size, MAX_BUDGET, "no memory holds more states"),
+            ("model.steps", self.model.steps, 1000, "each step is a pass over every graph"),
+            ("model.hidden", self.model.hidden, 8192, "the weights grow with its square"),
+            ("training.batch_size", self.training.batch_size, 100_000, "a batch is one graph in memory"),
+        ):
+            if value > most:
+                raise bad(key, f"must be at most {most} ({why}), not {value}")
+        if not 0 < self.training.lr < float("inf"):
+            raise bad("training.lr", f"must be positive and finite, not {self.training.lr}")
         for key, src in (("data.train", self.data.train), ("data.test", self.data.test)):
             if (src.set is None) == (src.file is None):
                 raise bad(key, "give exactly one of 'set' or 'file'")

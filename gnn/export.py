@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from gnn.checkpoint import export_model
-from knossos.cli import _ArgumentParser
+from knossos.cli import _ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
 
 
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", type=Path, metavar="OUT.pt")
     p.add_argument("--average-with", type=Path, nargs="+", default=[], metavar="CHECKPOINT", help="average the weights")
     p.add_argument("--value-scale", type=float, default=None, metavar="S", help="the value scale to search with")
+    p.add_argument("--force", action="store_true", help="overwrite OUT.pt if it exists")
     return p
 
 
@@ -29,13 +30,23 @@ def main(argv: list[str] | None = None) -> int:
         sources: list[Path] = [args.checkpoint, *args.average_with]
         if out.exists() and any(out.resolve() == s.resolve() for s in sources):
             raise KsUsageError("refusing to overwrite a checkpoint being exported", None, str(out))
+        if out.is_dir():
+            raise KsUsageError("OUT.pt names a folder", None, str(out))
+        if out.exists() and not args.force:
+            raise KsUsageError("the file exists; add --force to overwrite it", None, str(out))
+        if not out.resolve().parent.is_dir():
+            raise KsUsageError("the folder does not exist", None, str(out))
         try:
             export_model(sources, out, args.value_scale)
         except ValueError as err:
             raise KsUsageError(str(err)) from None
+        except OSError as err:
+            raise KsUsageError(f"cannot write: {err.strerror}", None, str(out)) from None
     except KsError as err:
         print(err.render("gnn.export"), file=sys.stderr)
         return 1
+    except Exception as err:
+        return internal_error("gnn.export", err)
     print(f"wrote {out} ({out.stat().st_size // 1024} KiB)")
     return 0
 

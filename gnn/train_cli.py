@@ -11,10 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from knossos.cli import _ArgumentParser
+from knossos.cli import _ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
+from search.spec import ctrl_c_stops_searches
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The most parallel runs (--repetitions) or threads per run: more is no machine's.
+MAX_PROCESSES = 256
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,14 +44,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("train.py: interrupted; the last finished epoch is checkpointed (resume with --resume)", file=sys.stderr)
         return 130
+    except Exception as err:
+        return internal_error("train.py", err)
 
 
 def run(args: argparse.Namespace) -> int:
     from gnn.config import load_config
 
     config = load_config(args.config, args.overrides)
-    if args.repetitions < 1:
-        raise KsUsageError(f"--repetitions must be at least 1, not {args.repetitions}")
+    if not 1 <= args.repetitions <= MAX_PROCESSES:
+        raise KsUsageError(
+            f"--repetitions must be at least 1 and at most {MAX_PROCESSES} (one process each), not {args.repetitions}"
+        )
     out: Path = args.out or ROOT / "runs" / config.name
     folders = (
         [out] if args.repetitions == 1 else [out / f"seed{config.training.seed + k}" for k in range(args.repetitions)]
@@ -60,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
         (dataclasses.replace(config, training=dataclasses.replace(config.training, seed=config.training.seed + k)), f)
         for k, f in enumerate(folders)
     ]
-    if args.threads < 1:
-        raise KsUsageError(f"--threads must be at least 1, not {args.threads}")
+    if not 1 <= args.threads <= MAX_PROCESSES:
+        raise KsUsageError(f"--threads must be at least 1 and at most {MAX_PROCESSES}, not {args.threads}")
     if len(jobs) == 1:
         import torch
 
@@ -126,7 +133,8 @@ def train_one(config: Any, folder: Path, show_progress: bool) -> dict[str, Any]:
         bar.update(1)
 
     try:
-        history = trainer.train(log)
+        with ctrl_c_stops_searches():  # Ctrl-C stops the run, never cuts one search short
+            history = trainer.train(log)
     finally:
         writer.close()
         bar.close()

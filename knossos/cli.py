@@ -13,16 +13,16 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from knossos.errors import KsError, KsUsageError, Pos
+from knossos.errors import KsError, KsEvalError, KsUsageError, Pos, one_line
 from knossos.expr import Expr
-from knossos.interpreter import Interpreter
-from knossos.parser import load_program, parse_expr, read_source
+from knossos.interpreter import DEFAULT_MAX_ELEMENTS, Interpreter
+from knossos.parser import load_program, parse_expr, parse_expr_positions, read_source
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr, format_program
 from knossos.program import Def, Program
@@ -30,11 +30,22 @@ from knossos.sized_cost import Abstract, SizedCost, parse_sizes, sized_def_cost
 from knossos.values import from_python, to_json
 
 
+def _at_least_1(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text[:40]}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see --help)") + "\n")
 
 
 @dataclass
@@ -148,9 +159,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.expr is not None:
         if args.file or args.def_name:
             raise KsUsageError("give either FILE DEF or --expr, not both")
-        expr, free = parse_expr(args.expr)
+        expr, free, positions = parse_expr_positions(args.expr)
         env = _located(lambda: _expr_env(free, _read_args(args.args), label), label)
-        result = _located(lambda: Interpreter(args.max_steps).eval_expr(expr, env), "<expr>")
+        interpreter = Interpreter(args.max_steps, args.max_elements)
+        result = _located(lambda: interpreter.eval_expr(expr, env), "<expr>", positions)
         print(json.dumps(to_json(result, expr.type)))
         return 0
     if not args.file or not args.def_name:
@@ -162,9 +174,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise KsUsageError(f"arguments must be a JSON list with one item per parameter of '{d.name}'", None, label)
     if len(raw) != len(d.params):
         raise KsUsageError(f"'{d.name}' takes {len(d.params)} argument(s), the list has {len(raw)}", None, label)
-    interpreter = Interpreter(args.max_steps)
+    interpreter = Interpreter(args.max_steps, args.max_elements)
     values = _located(lambda: interpreter.check_args(d, raw), label)
-    result = _located(lambda: interpreter.call_checked(d, values), args.file)
+    result = _located(lambda: interpreter.call_checked(d, values), args.file, program.positions)
     print(json.dumps(to_json(result, d.ret_type)))
     return 0
 
@@ -172,12 +184,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 T = TypeVar("T")
 
 
-def _located(action: Callable[[], T], file: str | None) -> T:
-    """Run ``action``; a KsError it raises without a file is attributed to ``file``."""
+def _located(action: Callable[[], T], file: str | None, positions: Mapping[Expr, Pos] | None = None) -> T:
+    """Run ``action``; a KsError it raises without a file is attributed to ``file`` (and a run-time
+    error to where its expression is written, from ``positions``)."""
     try:
         return action()
     except KsError as err:
-        raise err.located(file=file) from None
+        node = err.node if isinstance(err, KsEvalError) else None
+        pos = positions.get(node) if positions is not None and isinstance(node, Expr) else None
+        raise err.located(pos, file) from None
 
 
 def _args_label(spec: str | None) -> str | None:
@@ -286,7 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ARGS.json",
         help='JSON list, one item per parameter (vectors as lists, tuples as {"tuple": [...]}); a file or inline JSON',
     )
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many evaluation steps")
+    p.add_argument("--max-steps", type=_at_least_1, default=None, help="stop after this many evaluation steps")
+    p.add_argument(
+        "--max-elements",
+        type=_at_least_1,
+        default=DEFAULT_MAX_ELEMENTS,
+        metavar="N",
+        help=f"refuse to allocate more than N vector elements in all ({DEFAULT_MAX_ELEMENTS:.0e})",
+    )
     expr_option(p)
     p.set_defaults(run=cmd_eval)
 
@@ -310,13 +332,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as err:  # a bug: say so in one line, keep the traceback for those who ask
-        if os.environ.get("KNOSSOS_DEBUG"):
-            traceback.print_exc()
-        print(
-            f"knossos: internal error: {type(err).__name__}: {err} (set KNOSSOS_DEBUG=1 for details)", file=sys.stderr
-        )
-        return 3
+    except Exception as err:
+        return internal_error("knossos", err)
+
+
+def internal_error(program: str, err: Exception) -> int:
+    """A bug: say so in one line (status 3), keeping the traceback for those who ask (KNOSSOS_DEBUG=1)."""
+    if os.environ.get("KNOSSOS_DEBUG"):
+        traceback.print_exc()
+    print(
+        one_line(f"{program}: internal error: {type(err).__name__}: {err} (set KNOSSOS_DEBUG=1 for details)"),
+        file=sys.stderr,
+    )
+    return 3
 
 
 if __name__ == "__main__":

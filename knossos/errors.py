@@ -11,6 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def one_line(text: str) -> str:
+    """``text`` with its unprintable characters escaped (``\\n``, ``\\x1e``...): user text quoted in an
+    error (a name, a path, an option's value) must not break the error's one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 @dataclass(frozen=True)
 class Pos:
     """A 1-based line and column in a source text."""
@@ -41,7 +49,7 @@ class KsError(Exception):
         where = self.file or program
         if self.pos is not None:
             where = f"{where}:{self.pos.line}:{self.pos.col}"
-        return f"{where}: error: {self.message}"
+        return one_line(f"{where}: error: {self.message}")
 
     def __str__(self) -> str:
         return self.render() if (self.pos or self.file) else self.message
@@ -57,6 +65,9 @@ class KsTypeError(KsError):
 
 class KsEvalError(KsError):
     """A run-time failure of the reference interpreter (index out of range, failed assert...)."""
+
+    #: The expression being evaluated when it failed (set by the interpreter), to locate the error.
+    node: object | None = None
 
 
 class KsUsageError(KsError):

@@ -27,6 +27,10 @@ from knossos.program import Def, SizeTree, TupleSizes, VecSizes
 from knossos.types import FLOAT, INTEGER, Kind, Type
 from knossos.values import ARITHMETIC, Value, add, elementwise, from_python, zero_like, zero_of
 
+#: The most vector elements one evaluation allocates in all (build, sumbuild, constVec, deltaVec) by
+#: default: about 3 GiB of Python floats, and minutes of interpretation.
+DEFAULT_MAX_ELEMENTS = 10**8
+
 Env = dict[str, Value]
 Step = Generator[tuple[Expr, Env], Value, Value]
 _MISSING = object()
@@ -143,9 +147,13 @@ STRICT: dict[Op, Any] = {
 class Interpreter:
     """Evaluates expressions and defs."""
 
-    def __init__(self, max_steps: int | None = None) -> None:
+    def __init__(self, max_steps: int | None = None, max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> None:
         #: Stop with an error after this many evaluated nodes (``None``: no limit).
         self.max_steps = max_steps
+        #: Refuse, with an error, a vector that would take the elements allocated by one evaluation
+        #: past this many (``None``: no limit), before allocating it.
+        self.max_elements = max_elements
+        self._allocated = 0
 
     # -- entry points -----------------------------------------------------------------------
     def eval_expr(self, expr: Expr, env: Env) -> Value:
@@ -176,10 +184,27 @@ class Interpreter:
 
     # -- the machine ------------------------------------------------------------------------
     def _run(self, root: Expr, env: Env) -> Value:
+        self._allocated = 0
         try:
-            return trampoline.run(lambda item: self._start(*item), (root, env), max_steps=self.max_steps)
+            return trampoline.run(
+                lambda item: self._start(*item),
+                (root, env),
+                max_steps=self.max_steps,
+                on_error=_at_node,
+                errors=(KsEvalError,),
+            )
         except trampoline.StepLimitExceeded as err:
             raise KsEvalError(f"evaluation took more than {err.limit} steps") from None
+
+    def _allocate(self, n: int, what: str) -> None:
+        """Count a vector of ``n`` elements against the budget, before it is made."""
+        _check_size(n, what)
+        self._allocated += n
+        if self.max_elements is not None and self._allocated > self.max_elements:
+            raise KsEvalError(
+                f"{what} of {n:,} elements would take this evaluation past its budget of {self.max_elements:,} "
+                "vector elements (--max-elements raises it)"
+            )
 
     def _start(self, node: Expr, env: Env) -> Value | Step:
         op = node.op
@@ -203,6 +228,8 @@ class Interpreter:
                 values.append(env[a.data])
             else:
                 values.append((yield a, env))
+        if node.op is Op.CONSTVEC or node.op is Op.DELTAVEC:
+            self._allocate(values[0], node.op.name.lower().replace("vec", "Vec"))
         return STRICT[node.op](node, values)
 
     def _if(self, node: Expr, env: Env) -> Step:
@@ -245,7 +272,7 @@ class Interpreter:
     def _build(self, node: Expr, env: Env) -> Step:
         n_expr, var, body = node.args
         n = yield n_expr, env
-        _check_size(n, "build")
+        self._allocate(n, node.op.name.lower())
         saved = env.get(var.data, _MISSING)
         out: list[Value] = []
         for i in range(n):
@@ -273,6 +300,13 @@ class Interpreter:
         if native is None:
             raise KsEvalError(f"edef '{callee.name}' has no implementation in the interpreter")
         return native(*values)
+
+
+def _at_node(err: Exception, item: tuple[Expr, Env]) -> Exception:
+    """A run-time error, with the expression it happened in (the innermost one still evaluating)."""
+    if isinstance(err, KsEvalError) and err.node is None:
+        err.node = item[0]
+    return err
 
 
 def _restore(env: Env, name: str, saved: object) -> None:

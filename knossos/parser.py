@@ -260,7 +260,13 @@ class Parser:
         head = form[0]
         if not isinstance(head, Symbol):
             raise self.error(f"expected an operator or function name, found {_describe(head)}", head)
-        return self._dispatch(head.name, form)
+        return self._recorded(self._dispatch(head.name, form), form.pos)
+
+    def _recorded(self, conversion: Conversion, pos: Pos) -> Conversion:
+        """``conversion``, remembering where its expression is first written (for run-time errors)."""
+        e = yield from conversion
+        self.program.positions.setdefault(e, pos)
+        return e
 
     def _variable(self, form: Symbol) -> Expr:
         v = self.scope.lookup(form.name)
@@ -454,11 +460,17 @@ def parse_expr(text: str, file: str | None = "<expr>") -> tuple[Expr, list[Expr]
 
     Returns the expression and its free variables in order of first appearance.
     """
+    expr, free, _ = parse_expr_positions(text, file)
+    return expr, free
+
+
+def parse_expr_positions(text: str, file: str | None = "<expr>") -> tuple[Expr, list[Expr], dict[Expr, Pos]]:
+    """:func:`parse_expr`, and where each of its list expressions is first written."""
     forms = read_forms(text, file)
     if len(forms) != 1:
         raise KsSyntaxError(f"expected one expression, found {len(forms)}", None, file)
     parser = Parser(file, free_variables_are_floats=True)
-    return parser.convert(forms[0]), parser.free_variables
+    return parser.convert(forms[0]), parser.free_variables, parser.program.positions
 
 
 def read_source(path: str | Path) -> str:

@@ -128,6 +128,8 @@ class Program:
     edefs: dict[str, Edef] = field(default_factory=dict)
     #: The callee object of every def and edef, by name.
     callees: dict[str, Callee] = field(default_factory=dict)
+    #: Where each (interned) expression of a parsed program is first written, for run-time errors.
+    positions: dict[Expr, Pos] = field(default_factory=dict, compare=False, repr=False)
 
     def add(self, item: Def | Edef, callee: Callee) -> None:
         self.items.append(item)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from knossos import trampoline
-from knossos.arith import idiv
+from knossos.arith import INT_MAX, idiv
 from knossos.callee import CalleeKind
 from knossos.cost import (
     ASSUMED_VECTOR_SIZE,
@@ -249,6 +249,13 @@ def parse_sizes(specs: list[str]) -> dict[str, int | tuple[int, ...]]:
         except ValueError:
             dims = ()
         if not sep or not name or not dims or any(d < 0 for d in dims):
-            raise KsUsageError(f"bad size '{spec}': expected NAME=N or NAME=NxM with non-negative integers")
+            raise KsUsageError(f"bad size '{_short(spec)}': expected NAME=N or NAME=NxM with non-negative integers")
+        if any(d > INT_MAX for d in dims):  # sizes are Integers, which are 64-bit
+            raise KsUsageError(f"bad size '{_short(spec)}': a size is at most {INT_MAX} (Integers are 64-bit)")
         out[name] = dims[0] if len(dims) == 1 else dims
     return out
+
+
+def _short(text: str, most: int = 60) -> str:
+    """``text``, cut to ``most`` characters for an error line."""
+    return text if len(text) <= most else text[: most - 3] + "..."

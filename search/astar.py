@@ -5,7 +5,7 @@ the state's steps left plus the reduction already made.  The closed list keeps, 
 most steps left it was reached with; an expression reached again with more steps left is queued and
 expanded again.  New states wait in a batch until at least ``batch_size`` of them (or the frontier
 is empty), then go to the value function together.  Search stops when the value function has been
-asked about ``budget`` expressions, or nothing is left to expand.
+asked about ``budget`` expressions, or nothing is left to expand, or at a limit of :mod:`search.limits`.
 
 Among states of equal priority the one with the fewest steps left, i.e. the deepest, is expanded
 first, then the earliest queued: on a plateau of equal cost the search follows one path down rather
@@ -30,7 +30,7 @@ def astar(start: Expr, spec: SearchSpec) -> SearchResult:
     pending: list[tuple[Expr, int]] = [(start, spec.depth)]
     order = 0
     try:
-        while True:
+        while not run.stop():
             if pending and (len(pending) >= spec.batch_size or not frontier):
                 if evaluator.exhausted:
                     break
@@ -51,7 +51,7 @@ def astar(start: Expr, spec: SearchSpec) -> SearchResult:
             if t > 1:  # children with no steps left are reached, not queued
                 pending.extend((child, t - 1) for child in reached)
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
     return run.result()
 
 

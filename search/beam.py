@@ -1,4 +1,5 @@
-"""Beam search: keep the ``width`` best states of each depth by A*'s priority, expand them all."""
+"""Beam search: keep the ``width`` best states of each depth by A*'s priority, expand them all (until a limit of
+:mod:`search.limits`: then the best state reached so far)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ def beam(start: Expr, spec: SearchSpec, width: int = DEFAULT_WIDTH) -> SearchRes
     level = [start]
     try:
         for t in range(spec.depth, 0, -1):  # the states of `level` have t steps left
-            candidates = [child for e in level for child in run.expand(e, t)]
+            candidates = []
+            for e in level:
+                if run.stop():
+                    break
+                candidates.extend(run.expand(e, t))
+            if run.stop():
+                break
             # the budget may end inside this level: rank what it still covers
             candidates = evaluator.affordable(candidates, lambda c: c)
             if not candidates or t == 1:
@@ -29,5 +36,5 @@ def beam(start: Expr, spec: SearchSpec, width: int = DEFAULT_WIDTH) -> SearchRes
             if evaluator.exhausted:
                 break
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
     return run.result()

@@ -10,14 +10,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from knossos.cli import _ArgumentParser, find_def, load_source, same_file
+from knossos.cli import _ArgumentParser, find_def, internal_error, load_source, same_file
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
 from knossos.cpp.emit import emit_program
@@ -28,6 +29,7 @@ from knossos.program import Def, Program
 from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
+from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, MAX_DEPTH, default_max_memory_mib
 from search.models import load_value_function
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
@@ -35,13 +37,31 @@ from search.spec import SearchSpec
 from search.value import check_value_scale
 
 
-def _positive(text: str) -> int:
+def _whole(most: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to ``most``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most} (no memory holds more), not {value}")
+        return value
+
+    return parse
+
+
+def _amount(text: str) -> float:
+    """An argparse type: a finite number greater than 0 (seconds, MiB)."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, not {text}")
     return value
 
 
@@ -63,10 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--expr", metavar="'(...)'", help="a bare expression instead of FILE (free variables are Floats)")
     p.add_argument("--rules", default="ml_rules", metavar="SET", help=f"rule set ({', '.join(RULE_SETS)})")
     p.add_argument("--search", default="astar", metavar="NAME", help=f"search ({', '.join(SEARCHES)})")
-    p.add_argument("--depth", type=_positive, default=10, metavar="H", help="most rewrites in a sequence (10)")
+    p.add_argument(
+        "--depth",
+        type=_whole(MAX_DEPTH),
+        default=10,
+        metavar="H",
+        help=f"most rewrites in a sequence (10; <= {MAX_DEPTH})",
+    )
     p.add_argument(
         "--budget",
-        type=_positive,
+        type=_whole(MAX_BUDGET),
         default=5000,
         metavar="N",
         help="value-function evaluations (5000); exhaustive: most distinct expressions",
@@ -88,7 +114,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="multiply the model's values by S (default: the model's own, chosen when it was exported)",
     )
-    p.add_argument("--seconds", type=float, default=None, metavar="S", help="time limit (exhaustive)")
+    p.add_argument(
+        "--seconds", type=_amount, default=None, metavar="S", help="time limit: stop with the best found so far"
+    )
+    p.add_argument(
+        "--max-states",
+        type=_whole(MAX_BUDGET),
+        default=DEFAULT_MAX_STATES,
+        metavar="N",
+        help=f"stop with the best found so far at N distinct expressions explored ({DEFAULT_MAX_STATES}: about 2 GiB)",
+    )
+    p.add_argument(
+        "--max-memory",
+        type=_amount,
+        default=None,
+        metavar="MIB",
+        help="stop with the best found so far when the process uses more memory (default: half the machine's)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     out = p.add_argument_group("outputs (FILE --def NAME only, not --expr)")
@@ -124,8 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KsError as err:
         print(err.render("optimize.py"), file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # outside the search (which returns its best so far): before it, or writing
+        print("optimize.py: interrupted (a file being written is left as it was)", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:
+        return internal_error("optimize.py", err)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,6 +199,8 @@ def run(args: argparse.Namespace) -> int:
         value=value,
         seed=args.seed,
         seconds=args.seconds,
+        max_states=args.max_states,
+        max_memory_mib=args.max_memory if args.max_memory is not None else default_max_memory_mib(),
         progress=bar.update if bar is not None else None,
     )
     try:

@@ -2,12 +2,10 @@
 
 Breadth-first order reaches every expression first with the most steps left it can have, so one
 visit per expression is enough.  It gives up, saying so, when the number of distinct states passes
-the budget (here a state limit, not value-function calls) or the time limit.
+the budget (here a state limit, not value-function calls) or a limit of :mod:`search.limits`.
 """
 
 from __future__ import annotations
-
-import time
 
 from knossos.expr import Expr
 from search.result import SearchResult
@@ -17,7 +15,6 @@ from search.spec import SearchRun, SearchSpec
 def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
     run = SearchRun(start, spec)
     graph = run.graph
-    deadline = None if spec.seconds is None else run.started + spec.seconds
     level = [start]
     stopped: str | None = None
     try:
@@ -28,10 +25,8 @@ def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
                 if len(graph.states) > spec.budget:
                     stopped = f"stopped at the state limit of {spec.budget} distinct expressions (depth {spec.depth - t + 1} of {spec.depth})"
                     break
-                if deadline is not None and time.perf_counter() > deadline:
-                    stopped = (
-                        f"stopped at the time limit of {spec.seconds:g} s (depth {spec.depth - t + 1} of {spec.depth})"
-                    )
+                if run.stop():
+                    stopped = f"{run.limits.note} (depth {spec.depth - t + 1} of {spec.depth}); the best found so far"
                     break
             run.evaluator.evaluations = len(graph.states)
             run.report()
@@ -39,6 +34,6 @@ def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
                 break
             level = following
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
         stopped = "interrupted"
     return run.result(complete=stopped is None, notes=[stopped] if stopped else [])

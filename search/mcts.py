@@ -9,7 +9,7 @@ cost reduction against the start that the rollout found, into every state of the
 state is (expression, steps left).  An unvisited child's mean ``X/n`` counts as 0.  The value
 function is asked about every child a rollout chooses among, so rollouts spend the budget; a step
 whose children would go over it ends the search.  Rollouts
-can keep to states already evaluated, so search also stops after ``budget`` iterations.
+can keep to states already evaluated, so search also stops after ``budget`` iterations (or at a limit of :mod:`search.limits`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
     iterations = 0
     out_of_budget = False
     try:
-        while not evaluator.exhausted and not out_of_budget and iterations < spec.budget:
+        while not evaluator.exhausted and not out_of_budget and iterations < spec.budget and not run.stop():
             iterations += 1
             # selection: descend while the state has been visited
             s: State = (start, spec.depth)
@@ -64,7 +64,7 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
             # simulation: roll out from the leaf to the end of the episode
             lowest = cost(s[0])
             e, t = s
-            while t > 0 and not evaluator.exhausted:
+            while t > 0 and not evaluator.exhausted and not run.stop():
                 children = run.successors(e)
                 if not children:
                     break
@@ -92,7 +92,7 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
             if not descent and not run.transitions.successors(start):
                 break  # nothing to rewrite at all
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
     return run.result()
 
 

@@ -2,7 +2,7 @@
 
 Each distinct state a rollout visits counts as one evaluation (it is sent to the value function,
 whose answer random search ignores), so that budgets compare with A*'s.  Rollouts can keep to states
-already seen (a small expression has few), so search also stops after ``budget`` rollouts.
+already seen (a small expression has few), so search also stops after ``budget`` rollouts (or at a limit of :mod:`search.limits`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ def random_search(start: Expr, spec: SearchSpec) -> SearchResult:
     evaluator([start])
     rollouts = 0
     try:
-        while not evaluator.exhausted and rollouts < spec.budget:
+        while not evaluator.exhausted and rollouts < spec.budget and not run.stop():
             rollouts += 1
             e = start
             moved = False
             for t in range(spec.depth, 0, -1):
+                if run.stop():
+                    break
                 children = run.transitions.successors(e)
                 if not children:
                     break
@@ -40,5 +42,5 @@ def random_search(start: Expr, spec: SearchSpec) -> SearchResult:
             if not moved:  # the start has no rewrites at all
                 break
     except KeyboardInterrupt:
-        run.interrupted = True
+        run.on_ctrl_c()
     return run.result()

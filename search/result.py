@@ -41,4 +41,5 @@ class SearchResult:
             "seconds": round(self.seconds, 4),
             "interrupted": self.interrupted,
             "complete": self.complete,
+            "notes": self.notes,
         }

@@ -3,19 +3,46 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from knossos.expr import Expr
 from rules.actions import Action
 from rules.rule_set import RuleSet
 from search.graph import SearchGraph
+from search.limits import (
+    DEFAULT_MAX_STATES,
+    Limits,
+    check_budget,
+    check_depth,
+    check_max_memory,
+    check_max_states,
+    check_seconds,
+    default_max_memory_mib,
+)
 from search.mdp import CostFunction, Transitions, rlo_cost
 from search.result import SearchResult
 from search.value import Evaluator, ValueFunction, ZeroValue
 
 #: Called now and then with (evaluations so far, best cost so far).
 Progress = Callable[[int, float], None]
+
+#: What Ctrl-C does inside a search: return the best found so far (optimize.py), or, within
+#: :func:`ctrl_c_stops_searches`, stop the program.
+_ctrl_c_returns_best = True
+
+
+@contextmanager
+def ctrl_c_stops_searches() -> Iterator[None]:
+    """Within this, Ctrl-C in a search propagates instead of ending the search with its best so far:
+    for train.py, where a search cut short would silently change an epoch's targets."""
+    global _ctrl_c_returns_best
+    saved, _ctrl_c_returns_best = _ctrl_c_returns_best, False
+    try:
+        yield
+    finally:
+        _ctrl_c_returns_best = saved
 
 
 @dataclass
@@ -31,14 +58,21 @@ class SearchSpec:
     #: New states go to the value function in batches of at least this many (Table 1: 16).
     batch_size: int = 16
     progress: Progress | None = None
-    #: Wall-clock limit in seconds, for the searches that honour one (exhaustive).
+    #: Wall-clock limit in seconds (None: none).
     seconds: float | None = None
+    #: The most distinct expressions in the explored graph (see search/limits.py).
+    max_states: int = DEFAULT_MAX_STATES
+    #: The most resident memory of the process, in MiB (None: no limit; default: half the machine's).
+    max_memory_mib: float | None = field(default_factory=default_max_memory_mib)
+    #: When the time limit started (``time.perf_counter()``; None: when the search starts).
+    clock_started: float | None = None
 
     def __post_init__(self) -> None:
-        if self.depth < 1:
-            raise ValueError(f"the search depth must be at least 1, not {self.depth}")
-        if self.budget < 1:
-            raise ValueError(f"the evaluation budget must be at least 1, not {self.budget}")
+        check_depth(self.depth)
+        check_budget(self.budget)
+        check_seconds(self.seconds)
+        check_max_states(self.max_states)
+        check_max_memory(self.max_memory_mib)
         if self.batch_size < 1:
             raise ValueError(f"the batch size must be at least 1, not {self.batch_size}")
 
@@ -51,9 +85,20 @@ class SearchRun:
         self.transitions = Transitions(spec.rules, spec.cost)
         self.evaluator = Evaluator(spec.value, spec.depth, spec.budget)
         self.graph = SearchGraph(start, spec.depth, spec.cost)
-        self.started = time.perf_counter()
+        self.limits = Limits(spec.seconds, spec.max_states, spec.max_memory_mib, spec.clock_started)
+        self.started = self.limits.started
         self.interrupted = False
         self._last_report = 0.0
+
+    def on_ctrl_c(self) -> None:
+        """Ctrl-C reached the search: note it and return the best so far, or pass it on (see above)."""
+        if not _ctrl_c_returns_best:
+            raise KeyboardInterrupt
+        self.interrupted = True
+
+    def stop(self) -> bool:
+        """Whether a limit (time, states, memory) is reached: the search then returns what it has."""
+        return self.limits.reached(len(self.graph.states))
 
     def successors(self, e: Expr) -> list[tuple[Action, Expr]]:
         """The successors of ``e``, recorded as explored edges of the graph."""
@@ -73,7 +118,11 @@ class SearchRun:
                 self.spec.progress(self.evaluator.evaluations, self.graph.best_cost)
 
     def result(self, complete: bool = True, notes: list[str] | None = None) -> SearchResult:
+        """The search's result; a limit it stopped at is noted once (the caller may have noted it already)."""
         g = self.graph
+        notes = list(notes or [])
+        if self.limits.note is not None and not any(self.limits.note in n for n in notes):
+            notes.append(f"{self.limits.note}; the best found so far")
         if self.spec.progress is not None:
             self.spec.progress(self.evaluator.evaluations, g.best_cost)
         return SearchResult(
@@ -88,5 +137,5 @@ class SearchRun:
             seconds=time.perf_counter() - self.started,
             interrupted=self.interrupted,
             complete=complete,
-            notes=notes or [],
+            notes=notes,
         )

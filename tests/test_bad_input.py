@@ -368,13 +368,21 @@ def test_eval_wrong_argument_type_names_a_file(
     assert_one_error_line(status, out, err, named, message=message)
 
 
-@pytest.mark.parametrize(("text", "raw", "message"), [c[1:] for c in EVAL_TIME[:2]], ids=[c[0] for c in EVAL_TIME[:2]])
-def test_eval_time_error_names_the_file(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, raw: str, message: str
+#: Where each EVAL_TIME error happens: the expression that failed (the index, the assert, the division, the build).
+EVAL_TIME_AT = [(1, 32), (1, 28), (1, 32), (1, 36)]
+
+
+@pytest.mark.parametrize(
+    ("text", "raw", "message", "at"),
+    [(*c[1:], at) for c, at in zip(EVAL_TIME, EVAL_TIME_AT, strict=True)],
+    ids=[c[0] for c in EVAL_TIME],
+)
+def test_eval_time_error_names_the_file_and_expression(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, raw: str, message: str, at: tuple[int, int]
 ) -> None:
     path = write(tmp_path, "p.ks", text)
     status, out, err = run_cli(capsys, "eval", path, "f", "--args", raw)
-    assert_one_error_line(status, out, err, path, message=message)
+    assert_one_error_line(status, out, err, path, *at, message=message)
 
 
 # -- --expr ----------------------------------------------------------------------------------------

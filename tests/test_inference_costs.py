@@ -152,7 +152,7 @@ def test_export_averages_the_weights_of_several_epochs(tmp_path: Path) -> None:
     small = ModelConfig(hidden=41, steps=1, depth=5)
     save_checkpoint(other, {"model": ValueNetwork(small).state_dict(), "model_config": dataclasses.asdict(small)})
     done = subprocess.run(
-        [sys.executable, "-m", "gnn.export", str(paths[0]), str(out), "--average-with", str(other)],
+        [sys.executable, "-m", "gnn.export", str(paths[0]), str(out), "--average-with", str(other), "--force"],
         capture_output=True,
         text=True,
         cwd=ROOT,

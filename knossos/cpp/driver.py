@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ from knossos.values import Value, from_python
 
 #: Seconds a driver process may run for one batch of requests.
 RUN_TIMEOUT = 600.0
+#: The environment variable that gives a driver its memory budget in MiB, and the budget it gets by
+#: default: a call that would allocate more fails with a one-line error instead of exhausting memory.
+BUDGET_VARIABLE = "KNOSSOS_CPP_MAX_MIB"
+DEFAULT_BUDGET_MIB = 4096
 
 
 def serializable(t: Type) -> bool:
@@ -108,6 +113,11 @@ static void ks_driver_call(long long id, bool timing, double seconds, ks::Reader
 
 int main() {{
     std::ios::sync_with_stdio(false);
+    if (const char* budget = std::getenv("{BUDGET_VARIABLE}")) {{  // MiB; see knossos.cpp.driver
+        char* end = nullptr;
+        const unsigned long long mib = std::strtoull(budget, &end, 10);
+        if (end != budget && *end == 0 && mib > 0 && mib < (1ULL << 40)) ks::arena().set_limit(std::size_t(mib) << 20);
+    }}
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     ks::Reader in(std::move(text));
     std::string out;
@@ -222,6 +232,8 @@ class CompiledProgram:
     executable: Path
     defs: list[Def]
     ids: dict[str, int] = field(default_factory=dict)
+    #: The memory a call may allocate, in MiB (beyond it, the call's answer is a KsEvalError).
+    budget_mib: int = DEFAULT_BUDGET_MIB
 
     def __post_init__(self) -> None:
         self.ids = {d.name: k for k, d in enumerate(self.defs) if _def_serializable(d)}
@@ -251,7 +263,13 @@ class CompiledProgram:
         text = "\n".join(lines) + "\n"
         try:
             proc = subprocess.run(
-                [str(self.executable)], input=text, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
+                [str(self.executable)],
+                input=text,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+                check=False,
+                env={**os.environ, BUDGET_VARIABLE: str(self.budget_mib)},
             )
         except subprocess.TimeoutExpired:
             raise KsEvalError(f"the compiled program ran for more than {RUN_TIMEOUT:.0f} s") from None

@@ -60,6 +60,7 @@ class Arena {
     };
     std::vector<Chunk> chunks_;
     std::size_t cur_ = 0;
+    std::size_t limit_ = std::numeric_limits<std::size_t>::max();  // bytes the arena may reserve in all
     static constexpr std::size_t kFirstChunk = std::size_t(1) << 20;
 
    public:
@@ -83,6 +84,10 @@ class Arena {
         cur_ = m.chunk;
         chunks_[cur_].used = m.used;
     }
+
+    // A budget: an allocation that would make the arena reserve more than `bytes` fails (ks::Error).
+    void set_limit(std::size_t bytes) { limit_ = bytes; }
+    std::size_t limit() const { return limit_; }
 
     std::size_t bytes_reserved() const {
         std::size_t total = 0;
@@ -112,8 +117,12 @@ class Arena {
             chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(next));
         }
         if (next >= chunks_.size() || chunks_[next].cap < need) {
+            const std::size_t reserved = bytes_reserved();
+            if (need > limit_ || reserved > limit_ - need)
+                fail("allocation of " + std::to_string(bytes) + " bytes is beyond the memory budget of " +
+                     std::to_string(limit_ >> 20) + " MiB");
             std::size_t cap = chunks_.empty() ? kFirstChunk : 2 * chunks_.back().cap;
-            cap = std::max(cap, need);
+            cap = std::min(std::max(cap, need), std::max(need, limit_ - reserved));
             cap = (cap + 63) & ~std::size_t(63);
             void* base = std::aligned_alloc(64, cap);
             if (base == nullptr) throw std::bad_alloc();

@@ -1,0 +1,118 @@
+"""Limits every search honours, so that no setting makes one run without end or outgrow memory.
+
+A search stops, with the best expression found so far and a note saying why, at the first of: its
+time limit (``seconds``), its state limit (distinct expressions in the explored graph, about 2 KiB
+each for the paper's arithmetic expressions and more for large programs) and its memory limit (the
+process's resident memory, checked a few times a second).  Settings no machine could honour (a
+depth or budget beyond what memory can hold) are refused up front.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import sys
+import time
+
+#: The most rewrites in a sequence: each evaluated state keeps a value per number of steps left,
+#: so the depth multiplies memory (the paper's deepest searches are 40 steps).
+MAX_DEPTH = 1000
+#: The most value-function evaluations (or, for exhaustive search, states) a search may be given:
+#: each evaluation keeps a state, and a billion states is far beyond any machine's memory.
+MAX_BUDGET = 10**9
+#: The default state limit: about 2 GiB of the paper's arithmetic expressions.
+DEFAULT_MAX_STATES = 1_000_000
+#: The default memory limit is this share of the machine's physical memory.
+DEFAULT_MEMORY_SHARE = 0.5
+#: How often, in seconds, a search looks at its memory.
+MEMORY_CHECK_INTERVAL = 0.25
+
+
+def check_depth(depth: int) -> int:
+    """``depth``, or a ValueError saying why no search can take it."""
+    if not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"the search depth must be at least 1 and at most {MAX_DEPTH}, not {depth}")
+    return depth
+
+
+def check_budget(budget: int) -> int:
+    if not 1 <= budget <= MAX_BUDGET:
+        raise ValueError(
+            f"the evaluation budget must be at least 1 and at most {MAX_BUDGET} (no memory holds more states), not {budget}"
+        )
+    return budget
+
+
+def check_seconds(seconds: float | None) -> float | None:
+    if seconds is not None and not (seconds >= 0 and math.isfinite(seconds)):
+        raise ValueError(f"the time limit must be a finite number of seconds, at least 0, not {seconds!r}")
+    return seconds
+
+
+def check_max_states(states: int) -> int:
+    if states < 1:
+        raise ValueError(f"the state limit must be at least 1, not {states}")
+    return states
+
+
+def check_max_memory(mib: float | None) -> float | None:
+    if mib is not None and not (mib > 0 and math.isfinite(mib)):
+        raise ValueError(f"the memory limit must be a positive number of MiB, not {mib!r}")
+    return mib
+
+
+def default_max_memory_mib() -> float | None:
+    """Half of the machine's physical memory, where the system says how much that is."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return DEFAULT_MEMORY_SHARE * total / 2**20 if total > 0 else None
+
+
+def resident_mib() -> float:
+    """This process's resident memory now (Linux), else its peak so far."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB elsewhere
+
+
+class Limits:
+    """The clock, state count and memory of one search against its limits.
+
+    ``reached(states)`` is cheap enough to call once per expansion: it reads the clock, and the
+    memory only every :data:`MEMORY_CHECK_INTERVAL` seconds.  Once a limit is reached, ``note``
+    says which, and ``reached`` stays true.
+    """
+
+    def __init__(
+        self, seconds: float | None, max_states: int, max_memory_mib: float | None, since: float | None = None
+    ) -> None:
+        self.started = time.perf_counter()
+        self.seconds = seconds
+        # `since`: the clock of a search made of several (two-phase) starts with the first
+        self.deadline = None if seconds is None else (self.started if since is None else since) + seconds
+        self.max_states = max_states
+        self.max_memory_mib = max_memory_mib
+        self._next_memory_check = self.started
+        self.note: str | None = None
+
+    def reached(self, states: int) -> bool:
+        if self.note is not None:
+            return True
+        now = time.perf_counter()
+        if self.deadline is not None and now > self.deadline:
+            self.note = f"stopped at the time limit of {self.seconds:g} s"
+        elif states >= self.max_states:
+            self.note = f"stopped at the state limit of {self.max_states:,} distinct expressions"
+        elif self.max_memory_mib is not None and now >= self._next_memory_check:
+            self._next_memory_check = now + MEMORY_CHECK_INTERVAL
+            used = resident_mib()
+            if used > self.max_memory_mib:
+                self.note = f"stopped at the memory limit of {self.max_memory_mib:,.0f} MiB ({used:,.0f} MiB in use)"
+        return self.note is not None

@@ -183,6 +183,8 @@ class TrainConfig:
 
         if self.model.kind not in MODEL_KINDS:
             raise bad("model.kind", f"'{self.model.kind}' is not one of {', '.join(MODEL_KINDS)}")
+        if self.model.kind == "tree" and self.search.precision != "float32":
+            raise bad("search.precision", "the tree network runs in float32 only")
         from search.limits import MAX_BUDGET, MAX_DEPTH
 
         for key, value, most, why in (  # values no machine can run: refused rather than left to run out of memory

@@ -17,7 +17,10 @@ def build_network(config: ModelConfig) -> Network:
 
 
 def value_function(network: Network, precision: Precision = "float32", scale: float = 1.0) -> NetworkValue | TreeValue:
-    """``network`` as search's value function (the tree network's runs in float32 only)."""
+    """``network`` as search's value function (the tree network's runs in float32 only: its work
+    per search state is a few rows, where bfloat16 would save nothing)."""
     if isinstance(network, TreeValueNetwork):
+        if precision != "float32":
+            raise ValueError(f"the tree network runs in float32 only, not {precision}")
         return TreeValue(network, scale=scale)
     return NetworkValue(network, precision=precision, scale=scale)

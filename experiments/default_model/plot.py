@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, rows in training.items():
         epochs, totals = [r["epoch"] for r in rows], [r["test"]["total_cost"] for r in rows]
-        left.plot(epochs, totals, "o-" if name == "default" else "^-", label=f"{name} (scale 0.4)")
+        label = "default: tree" if name == "default" else "GGNN"
+        left.plot(epochs, totals, "o-" if name == "default" else "^-", label=f"{label} (scale 0.4)")
     for r in (r for r in selection if r["candidate"] == "plain A*"):
         color = "grey" if r["budget"] == 300 else "black"
         left.axhline(r["total_cost"], ls="--", color=color, label=f"plain A* @ {r['budget']}")

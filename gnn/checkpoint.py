@@ -191,6 +191,18 @@ def load_value_function(
     state = load_checkpoint(path)
     network = network_from(state, str(path))
     try:
-        return value_function(network, precision=precision, scale=value_scale_of(state) if scale is None else scale)
+        value = value_function(network, precision=precision, scale=value_scale_of(state) if scale is None else scale)
     except ValueError as err:
         raise KsUsageError(str(err), None, str(path)) from None
+    value.trained_for = trained_for(state)
+    return value
+
+
+def trained_for(state: dict[str, Any]) -> dict[str, object]:
+    """The search and depth a checkpoint's model was trained for (its training config's test search
+    and depth; the network's depth when the config is not there): optimize.py's defaults with it."""
+    search = (state.get("config") or {}).get("search") or {}
+    out: dict[str, object] = {"depth": int(search.get("depth", state["model_config"]["depth"]))}
+    if "test_algorithm" in search:
+        out["search"] = str(search["test_algorithm"])
+    return out

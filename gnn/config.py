@@ -68,6 +68,9 @@ class ModelSettings:
     #: "ggnn" (the paper's network) or "tree" (bottom-up, embeds each interned node once: see
     #: gnn/tree_model.py).
     kind: str = "ggnn"
+    #: "none" (the paper's): fit cost reductions; "log": reductions of log(1 + cost), for programs
+    #: whose costs span many orders of magnitude (gnn/normalization.py).
+    cost_normalization: str = "none"
 
 
 @dataclass
@@ -77,6 +80,10 @@ class TrainingConfig:
     exprs_per_epoch: int = 6
     #: Passes over an epoch's samples when fitting.
     fit_passes: int = 1
+    #: 0: fit exactly fit_passes passes.  N > 0: fit to a plateau, at most fit_passes passes, until
+    #: the loss on a tenth of the samples held back has not improved for N passes, keeping the best
+    #: weights (the reference fits each generation up to 150 epochs with patience 50).
+    fit_patience: int = 0
     #: Keep the samples of this many recent epochs for fitting (a replay buffer; 1 = this epoch's only).
     replay_epochs: int = 1
     lr: float = 1e-4
@@ -149,6 +156,7 @@ class TrainConfig:
             ("training.warmup_epochs", self.training.warmup_epochs),
             ("training.warmup_budget", self.training.warmup_budget),
             ("training.samples_per_search", self.training.samples_per_search),
+            ("training.fit_patience", self.training.fit_patience),
         ):
             if count < 0:
                 raise bad(key, f"must be at least 0, not {count}")
@@ -183,6 +191,13 @@ class TrainConfig:
 
         if self.model.kind not in MODEL_KINDS:
             raise bad("model.kind", f"'{self.model.kind}' is not one of {', '.join(MODEL_KINDS)}")
+        from gnn.normalization import COST_NORMALIZATIONS
+
+        if self.model.cost_normalization not in COST_NORMALIZATIONS:
+            raise bad(
+                "model.cost_normalization",
+                f"'{self.model.cost_normalization}' is not one of {', '.join(COST_NORMALIZATIONS)}",
+            )
         if self.model.kind == "tree" and self.search.precision != "float32":
             raise bad("search.precision", "the tree network runs in float32 only")
         from search.limits import MAX_BUDGET, MAX_DEPTH

@@ -10,6 +10,7 @@ column at once.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from gnn.networks import Network
+from gnn.normalization import to_network
 from knossos.expr import Expr
 
 
@@ -29,12 +31,13 @@ class Sample:
     #: Targets for 1 .. steps_left - 1 steps, fitted too (empty: only ``steps_left``'s is).
     shorter: tuple[float, ...] = ()
 
-    def fitted(self, depth: int) -> list[tuple[int, float]]:
-        """(steps, normalised target) of every column this sample fits, for a network of ``depth``."""
+    def fitted(self, depth: int, normalization: str = "none") -> list[tuple[int, float]]:
+        """(steps, normalised target) of every column this sample fits, for a network of ``depth``
+        whose outputs measure cost reductions as ``normalization`` says (:mod:`gnn.normalization`)."""
         top = min(self.steps_left, depth)
-        return [(t, v / t) for t, v in enumerate(self.shorter[: top - 1], start=1)] + [
-            (top, normalised_target(self, depth))
-        ]
+        cost = self.expr.cost
+        pairs = [*enumerate(self.shorter[: top - 1], start=1), (top, self.target)]
+        return [(t, to_network(normalization, cost, v) / t) for t, v in pairs]
 
 
 def normalised_target(sample: Sample, depth: int | None = None) -> float:
@@ -59,7 +62,7 @@ class Fitter:
         out = self.network.predict([s.expr for s in batch])
         rows, columns, targets = [], [], []
         for i, s in enumerate(batch):
-            for t, v in s.fitted(depth):
+            for t, v in s.fitted(depth, self.network.config.cost_normalization):
                 rows.append(i)
                 columns.append(t - 1)
                 targets.append(v)
@@ -72,15 +75,65 @@ class Fitter:
         usable = [s for s in samples if s.steps_left > 0]
         if not usable:
             return 0.0
+        return float(np.mean([self._pass(usable, rng) for _ in range(epochs)]))
+
+    def fit_to_plateau(
+        self, samples: Sequence[Sample], max_passes: int, patience: int, rng: np.random.Generator
+    ) -> FitReport:
+        """Passes over most of ``samples`` until the loss on the rest (a tenth, at least one sample,
+        drawn by ``rng``) has not improved for ``patience`` passes, or ``max_passes``; the network
+        keeps the weights of its best pass.  As the reference fits each generation's dataset."""
+        usable = [s for s in samples if s.steps_left > 0]
+        if len(usable) < 2:
+            return FitReport(self.fit(usable, 1, rng) if usable else 0.0, float("nan"), len(usable), 0)
+        order = rng.permutation(len(usable))
+        held = max(1, len(usable) // 10)
+        check = [usable[i] for i in order[:held]]
+        train = [usable[i] for i in order[held:]]
+        best_loss, best_pass, best_state = self.held_out_loss(check), 0, copy.deepcopy(self.network.state_dict())
+        losses: list[float] = []
+        for n in range(1, max_passes + 1):
+            losses.append(self._pass(train, rng))
+            loss = self.held_out_loss(check)
+            if loss < best_loss:
+                best_loss, best_pass, best_state = loss, n, copy.deepcopy(self.network.state_dict())
+            elif n - best_pass >= patience:
+                break
+        self.network.load_state_dict(best_state)
+        return FitReport(float(np.mean(losses)), best_loss, len(losses), best_pass)
+
+    def held_out_loss(self, samples: Sequence[Sample]) -> float:
+        """The loss on ``samples`` in eval mode (no dropout), without fitting them."""
+        self.network.eval()
+        with torch.no_grad():
+            total = sum(
+                float(self.loss(samples[i : i + self.batch_size])) * len(samples[i : i + self.batch_size])
+                for i in range(0, len(samples), self.batch_size)
+            )
+        return total / len(samples)
+
+    def _pass(self, usable: Sequence[Sample], rng: np.random.Generator) -> float:
+        """One pass over ``usable`` in minibatches of a random order; the mean loss."""
         self.network.train()
         losses = []
-        for _ in range(epochs):
-            order = rng.permutation(len(usable))
-            for start in range(0, len(order), self.batch_size):
-                batch = [usable[i] for i in order[start : start + self.batch_size]]
-                self.optimizer.zero_grad()
-                loss = self.loss(batch)
-                loss.backward()  # type: ignore[no-untyped-call]
-                self.optimizer.step()
-                losses.append(float(loss.detach()))
+        order = rng.permutation(len(usable))
+        for start in range(0, len(order), self.batch_size):
+            batch = [usable[i] for i in order[start : start + self.batch_size]]
+            self.optimizer.zero_grad()
+            loss = self.loss(batch)
+            loss.backward()  # type: ignore[no-untyped-call]
+            self.optimizer.step()
+            losses.append(float(loss.detach()))
         return float(np.mean(losses))
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """What :meth:`Fitter.fit_to_plateau` did."""
+
+    #: Mean training loss over the passes made, and the best held-out loss (kept).
+    loss: float
+    held_out_loss: float
+    passes: int
+    #: The pass whose weights were kept (0: none improved on the weights it started with).
+    best_pass: int

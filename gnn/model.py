@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, GraphBatch, batch_graphs
+from gnn.normalization import check_normalization
 from knossos.expr import Expr
 
 #: Edges sorted by type: (sources, targets, boundaries of each type's run).
@@ -50,8 +51,12 @@ class ModelConfig:
     #: Which network (:data:`MODEL_KINDS`); the tree network ignores steps, mlp_head, dropout and
     #: constant_values.
     kind: str = "ggnn"
+    #: What the outputs measure: cost reductions ("none") or reductions of log(1 + cost) ("log");
+    #: see :mod:`gnn.normalization`.
+    cost_normalization: str = "none"
 
     def __post_init__(self) -> None:
+        check_normalization(self.cost_normalization)
         if self.kind not in MODEL_KINDS:
             raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}, not {self.kind!r}")
         if self.hidden < NUM_NODE_TYPES + 1:

@@ -51,6 +51,7 @@ def model_config(config: TrainConfig) -> ModelConfig:
         dropout=m.dropout,
         constant_values=m.constant_values,
         kind=m.kind,
+        cost_normalization=m.cost_normalization,
     )
 
 
@@ -314,13 +315,26 @@ class Trainer:
             fitted = {s.expr for s in fit_set}
             replayed = self.best.underestimated(self.value_function(scaled=False), fitted, cfg.training.replay_best)
         self._report("fit", 0, 1)
-        loss = self.fitter.fit(fit_set + replayed, cfg.training.fit_passes, self.rng)
+        plateau: dict[str, Any] = {}
+        if cfg.training.fit_patience:
+            report = self.fitter.fit_to_plateau(
+                fit_set + replayed, cfg.training.fit_passes, cfg.training.fit_patience, self.rng
+            )
+            loss = report.loss
+            plateau = {
+                "fit_passes": report.passes,
+                "fit_best_pass": report.best_pass,
+                "held_out_loss": report.held_out_loss,
+            }
+        else:
+            loss = self.fitter.fit(fit_set + replayed, cfg.training.fit_passes, self.rng)
         metrics: dict[str, Any] = {
             "epoch": self.epoch + 1,
             "loss": loss,
             "samples": len(samples),
             "train_exprs": [self.train_set[i].name for i in chosen],
             "train_evaluations": evaluations,
+            **plateau,
         }
         if cfg.training.replay_best:
             metrics["replayed"] = len(replayed)

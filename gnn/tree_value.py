@@ -35,6 +35,9 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 class TreeValue:
+    #: The search and depth the model was trained for, when loaded from a checkpoint (optimize.py's defaults).
+    trained_for: dict[str, object] | None = None
+
     def __init__(self, network: TreeValueNetwork, scale: float = 1.0, cache_rows: int = DEFAULT_CACHE_ROWS) -> None:
         self.scale = check_value_scale(scale)
         self.config = network.config
@@ -81,7 +84,7 @@ class TreeValue:
         return out.astype(np.float64)
 
     def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
-        return values_table(self.per_step(exprs), depth, self.scale)
+        return values_table(exprs, self.per_step(exprs), depth, self.scale, self.config.cost_normalization)
 
     def _reserve(self, rows: int) -> None:
         if rows <= self._h.shape[0]:

@@ -35,6 +35,7 @@ import torch
 
 from gnn.graph import batch_graphs, padded
 from gnn.model import ValueNetwork
+from gnn.normalization import from_network
 from knossos.expr import Expr
 from search.value import check_value_scale
 
@@ -46,6 +47,9 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 class NetworkValue:
+    #: The search and depth the model was trained for, when loaded from a checkpoint (optimize.py's defaults).
+    trained_for: dict[str, object] | None = None
+
     def __init__(
         self,
         network: ValueNetwork,
@@ -85,18 +89,23 @@ class NetworkValue:
         return out
 
     def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
-        return values_table(self.per_step(exprs), depth, self.scale)
+        return values_table(exprs, self.per_step(exprs), depth, self.scale, self.network.config.cost_normalization)
 
 
-def values_table(per_step: np.ndarray, depth: int, scale: float) -> np.ndarray:
+def values_table(
+    exprs: Sequence[Expr], per_step: np.ndarray, depth: int, scale: float, normalization: str = "none"
+) -> np.ndarray:
     """Values for ``0..depth`` steps left from a network's per-step outputs ``(n, D)``: ``t`` times
-    the output for ``t`` (the output for ``D`` beyond it), times ``scale``."""
+    the output for ``t`` (the output for ``D`` beyond it), as cost reductions (see
+    :mod:`gnn.normalization`), times ``scale``."""
     d = per_step.shape[1]
     t = np.arange(depth + 1)
     columns = np.minimum(t, d)  # the value for t > D is the value at D
     table = np.zeros((per_step.shape[0], depth + 1))
-    table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:] * scale
-    return table
+    table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:]
+    if normalization != "none":
+        table = from_network(normalization, np.array([e.cost for e in exprs]), table)
+    return table * scale
 
 
 @contextmanager

@@ -82,13 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--def", dest="def_name", metavar="NAME", help="the def to optimise (needed if FILE has several)")
     p.add_argument("--expr", metavar="'(...)'", help="a bare expression instead of FILE (free variables are Floats)")
     p.add_argument("--rules", default="ml_rules", metavar="SET", help=f"rule set ({', '.join(RULE_SETS)})")
-    p.add_argument("--search", default="astar", metavar="NAME", help=f"search ({', '.join(SEARCHES)})")
+    p.add_argument(
+        "--search",
+        default=None,
+        metavar="NAME",
+        help=f"search ({', '.join(SEARCHES)}; astar, or the one the model was trained for)",
+    )
     p.add_argument(
         "--depth",
         type=_whole(MAX_DEPTH),
-        default=10,
+        default=None,
         metavar="H",
-        help=f"most rewrites in a sequence (10; <= {MAX_DEPTH})",
+        help=f"most rewrites in a sequence (10, or the depth the model was trained for; <= {MAX_DEPTH})",
     )
     p.add_argument(
         "--budget",
@@ -158,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The search and depth of a run whose model does not say (or with no model).
+DEFAULT_SEARCH, DEFAULT_DEPTH = "astar", 10
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -176,9 +185,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    search = get_search(args.search)
+    if args.search is not None:
+        get_search(args.search)  # an unknown name is refused before a model is loaded
     rules = get_rule_set(args.rules)
     value = load_value_function(args.model, args.precision, args.value_scale)
+    # a model's checkpoint says which search and depth it was trained for; the command line overrides
+    trained_for: dict[str, object] = getattr(value, "trained_for", None) or {}
+    if args.search is None:
+        args.search = str(trained_for.get("search", DEFAULT_SEARCH))
+    if args.depth is None:
+        args.depth = int(trained_for.get("depth", DEFAULT_DEPTH))  # type: ignore[call-overload]
+    search = get_search(args.search)
     if args.expr is not None and args.def_name:
         raise KsUsageError("give either FILE --def NAME or --expr, not both")
     src = load_source(args)
@@ -208,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    report = result.to_json()
+    report = {"search": args.search, "depth": args.depth, **result.to_json()}
     messages: list[str] = []
     if d is not None and src.program is not None and outputs.wanted:
         optimised = dataclasses.replace(d, body=result.best)

@@ -288,7 +288,12 @@ class CompiledProgram:
 
     def _answer(self, name: str, answer: str, timed: bool) -> Value | KsEvalError | Timing:
         if answer.startswith("err "):
-            return KsEvalError(answer[4:])
+            # the C++ code knows no source positions: the error is located at the def's body
+            d = self.defs[self.ids[name]]
+            err = KsEvalError(f"in '{name}': {answer[4:]}")
+            err.node = d.body
+            err.located(self.program.positions.get(d.body))
+            return err
         tokens = answer.split()
         if not tokens or tokens[0] != "ok":
             raise KsEvalError(f"unexpected answer from the compiled program: {answer[:100]!r}")

@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from experiments.common import RESULTS, ROOT
+from experiments.common import RESULTS, ROOT, ResultsFile
 from experiments.curves import unique_rows
 
 README = ROOT / "experiments" / "README.md"
@@ -167,10 +167,53 @@ def default_model_training_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def blas_test_table() -> str:
+    """experiments/blas_test/run.py's searches: per def of blas_test, the reference's start and best
+    known whole-def costs, and each model's best cost and seconds."""
+    from experiments.blas_test.run import best_known
+
+    path = RESULTS / "blas_test" / "searches.jsonl"
+    if not path.is_file():
+        return "_No results yet: run experiments/blas_test/run.py._\n"
+    rows = list(ResultsFile(path, ("def_", "model", "budget", "depth")))
+    known = best_known()
+    runs = list(dict.fromkeys((r["model"], r["budget"], r["depth"]) for r in rows))
+    by_run = {(r["model"], r["budget"], r["depth"], r["def_"]): r for r in rows}
+    names = ["plain A*" if m == "none" else f"`--model {m}`" for m, _, _ in runs]
+    header = "| def | start | best known (by) | " + " | ".join(
+        f"{n} @ {b}, depth {d} | s" for n, (_, b, d) in zip(names, runs, strict=True)
+    )
+    lines = [header + " |", "|---|---|---|" + "---|---|" * len(runs)]
+    reached = {run: [0, 0] for run in runs}
+    for name, k in known.items():
+        cells = []
+        for run in runs:
+            r = by_run.get((*run, name))
+            if r is None:
+                cells.append(" | ")
+                continue
+            hit = r["best_body_cost"] <= k.best + 1e-9
+            reached[run][0] += hit
+            reached[run][1] += hit and k.by == "rlo"
+            cells.append(f"{'**' if hit else ''}{r['best_cost']:,.1f}{'**' if hit else ''} | {r['seconds']:.1f}")
+        lines.append(f"| {name} | {k.start:,.1f} | {k.best:,.1f} ({k.by}) | " + " | ".join(cells) + " |")
+    rlo = sum(k.by == "rlo" for k in known.values())
+    lines.append("")
+    for name, run in zip(names, runs, strict=True):
+        mine = [r for r in rows if (r["model"], r["budget"], r["depth"]) == run]
+        lines.append(
+            f"{name} at {run[1]} evaluations, depth {run[2]}: best known reached on {reached[run][0]} of {len(known)} defs, "
+            f"{reached[run][1]} of the {rlo} the reference's agent found; {sum(r['seconds'] for r in mine):.1f} s of search."
+        )
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {figure: functools.partial(curve_table, figure) for figure in CURVES}
 TABLES["fig7_walltime"] = walltime_table
 TABLES["default_model"] = default_model_table
 TABLES["default_model_training"] = default_model_training_table
+TABLES["blas_test"] = blas_test_table
 
 
 def rewrite(text: str) -> str:

@@ -75,13 +75,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--depth", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="3 defs at 50 evaluations, into runs/quick/")
+    ap.add_argument("--out", type=Path, help="the results file (default experiments/results/blas_test/searches.jsonl)")
     args = ap.parse_args(argv)
     program = load_program(PROGRAM)
     defs = [d for d in program.targets]
     folder = RESULTS / "blas_test"
     if args.quick:
         defs, args.budget, folder = defs[:3], 50, QUICK / "blas_test"
-    results = ResultsFile(folder / "searches.jsonl", ("def_", "model", "budget", "depth"))
+    results = ResultsFile(args.out or folder / "searches.jsonl", ("def_", "model", "budget", "depth"))
     rules = get_rule_set(RULES)
     with fewer_gc_pauses():
         for model in [m.strip() for m in args.models.split(",") if m.strip()]:

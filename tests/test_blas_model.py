@@ -1,0 +1,48 @@
+"""The program model that ships as ``--model blas`` (gnn/models/blas.pt, configs/blas_tree.yaml)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from gnn.checkpoint import load_checkpoint, load_value_function, shipped_model
+from knossos.parser import load_program
+
+from conftest import ROOT
+
+PROGRAMS = ROOT / "experiments" / "data" / "programs"
+
+
+def test_the_blas_model_loads_with_its_search_defaults() -> None:
+    path = shipped_model("blas")
+    assert path is not None
+    state = load_checkpoint(path)
+    assert state["model_config"]["kind"] == "tree" and state["model_config"]["cost_normalization"] == "log"
+    assert load_value_function(path).trained_for == {"depth": 30, "search": "astar"}
+
+
+def test_the_blas_model_never_saw_a_def_that_is_only_in_blas_test() -> None:
+    path = shipped_model("blas")
+    assert path is not None
+    data = load_checkpoint(path)["config"]["data"]
+    assert data["train"]["file"] == "experiments/data/programs/blas_train.kso"
+    trained = set(data["train"]["defs"]) or {d.name for d in load_program(PROGRAMS / "blas_train.kso").targets}
+    test_only = {d.name for d in load_program(PROGRAMS / "blas_test.kso").targets} - trained
+    assert len(test_only) == 18 and {"rot", "gemv", "amxmy", "gemm_no_maty"} <= test_only
+    assert data["test"]["file"] == data["train"]["file"]  # epochs were chosen on training defs
+
+
+def test_optimize_with_the_blas_model_uses_its_depth() -> None:
+    command = [sys.executable, "optimize.py", str(PROGRAMS / "blas_test.kso"), "--def", "scal"]
+    done = subprocess.run(
+        [*command, "--rules", "ml_rules_no_bind", "--model", "blas", "--budget", "200", "--json", "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["depth"] == 30 and report["search"] == "astar"
+    assert report["best_cost"] < report["start_cost"]

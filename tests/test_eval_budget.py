@@ -125,7 +125,7 @@ def test_the_cpp_driver_refuses_allocations_beyond_its_budget(cpp_cache: Path) -
     refused = compiled.run([("f", [10**12]), ("f", [10])])  # the process carries on after a refusal
     assert isinstance(refused[0], KsEvalError) and refused[1] == 45.0
     assert f"beyond the memory budget of {DEFAULT_BUDGET_MIB} MiB" in refused[0].message
-    assert refused[0].message.startswith("in 'f': ") and refused[0].pos is not None
+    assert refused[0].pos is not None
     assert (refused[0].pos.line, refused[0].pos.col) == (1, 30)  # the def's body
     small = dataclasses.replace(compiled, budget_mib=1)
     with pytest.raises(KsEvalError, match="beyond the memory budget of 1 MiB"):

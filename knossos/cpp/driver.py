@@ -290,7 +290,7 @@ class CompiledProgram:
         if answer.startswith("err "):
             # the C++ code knows no source positions: the error is located at the def's body
             d = self.defs[self.ids[name]]
-            err = KsEvalError(f"in '{name}': {answer[4:]}")
+            err = KsEvalError(answer[4:])
             err.node = d.body
             err.located(self.program.positions.get(d.body))
             return err

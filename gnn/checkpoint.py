@@ -135,8 +135,10 @@ DEFAULT_MODEL = SHIPPED_MODELS / "default.pt"
 
 def shipped_model(name: str) -> Path | None:
     """The file of the shipped model ``name`` (``default``, ``ggnn``, ...), None if there is none."""
+    if not (name.isidentifier() and len(name) <= 100):
+        return None
     path = SHIPPED_MODELS / f"{name}.pt"
-    return path if name.isidentifier() and path.is_file() else None
+    return path if path.is_file() else None
 
 
 def value_scale_of(state: dict[str, Any]) -> float:

@@ -23,7 +23,11 @@ def load_value_function(spec: str, precision: str = "float32", scale: float | No
         if found is not None:
             spec = str(found)
     path = Path(spec)
-    if not path.is_file():
+    try:
+        exists = path.is_file()
+    except OSError:  # a name the file system cannot hold (too long, ...)
+        exists = False
+    if not exists:
         raise KsUsageError(
             f"no model file '{spec}' (give a checkpoint written by train.py, a shipped model's name, or 'none')"
         )

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, load_value_function, shipped_model
 from gnn.config import DataSource
@@ -121,3 +122,12 @@ def test_the_tree_network_refuses_bfloat16() -> None:
         timeout=300,
     )
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and "float32 only" in done.stderr
+
+
+def test_a_model_name_no_file_system_can_hold_is_a_usage_error() -> None:
+    from knossos.errors import KsUsageError
+    from search.models import load_value_function as by_name
+
+    for name in ("a" * 300, "x=" + "9" * 400, "b" * 5000 + ".pt"):
+        with pytest.raises(KsUsageError, match="no model file"):
+            by_name(name)

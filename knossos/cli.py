@@ -30,15 +30,21 @@ from knossos.sized_cost import Abstract, SizedCost, parse_sizes, sized_def_cost
 from knossos.values import from_python, to_json
 
 
-def _at_least_1(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text[:40]}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def whole_number(most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least 1 (and at most ``most``, when given)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text[:40]}' is not a whole number") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most} (no memory holds more), not {value}")
+        return value
+
+    return parse
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -301,10 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ARGS.json",
         help='JSON list, one item per parameter (vectors as lists, tuples as {"tuple": [...]}); a file or inline JSON',
     )
-    p.add_argument("--max-steps", type=_at_least_1, default=None, help="stop after this many evaluation steps")
+    p.add_argument("--max-steps", type=whole_number(), default=None, help="stop after this many evaluation steps")
     p.add_argument(
         "--max-elements",
-        type=_at_least_1,
+        type=whole_number(),
         default=DEFAULT_MAX_ELEMENTS,
         metavar="N",
         help=f"refuse to allocate more than N vector elements in all ({DEFAULT_MAX_ELEMENTS:.0e})",

@@ -15,10 +15,10 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from knossos.cli import _ArgumentParser, find_def, internal_error, load_source, same_file
+from knossos.cli import _ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
 from knossos.cpp.emit import emit_program
@@ -35,23 +35,6 @@ from search.registry import SEARCHES, get_search
 from search.result import SearchResult
 from search.spec import SearchSpec
 from search.value import check_value_scale
-
-
-def _whole(most: int) -> Callable[[str], int]:
-    """An argparse type: a whole number from 1 to ``most``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-        if value > most:
-            raise argparse.ArgumentTypeError(f"must be at most {most} (no memory holds more), not {value}")
-        return value
-
-    return parse
 
 
 def _amount(text: str) -> float:
@@ -90,14 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--depth",
-        type=_whole(MAX_DEPTH),
+        type=whole_number(MAX_DEPTH),
         default=None,
         metavar="H",
         help=f"most rewrites in a sequence (10, or the depth the model was trained for; <= {MAX_DEPTH})",
     )
     p.add_argument(
         "--budget",
-        type=_whole(MAX_BUDGET),
+        type=whole_number(MAX_BUDGET),
         default=5000,
         metavar="N",
         help="value-function evaluations (5000); exhaustive: most distinct expressions",
@@ -124,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-states",
-        type=_whole(MAX_BUDGET),
+        type=whole_number(MAX_BUDGET),
         default=DEFAULT_MAX_STATES,
         metavar="N",
         help=f"stop with the best found so far at N distinct expressions explored ({DEFAULT_MAX_STATES}: about 2 GiB)",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,23 @@ def random_value(t: Type, rng: random.Random) -> object:
     if t.kind is Kind.TUPLE:
         return tuple(random_value(c, rng) for c in t.children)
     raise TypeError(f"cannot make a value of type {t}")
+
+
+def run_cli(main: Callable[[list[str]], int], capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """A command line's ``main`` in-process: (exit code, stdout, stderr); argparse's usage errors
+    exit, which counts as the exit code."""
+    try:
+        code = main(list(argv))
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def without_seconds(value: Any) -> Any:
+    """``value`` (metrics, nested) without its ``seconds`` entries: what must repeat exactly between runs."""
+    if isinstance(value, dict):
+        return {k: without_seconds(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [without_seconds(v) for v in value]
+    return value

@@ -17,7 +17,7 @@ from knossos.errors import KsEvalError
 from knossos.interpreter import DEFAULT_MAX_ELEMENTS, Interpreter
 from knossos.parser import parse_expr, parse_program
 
-from conftest import ROOT
+from conftest import ROOT, run_cli
 
 #: The issue's case: a vector whose size comes from an argument (10^12 elements ran 22 minutes at 6 GB).
 BIG = """\
@@ -30,12 +30,7 @@ BIG = """\
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(main, capsys, *argv)
 
 
 def test_the_issue_case_is_refused_at_once_and_located(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ import torch
 from gnn.checkpoint import load_checkpoint
 from knossos.parser import load_program
 
-from conftest import PROGRAMS, ROOT
+from conftest import PROGRAMS, ROOT, without_seconds
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 POINTS = int(os.environ.get("KNOSSOS_KILL_POINTS", "3"))
@@ -112,14 +112,6 @@ def test_optimize_over_an_existing_file_keeps_old_or_new(tmp_path: Path, optimis
 def metrics(folder: Path) -> list[dict[str, Any]]:
     path = folder / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def without_seconds(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: without_seconds(v) for k, v in value.items() if k != "seconds"}
-    if isinstance(value, list):
-        return [without_seconds(v) for v in value]
-    return value
 
 
 @pytest.fixture(scope="module")

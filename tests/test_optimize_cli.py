@@ -16,7 +16,7 @@ from rules.actions import Action, apply
 from rules.sets import get_rule_set
 from search.cli import main
 
-from conftest import PROGRAMS, ROOT
+from conftest import PROGRAMS, ROOT, run_cli
 
 BLAS = str(PROGRAMS / "blas_test.kso")
 FIRST = "(div (add (mul 2.0 (add x y)) (add x y)) (mul x 2.0))"
@@ -30,13 +30,7 @@ def optimize(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """search.cli.main in-process; argparse's usage errors exit, which counts as the exit code."""
-    try:
-        code = main(list(argv))
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(main, capsys, *argv)
 
 
 def test_expr_json_through_a_process() -> None:

@@ -19,7 +19,7 @@ from search.registry import SEARCHES, get_search
 from search.result import SearchResult
 from search.spec import SearchSpec, ctrl_c_stops_searches
 
-from conftest import ROOT
+from conftest import ROOT, run_cli
 
 EXAMPLE = ROOT / "examples" / "bindgen_test_8.ks"
 RULES = get_rule_set("ml_rules")
@@ -106,12 +106,7 @@ def test_spec_refuses_settings_no_machine_can_honour(bad: dict[str, float], frag
 
 # -- optimize.py ------------------------------------------------------------------------------------
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(main, capsys, *argv)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, without_seconds
 
 TINY = [
     "--set",
@@ -52,14 +52,6 @@ def run(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[st
 
 def metrics(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-
-
-def without_seconds(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: without_seconds(v) for k, v in value.items() if k != "seconds"}
-    if isinstance(value, list):
-        return [without_seconds(v) for v in value]
-    return value
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -75,6 +75,23 @@ def node_features(node: Expr) -> np.ndarray:
     return f
 
 
+#: node -> its features, for :func:`cached_features` (emptied when it holds this many).
+_FEATURES: dict[Expr, np.ndarray] = {}
+FEATURE_CACHE_ROWS: Final = 1 << 22
+
+
+def cached_features(node: Expr) -> np.ndarray:
+    """:func:`node_features`, remembered: fitting meets the same interned nodes in every pass and in
+    neighbouring states of one search, and computing them is most of a fitting step's time."""
+    f = _FEATURES.get(node)
+    if f is None:
+        if len(_FEATURES) >= FEATURE_CACHE_ROWS:
+            _FEATURES.clear()
+        f = _FEATURES[node] = node_features(node)
+        f.flags.writeable = False
+    return f
+
+
 def _sharing(node: Expr, f: np.ndarray) -> None:
     """Features 20-23: compound subexpressions shared between children or repeated below ``node``."""
     binder = BINDERS.get(node.op)
@@ -226,7 +243,7 @@ def _level(nodes: list[Expr], rows: _Rows) -> Level:
                 rest_count[i] += 1
     return Level(
         ops=np.array([NODE_TYPE_INDEX[node.op] for node in nodes], dtype=np.int64),
-        features=np.stack([node_features(node) for node in nodes]),
+        features=np.stack([cached_features(node) for node in nodes]),
         slots=slots,
         rest_node=np.array(rest_node, dtype=np.int64),
         rest_child=np.array(rest_child, dtype=np.int64),

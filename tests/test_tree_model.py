@@ -209,3 +209,14 @@ def test_features_mark_compound_subexpressions_shared_or_repeated() -> None:
     # a subexpression using a variable bound in one child is not the same as a free one elsewhere
     bound = node_features(px("(add (let (a (mul x 2.0)) (add a 1.0)) (let (a (mul x 3.0)) (add a 1.0)))"))
     assert bound[20] == 0 and bound[23] == 0
+
+
+def test_cached_features_are_the_node_features_and_read_only() -> None:
+    from gnn.tree_features import cached_features
+
+    for text in EXPRS:
+        node = px(text)
+        first = cached_features(node)
+        assert np.array_equal(first, node_features(node))
+        assert cached_features(node) is first  # computed once per interned node
+        assert not first.flags.writeable  # shared by every plan that meets the node

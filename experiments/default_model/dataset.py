@@ -1,0 +1,129 @@
+"""Value targets of many searches, written once and fitted offline: a training set for a value network.
+
+Run:  python experiments/default_model/dataset.py OUT.jsonl.gz [--set generated_train] [--model none]
+                                                  [--budget 5000] [--samples 600] [--workers N]
+
+Each expression of ``--set`` is searched (A*, binding_simplify_rules, depth 10) with ``--model`` and
+its search's targets (``explored_and_reached``, as gnn/training.py fits them; at most ``--samples``
+per search, drawn with the expression's index as seed) are appended to OUT as one line per search:
+``{"index", "name", "budget", "model", "best_cost", "samples": [[expr, steps_left, target, [shorter]]]}``.
+Searches run in ``--workers`` processes; a rerun skips the indices OUT already has, so an interrupted
+run resumes.  experiments/default_model/fit_offline.py fits a network to such files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tqdm import tqdm  # noqa: E402
+
+RULES, DEPTH = "binding_simplify_rules", 10
+
+_worker: dict[str, Any] = {}
+
+
+def _init(model: str, budget: int, samples: int, set_name: str) -> None:
+    import numpy as np
+
+    from gnn.config import DataSource
+    from gnn.data import load_targets
+    from rules.sets import get_rule_set
+    from search.models import load_value_function
+
+    _worker.update(
+        targets=load_targets(DataSource(set=set_name), "--set"),
+        rules=get_rule_set(RULES),
+        value=load_value_function(model),
+        budget=budget,
+        samples=samples,
+        model=model,
+        np=np,
+    )
+
+
+def _search(index: int) -> str:
+    from gnn.training import samples_of
+    from knossos.perf import fewer_gc_pauses
+    from knossos.printer import format_expr
+    from search.astar import astar
+    from search.spec import SearchSpec
+
+    w = _worker
+    target = w["targets"][index]
+    started = time.perf_counter()
+    with fewer_gc_pauses():
+        result = astar(target.expr, SearchSpec(rules=w["rules"], depth=DEPTH, budget=w["budget"], value=w["value"]))
+    if hasattr(w["value"], "clear"):
+        w["value"].clear()
+    rng = w["np"].random.default_rng(index)
+    found = samples_of(result, "explored_and_reached", w["samples"], rng)
+    row = {
+        "index": index,
+        "name": target.name,
+        "budget": w["budget"],
+        "model": w["model"],
+        "best_cost": result.best_cost,
+        "seconds": round(time.perf_counter() - started, 3),
+        "samples": [
+            [format_expr(s.expr), s.steps_left, round(s.target, 6), [round(x, 6) for x in s.shorter]] for s in found
+        ],
+    }
+    return json.dumps(row, separators=(",", ":"))
+
+
+def done_indices(path: Path) -> set[int]:
+    """Indices already in ``path`` (a cut-off last line, from a killed run, is ignored)."""
+    if not path.is_file():
+        return set()
+    out = set()
+    with gzip.open(path, "rt") as f:
+        try:
+            for line in f:
+                try:
+                    out.add(int(json.loads(line)["index"]))
+                except (json.JSONDecodeError, KeyError):
+                    break
+        except (EOFError, gzip.BadGzipFile):
+            pass  # a killed writer leaves a truncated member: what was read before it stands
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--set", default="generated_train")
+    ap.add_argument("--model", default="none")
+    ap.add_argument("--budget", type=int, default=5000)
+    ap.add_argument("--samples", type=int, default=600)
+    ap.add_argument("--workers", type=int, default=max(1, multiprocessing.cpu_count()))
+    ap.add_argument("--first", type=int, default=None, help="only the first N expressions of the set")
+    args = ap.parse_args(argv)
+
+    from gnn.config import DataSource
+    from gnn.data import load_targets
+
+    count = len(load_targets(DataSource(set=args.set), "--set"))
+    todo = [
+        i for i in range(count if args.first is None else min(count, args.first)) if i not in done_indices(args.out)
+    ]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(args.workers, _init, (args.model, args.budget, args.samples, args.set)) as pool:
+        for line in tqdm(pool.imap_unordered(_search, todo), total=len(todo), desc="searches", unit="expr"):
+            # one gzip member per line: a killed run loses at most the line being written
+            with gzip.open(args.out, "at") as f:
+                f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

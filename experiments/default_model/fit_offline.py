@@ -1,0 +1,195 @@
+"""Fit a value network to the targets of many searches (files of dataset.py), pass by pass, choosing on validation.
+
+Run:  python experiments/default_model/fit_offline.py RUN DATA.jsonl.gz [DATA2 ...] [--config configs/default_tree.yaml]
+                                                      [--passes 20] [--scales 0.2,0.4,0.7,1.0] [--validation 300]
+
+The files' samples are merged into one best target per expression and number of steps left (as
+``training.best_targets`` does online), a twentieth of the expressions is held out for the loss,
+and the network of ``--config`` (its model and training.lr / batch_size) is fitted one pass at a
+time.  After each pass its weights go to RUN/weights/epoch_NNN.pt (so choose.py and gnn.export take
+them), and A* at ``--validation`` evaluations searches the generated validation set with it at each
+value scale; RUN/metrics.jsonl gets a line per pass.  RUN/checkpoint.pt resumes an interrupted run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from gnn.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from gnn.config import DataSource, load_config  # noqa: E402
+from gnn.data import Target, load_targets  # noqa: E402
+from gnn.fit import Fitter, Sample  # noqa: E402
+from gnn.networks import build_network, value_function  # noqa: E402
+from gnn.training import BestTargets, model_config, weights_path  # noqa: E402
+from knossos.expr import Expr  # noqa: E402
+from knossos.parser import parse_expr  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
+from search.astar import astar  # noqa: E402
+from search.spec import SearchSpec  # noqa: E402
+
+RULES, DEPTH, VALIDATION = "binding_simplify_rules", 10, "generated_validation"
+
+
+def read_samples(paths: list[Path], exclude: set[str]) -> list[Sample]:
+    """Every sample of the files, merged to the best target per expression and steps left: one
+    sample per expression, for the most steps it was seen with and for as many fewer steps as any
+    search looked below it (a state only passed over is fitted for its own steps left alone, as
+    online training does: its zero target says only that no search looked further)."""
+    best = BestTargets(DEPTH)
+    steps: dict[Expr, tuple[int, int]] = {}  # expression -> (most steps left, most shorter columns)
+    for path in paths:
+        with gzip.open(path, "rt") as f:
+            for line in tqdm(f, desc=f"reading {path.name}", unit="search", file=sys.stderr):
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    break  # a cut-off last line
+                if row["name"] in exclude:
+                    continue
+                samples = [Sample(parse_expr(e)[0], int(t), float(v), tuple(sh)) for e, t, v, sh in row["samples"]]
+                best.merge(samples)
+                for s in samples:
+                    t, k = steps.get(s.expr, (0, 0))
+                    steps[s.expr] = (max(t, s.steps_left), max(k, len(s.shorter)))
+    out = []
+    for e, row in best.table.items():
+        t, k = steps[e]
+        t = min(t, DEPTH)
+        out.append(Sample(e, t, float(row[t]), tuple(float(row[i]) for i in range(1, min(k, t - 1) + 1))))
+    return out
+
+
+def best_costs(paths: list[Path]) -> dict[str, float]:
+    """The lowest cost any search of the files reached, per expression name."""
+    out: dict[str, float] = {}
+    for path in paths:
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    break
+                out[row["name"]] = min(out.get(row["name"], math.inf), float(row["best_cost"]))
+    return out
+
+
+def validate(network: Any, scales: list[float], budget: int, sets: dict[str, list[Target]]) -> dict[str, Any]:
+    """Per value scale and validation set: total best cost and hits (at the best known cost) of A*."""
+    rules = get_rule_set(RULES)
+    out: dict[str, Any] = {}
+    for scale in scales:
+        value = value_function(network, scale=scale)
+        for name, targets in sets.items():
+            costs = []
+            for t in targets:
+                costs.append(astar(t.expr, SearchSpec(rules, DEPTH, budget, value=value)).best_cost)
+                if hasattr(value, "clear"):
+                    value.clear()
+            known = [(c, t.best_known) for c, t in zip(costs, targets, strict=True) if t.best_known is not None]
+            hits = sum(c <= k + 1e-9 for c, k in known)
+            out[f"{name} {scale:g}"] = {"total_cost": round(sum(costs), 4), "hits": int(hits)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("data", type=Path, nargs="+")
+    ap.add_argument("--config", default=str(ROOT / "configs" / "default_tree.yaml"))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    ap.add_argument("--passes", type=int, default=20)
+    ap.add_argument("--scales", default="0.2,0.4,0.7,1.0")
+    ap.add_argument("--validation", type=int, default=300, help="A* evaluations of each validation search")
+    ap.add_argument("--hold-out", type=int, default=200, help="the last N of generated_train: not fitted, validated on")
+    args = ap.parse_args(argv)
+    config = load_config(args.config, args.set)
+    scales = [float(s) for s in args.scales.split(",")]
+    torch.set_num_threads(1)
+    torch.manual_seed(config.training.seed)
+    rng = np.random.default_rng(config.training.seed)
+
+    # never fit what validation or the held-out benchmark searches
+    exclude = {
+        t.name
+        for s in ("generated_validation", "generated_heldout", "bindgen_test")
+        for t in load_targets(DataSource(set=s), s)
+    }
+    train_set = load_targets(DataSource(set="generated_train"), "generated_train")
+    known = best_costs(args.data)
+    held_exprs = (
+        [dataclasses.replace(t, best_known=known.get(t.name)) for t in train_set[len(train_set) - args.hold_out :]]
+        if args.hold_out
+        else []
+    )
+    exclude |= {t.name for t in held_exprs}
+    sets = {"validation": load_targets(DataSource(set=VALIDATION), VALIDATION), "train_tail": held_exprs}
+    with fewer_gc_pauses():
+        samples = [s for s in read_samples(args.data, exclude) if s.steps_left > 0]
+    order = rng.permutation(len(samples))
+    held = max(1, len(samples) // 20)
+    check = [samples[i] for i in order[:held]]
+    train = [samples[i] for i in order[held:]]
+    print(f"{len(samples)} expressions: {len(train)} fitted, {len(check)} held out for the loss", file=sys.stderr)
+
+    network = build_network(model_config(config))
+    fitter = Fitter(network, lr=config.training.lr, batch_size=config.training.batch_size)
+    args.run.mkdir(parents=True, exist_ok=True)
+    ckpt = args.run / "checkpoint.pt"
+    done = 0
+    if ckpt.is_file():
+        state = load_checkpoint(ckpt)
+        network.load_state_dict(state["model"])
+        fitter.optimizer.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["numpy_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        done = int(state["epoch"])
+    saved_config = dataclasses.asdict(config)
+    for n in range(done + 1, args.passes + 1):
+        started = time.perf_counter()
+        with fewer_gc_pauses():
+            loss = fitter.fit(train, 1, rng)
+            held_out = fitter.held_out_loss(check)
+            network.eval()
+            metrics: dict[str, Any] = {"epoch": n, "loss": loss, "held_out_loss": held_out, "samples": len(train)}
+            metrics["validation"] = validate(network, scales, args.validation, sets)
+        metrics["seconds"] = round(time.perf_counter() - started, 1)
+        kept = {
+            "model": network.state_dict(),
+            "model_config": dataclasses.asdict(network.config),
+            "config": saved_config,
+            "epoch": n,
+        }
+        weights_path(args.run, n).parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(weights_path(args.run, n), kept)
+        save_checkpoint(
+            ckpt,
+            {
+                **kept,
+                "optimizer": fitter.optimizer.state_dict(),
+                "numpy_rng": rng.bit_generator.state,
+                "torch_rng": torch.get_rng_state(),
+            },
+        )
+        with (args.run / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        print(json.dumps(metrics), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -614,36 +614,38 @@ def preorder(root: Expr) -> Iterator[Expr]:
             stack.extend(reversed(node.args))
 
 
-def node_at(root: Expr, number: int) -> Expr:
-    """The node with pre-order number ``number``."""
+Ancestors = list[tuple[Expr, int, int]]  # (ancestor, its pre-order number, index of the child on the way)
+
+
+def path_to(root: Expr, number: int) -> tuple[Ancestors, Expr]:
+    """The node with pre-order number ``number`` and its ancestors from the root down: the one walk
+    to a node that :func:`node_at`, :func:`replace_at` and the rules' sites share."""
     if not 0 <= number < root.size:
         raise IndexError(f"node {number} is out of range (the expression has {root.size} nodes)")
-    node = root
-    while number:
-        number -= 1  # step into the children
-        for child in node.args:
-            if number < child.size:
-                node = child
+    path: Ancestors = []
+    node, node_number, remaining = root, 0, number
+    while remaining:
+        remaining -= 1  # step into the children
+        child_number = node_number + 1
+        for i, child in enumerate(node.args):
+            if remaining < child.size:
+                path.append((node, node_number, i))
+                node, node_number = child, child_number
                 break
-            number -= child.size
-    return node
+            remaining -= child.size
+            child_number += child.size
+    return path, node
+
+
+def node_at(root: Expr, number: int) -> Expr:
+    """The node with pre-order number ``number``."""
+    return path_to(root, number)[1]
 
 
 def replace_at(root: Expr, number: int, new: Expr | Callable[[Expr], Expr]) -> Expr:
     """``root`` with node ``number`` replaced by ``new`` (or by ``new(old)``); ancestors are rebuilt."""
-    if not 0 <= number < root.size:
-        raise IndexError(f"node {number} is out of range (the expression has {root.size} nodes)")
-    path: list[tuple[Expr, int]] = []
-    node = root
-    while number:
-        number -= 1
-        for i, child in enumerate(node.args):
-            if number < child.size:
-                path.append((node, i))
-                node = child
-                break
-            number -= child.size
-    return replace_on_path(path, node, new(node) if callable(new) else new)
+    path, node = path_to(root, number)
+    return replace_on_path([(a, i) for a, _, i in path], node, new(node) if callable(new) else new)
 
 
 def replace_on_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:

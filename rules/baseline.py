@@ -96,10 +96,10 @@ _LOOPS: Final = frozenset({Op.BUILD, Op.SUMBUILD, Op.LAM})
 
 def _apply_rule(rule: Rule, node: Expr) -> Expr | None:
     """``rule`` applied at the root of ``node`` (a rule that only looks at the node), or None."""
-    site = Site(node, node, 0)
-    if not rule.matches(site):
+    rewrite = rule.apply(Site(node, node, 0))
+    if rewrite is None:
         return None
-    number, replacement = rule.rewrite(site)
+    number, replacement = rewrite
     assert number == 0
     return replacement
 
@@ -460,23 +460,6 @@ def _occurrences(root: Expr) -> dict[tuple[Expr, tuple[int, ...]], list[int]]:
     return groups
 
 
-def _path(root: Expr, number: int) -> list[tuple[Expr, int, int]]:
-    """(ancestor, its position, index of the child towards node ``number``) from the root down."""
-    path: list[tuple[Expr, int, int]] = []
-    node, node_pos, remaining = root, 0, number
-    while remaining:
-        remaining -= 1
-        child_pos = node_pos + 1
-        for i, child in enumerate(node.args):
-            if remaining < child.size:
-                path.append((node, node_pos, i))
-                node, node_pos = child, child_pos
-                break
-            remaining -= child.size
-            child_pos += child.size
-    return path
-
-
 def _always_evaluated(lca_pos: int, paths: list[list[tuple[Expr, int, int]]], targets: set[int]) -> bool:
     """Whether evaluating the node at ``lca_pos`` always evaluates one of the ``targets`` below it."""
     nodes: dict[int, Expr] = {}
@@ -517,7 +500,7 @@ def _cse_step(root: Expr) -> Expr | None:
     )
     taken: set[str] | None = None
     for e, positions in candidates:
-        paths = [_path(root, p) for p in positions]
+        paths = [E.path_to(root, p)[0] for p in positions]
         found = _lowest_common(paths)
         if found is None:
             continue
@@ -537,7 +520,7 @@ def _cse_step(root: Expr) -> Expr | None:
 
 
 def _lowest_common(paths: list[list[tuple[Expr, int, int]]]) -> tuple[Expr, int] | None:
-    """The deepest common ancestor of the ends of ``paths`` (from :func:`_path`), with its position.
+    """The deepest common ancestor of the ends of ``paths`` (from :func:`knossos.expr.path_to`), with its position.
 
     The ends are distinct and none contains another, so the paths agree (node and child taken) up to
     some depth and then leave one node through different children.

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from gnn.graph import NODE_TYPES
 from gnn.model import ModelConfig
 from gnn.networks import Network, build_network, value_function
 from gnn.tree_value import TreeValue
@@ -21,6 +22,9 @@ from search.value import check_value_scale
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state``; one with weights gets the node-type vocabulary they were trained on."""
+    if "model" in state:
+        state = {**state, NODE_TYPES_KEY: list(NODE_TYPES)}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
@@ -53,7 +57,41 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         raise KsUsageError(f"not a readable checkpoint ({type(err).__name__})", None, str(path)) from None
     if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
         raise KsUsageError("not a checkpoint written by train.py", None, str(path))
+    check_node_types(state, str(path))
     return state
+
+
+#: The key of a checkpoint's node-type vocabulary (absent from checkpoints written before it was stored).
+NODE_TYPES_KEY = "node_types"
+
+
+def check_node_types(state: dict[str, Any], label: str) -> None:
+    """Refuse a checkpoint whose node-type vocabulary is not this code's (its weights would read other
+    ops' inputs).  One without a vocabulary was written before it was stored, with today's order."""
+    stored = state.get(NODE_TYPES_KEY)
+    if stored is None:
+        return
+    if not isinstance(stored, list | tuple) or tuple(stored) != NODE_TYPES:
+        raise KsUsageError(
+            "the checkpoint's node types are not this code's ("
+            + _vocabulary_difference(stored)
+            + "): its weights would read the wrong ops",
+            None,
+            label,
+        )
+
+
+def _vocabulary_difference(stored: object) -> str:
+    if not isinstance(stored, list | tuple) or not all(isinstance(n, str) for n in stored):
+        return "not a list of op names"
+    missing = [n for n in NODE_TYPES if n not in stored]
+    extra = [n for n in stored if n not in NODE_TYPES]
+    if missing or extra:
+        return f"unknown here: {extra or 'none'}; not in the checkpoint: {missing or 'none'}"
+    if len(stored) != len(NODE_TYPES):
+        return f"{len(stored)} types there, {len(NODE_TYPES)} here"
+    first = next(i for i, (a, b) in enumerate(zip(stored, NODE_TYPES, strict=True)) if a != b)
+    return f"another order: type {first} is {stored[first]} there, {NODE_TYPES[first]} here"
 
 
 def checkpoint_globals() -> list[Any]:

@@ -60,6 +60,9 @@ from knossos.ops import BINDERS, Op
 #: The node type index of each op (its position in :class:`~knossos.ops.Op`).
 NODE_TYPE_INDEX: Final[dict[Op, int]] = {op: i for i, op in enumerate(Op)}
 NUM_NODE_TYPES: Final = len(NODE_TYPE_INDEX)
+#: The node-type vocabulary: the op of each node type index, by name.  Checkpoints store it, so that
+#: reordering or extending :class:`~knossos.ops.Op` cannot silently remap a trained model's inputs.
+NODE_TYPES: Final[tuple[str, ...]] = tuple(op.name for op in NODE_TYPE_INDEX)
 #: Op value -> node type index, for vectorised lookup (-1 where no op has that value).
 _OP_VALUE_TO_INDEX: Final = np.full(max(int(op) for op in Op) + 1, -1, dtype=np.int64)
 for _op, _index in NODE_TYPE_INDEX.items():

@@ -39,9 +39,24 @@ static PyObject *edges, *edge, *cost_rules, *position_fn, *intern_binder, *rebui
 static double let_cost;
 
 /* Slot offsets of Expr and of the weak reference's key. */
-enum { F_OP, F_ARGS, F_DATA, F_TYPE, F_COST, F_SIZE, F_FREE, F_S, F_W, F_C, F_H, F_POS, N_FIELDS };
-static const char *field_names[N_FIELDS] = {"op", "args", "data", "type", "cost", "size",
-                                            "free", "s", "w", "c", "h", "_pos"};
+enum {
+    F_OP,
+    F_ARGS,
+    F_DATA,
+    F_TYPE,
+    F_COST,
+    F_SIZE,
+    F_FREE,
+    F_SHAPE_HASH,
+    F_FREE_WEIGHT,
+    F_OCCURRENCE_WEIGHT,
+    F_ALPHA_HASH,
+    F_POSITIONS,
+    N_FIELDS
+};
+static const char *field_names[N_FIELDS] = {"op",   "args",       "data",        "type",
+                                            "cost", "size",       "free",        "shape_hash",
+                                            "free_weight", "occurrence_weight", "alpha_hash", "_positions"};
 static Py_ssize_t offsets[N_FIELDS];
 static Py_ssize_t key_offset;
 static PyObject *str_h;
@@ -118,7 +133,7 @@ static PyObject *headed_tuple(PyObject *first, PyObject *second, PyObject *items
 static PyObject *id_of(PyObject *x) { return PyLong_FromVoidPtr(x); } /* what id() gives */
 
 static PyObject *s_of(PyObject *x) {
-    PyObject *s = FIELD(x, F_S);
+    PyObject *s = FIELD(x, F_SHAPE_HASH);
     Py_INCREF(s);
     return s;
 }
@@ -254,8 +269,8 @@ static PyObject *intern(PyObject *op, PyObject *args, PyObject *t, PyObject *cos
     }
     PyObject *result = NULL;
     u64 bw, scope_w, scope_c0;
-    if (as_residue(FIELD(bound, F_W), &bw) || as_residue(FIELD(scope, F_W), &scope_w) ||
-        as_residue(FIELD(scope, F_C), &scope_c0)) {
+    if (as_residue(FIELD(bound, F_FREE_WEIGHT), &bw) || as_residue(FIELD(scope, F_FREE_WEIGHT), &scope_w) ||
+        as_residue(FIELD(scope, F_OCCURRENCE_WEIGHT), &scope_c0)) {
         Py_DECREF(free);
         return NULL;
     }
@@ -274,14 +289,14 @@ static PyObject *intern(PyObject *op, PyObject *args, PyObject *t, PyObject *cos
         if (outside_index >= 0) {
             PyObject *outside = PyTuple_GET_ITEM(args, outside_index);
             u64 ow, oc;
-            if (!as_residue(FIELD(outside, F_W), &ow) && !as_residue(FIELD(outside, F_C), &oc)) {
+            if (!as_residue(FIELD(outside, F_FREE_WEIGHT), &ow) && !as_residue(FIELD(outside, F_OCCURRENCE_WEIGHT), &oc)) {
                 w = addmod(w, addmod(mulmod(ro, ow), mulmod(so, oc)));
                 c = addmod(c, oc);
-                s = hash_of(PyTuple_Pack(6, op, type_h, pos_obj, count_obj, FIELD(outside, F_S),
-                                         FIELD(scope, F_S)));
+                s = hash_of(PyTuple_Pack(6, op, type_h, pos_obj, count_obj, FIELD(outside, F_SHAPE_HASH),
+                                         FIELD(scope, F_SHAPE_HASH)));
             }
         } else {
-            s = hash_of(PyTuple_Pack(5, op, type_h, pos_obj, count_obj, FIELD(scope, F_S)));
+            s = hash_of(PyTuple_Pack(5, op, type_h, pos_obj, count_obj, FIELD(scope, F_SHAPE_HASH)));
         }
     }
     Py_DECREF(type_h);
@@ -330,8 +345,9 @@ done:
     return result;
 }
 
-/* An ancestor that binds nothing, as _rebuild_plain: found in the table by its op, data and the ids
- * of its children, or built with its weights updated by the change of the child.  New reference. */
+/* An ancestor that binds nothing, as _rebuild_plain: found in the table under the key _exact_key
+ * gives (op, data, ids of the children), or built with _shape_hash's shape and its weights updated by
+ * the change of the child.  New reference. */
 static PyObject *climb_plain(PyObject *parent, Py_ssize_t i, PyObject *index, PyObject *old, PyObject *new) {
     PyObject *op = FIELD(parent, F_OP), *args = FIELD(parent, F_ARGS), *data = FIELD(parent, F_DATA);
     PyObject *t = FIELD(parent, F_TYPE);
@@ -367,9 +383,9 @@ static PyObject *climb_plain(PyObject *parent, Py_ssize_t i, PyObject *index, Py
     s = hash_of(headed_tuple(op, dh, new_args, s_of));
     if (s == NULL) goto done;
     u64 r, sh, pw, pc, nw, nc, ow, oc;
-    if (edge_of(op, index, &r, &sh) || as_residue(FIELD(parent, F_W), &pw) || as_residue(FIELD(parent, F_C), &pc) ||
-        as_residue(FIELD(new, F_W), &nw) || as_residue(FIELD(new, F_C), &nc) ||
-        as_residue(FIELD(old, F_W), &ow) || as_residue(FIELD(old, F_C), &oc))
+    if (edge_of(op, index, &r, &sh) || as_residue(FIELD(parent, F_FREE_WEIGHT), &pw) || as_residue(FIELD(parent, F_OCCURRENCE_WEIGHT), &pc) ||
+        as_residue(FIELD(new, F_FREE_WEIGHT), &nw) || as_residue(FIELD(new, F_OCCURRENCE_WEIGHT), &nc) ||
+        as_residue(FIELD(old, F_FREE_WEIGHT), &ow) || as_residue(FIELD(old, F_OCCURRENCE_WEIGHT), &oc))
         goto done;
     u64 w = addmod(pw, addmod(mulmod(r, submod(nw, ow)), mulmod(sh, submod(nc, oc))));
     u64 c = submod(addmod(pc, nc), oc);
@@ -415,7 +431,7 @@ static PyObject *climb_binder(PyObject *parent, Py_ssize_t i, Py_ssize_t var_ind
         cost = rule_cost(op, new_args, FIELD(parent, F_DATA), t);
     }
     if (cost == NULL) goto done;
-    PyObject *memo = FIELD(old, F_POS);
+    PyObject *memo = FIELD(old, F_POSITIONS);
     if (memo != Py_None) {
         position = PyDict_GetItemWithError(memo, name);
         if (position == NULL && PyErr_Occurred()) goto done;
@@ -511,35 +527,69 @@ fail:
     return NULL;
 }
 
-/* init(Expr, _Ref, _forget_alpha, _alpha_table, BINDERS, _binder_layouts, _binder_layout, _edges,
- *      _edge, COST_RULES, _position, _intern_binder, _rebuild_binder, _table, _forget,
- *      _union_free, _data_hash, Op.LET, LET_COST) */
-static PyObject *init(PyObject *self, PyObject *args) {
-    PyObject *expr_type, *let_cost_obj;
-    if (!PyArg_ParseTuple(args, "O!OOO!O!O!OO!OO!OOOO!OOOOO", &PyType_Type, &expr_type, &Ref_Type, &forget_alpha,
-                          &PyDict_Type, &alpha_table, &PyDict_Type, &binders, &PyDict_Type, &binder_layouts,
-                          &binder_layout, &PyDict_Type, &edges, &edge, &PyDict_Type, &cost_rules, &position_fn,
-                          &intern_binder, &rebuild_binder, &PyDict_Type, &table, &forget, &union_free,
-                          &data_hash, &let_op, &let_cost_obj))
+/* A new reference to the attribute `name` of `module`, checked to be a dict where `dict_only`. */
+static int read_attr(PyObject *module, const char *name, int dict_only, PyObject **out) {
+    PyObject *value = PyObject_GetAttrString(module, name);
+    if (value == NULL) return -1;
+    if (dict_only && !PyDict_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "init: knossos.expr.%s is not a dict", name);
+        Py_DECREF(value);
+        return -1;
+    }
+    *out = value; /* kept for the module's life */
+    return 0;
+}
+
+/* init(knossos.expr): the tables and helpers are read from the module by their names. */
+static PyObject *init(PyObject *self, PyObject *module) {
+    PyObject *expr_type, *op_enum, *let_cost_obj;
+    struct {
+        const char *name;
+        int dict_only;
+        PyObject **out;
+    } wanted[] = {
+        {"Expr", 0, &expr_type},
+        {"_Ref", 0, &Ref_Type},
+        {"_forget_alpha", 0, &forget_alpha},
+        {"_alpha_table", 1, &alpha_table},
+        {"BINDERS", 1, &binders},
+        {"_binder_layouts", 1, &binder_layouts},
+        {"_binder_layout", 0, &binder_layout},
+        {"_edges", 1, &edges},
+        {"_edge", 0, &edge},
+        {"COST_RULES", 1, &cost_rules},
+        {"_position", 0, &position_fn},
+        {"_intern_binder", 0, &intern_binder},
+        {"_rebuild_binder", 0, &rebuild_binder},
+        {"_table", 1, &table},
+        {"_forget", 0, &forget},
+        {"_union_free", 0, &union_free},
+        {"_data_hash", 0, &data_hash},
+        {"Op", 0, &op_enum},
+        {"LET_COST", 0, &let_cost_obj},
+    };
+    for (size_t k = 0; k < sizeof wanted / sizeof wanted[0]; k++)
+        if (read_attr(module, wanted[k].name, wanted[k].dict_only, wanted[k].out)) return NULL;
+    if (!PyType_Check(expr_type)) {
+        PyErr_SetString(PyExc_TypeError, "init: knossos.expr.Expr is not a class");
         return NULL;
-    PyObject *kept[] = {expr_type, Ref_Type, forget_alpha, alpha_table, binders, binder_layouts, binder_layout,
-                        edges, edge, cost_rules, position_fn, intern_binder, rebuild_binder,
-                        table, forget, union_free, data_hash, let_op};
-    for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++) Py_INCREF(kept[k]); /* for the module's life */
+    }
     Expr_Type = (PyTypeObject *)expr_type;
+    let_op = PyObject_GetAttrString(op_enum, "LET");
+    if (let_op == NULL) return NULL;
     let_cost = PyFloat_AsDouble(let_cost_obj);
     if (let_cost == -1.0 && PyErr_Occurred()) return NULL;
     for (int f = 0; f < N_FIELDS; f++)
         if (slot_offset(Expr_Type, field_names[f], &offsets[f])) return NULL;
     if (!PyType_Check(Ref_Type) || slot_offset((PyTypeObject *)Ref_Type, "key", &key_offset)) return NULL;
-    str_h = PyUnicode_InternFromString("h");
+    str_h = PyUnicode_InternFromString("h"); /* a Type's hash */
     zero = PyLong_FromLong(0);
     if (str_h == NULL || zero == NULL) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"init", init, METH_VARARGS, "Hand the module the tables and helpers of knossos.expr."},
+    {"init", init, METH_O, "init(knossos.expr): read the tables and helpers of knossos.expr by name."},
     {"climb", (PyCFunction)(void (*)(void))climb, METH_FASTCALL, "climb(path, old, new, deltas) -> new root"},
     {NULL, NULL, 0, NULL},
 };
@@ -548,7 +598,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "knossos._climb", NUL
 
 /* Raised whenever init's arguments or the meaning of climb change, so that knossos.expr can tell a
  * stale build from the current one. */
-#define CLIMB_VERSION 2
+#define CLIMB_VERSION 3
 
 PyMODINIT_FUNC PyInit__climb(void) {
     PyObject *m = PyModule_Create(&module);

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Union
 
 from knossos.callee import Callee
-from knossos.cost import COST_RULES, LET_COST
+from knossos.cost import COST_RULES, LET_COST  # noqa: F401  (LET_COST: read by knossos/_climb.c)
 from knossos.errors import KsTypeError
 from knossos.ops import BINDERS, Op
 from knossos.stable_hash import stable_hash
@@ -49,7 +50,21 @@ _PRIME: Final = (1 << 61) - 1  # arithmetic of the weights
 class Expr:
     """An interned expression node.  Build nodes with the functions of this module."""
 
-    __slots__ = ("__weakref__", "_pos", "args", "c", "cost", "data", "free", "h", "op", "s", "size", "type", "w")
+    __slots__ = (
+        "__weakref__",
+        "_positions",
+        "alpha_hash",
+        "args",
+        "cost",
+        "data",
+        "free",
+        "free_weight",
+        "occurrence_weight",
+        "op",
+        "shape_hash",
+        "size",
+        "type",
+    )
 
     op: Op
     #: Children.  A binder's bound variable is one of them, see :data:`knossos.ops.BINDERS`.
@@ -62,16 +77,19 @@ class Expr:
     size: int
     #: Names of the free variables.
     free: frozenset[str]
-    h: int
-    #: Shape hash (variable names left out), free-variable weight and occurrence-count weight.
-    s: int
-    w: int
-    c: int
+    #: The hash, ``hash((shape_hash, free_weight))``: equal for alpha-variants, the same in every process.
+    alpha_hash: int
+    #: The hash of the shape, variable names left out (a binder's records where its variable occurs).
+    shape_hash: int
+    #: Sum over the free variables of name weight times position, modulo the prime (module docstring).
+    free_weight: int
+    #: Sum over the free variables of name weight times number of occurrences, modulo the prime.
+    occurrence_weight: int
     #: Memo of (position, number of occurrences) of free variables, by name (see the module docstring).
-    _pos: dict[str, Position] | None
+    _positions: dict[str, Position] | None
 
     def __hash__(self) -> int:
-        return self.h
+        return self.alpha_hash
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("expressions are immutable")
@@ -179,6 +197,18 @@ def _data_hash(op: Op, data: Any, t: Type) -> int:
     return 0
 
 
+def _exact_key(op: Op, data: Any, args: tuple[Expr, ...]) -> tuple[object, ...]:
+    """The identity of a node that binds nothing in the exact table: its op, its data (a literal's or
+    variable's by :func:`_data_key`) and its children, by id.  knossos/_climb.c builds the same tuple."""
+    return (op, data, *map(id, args))
+
+
+def _shape_hash(op: Op, data: Any, t: Type, args: tuple[Expr, ...]) -> int:
+    """The shape hash of a node that binds nothing (a variable's is its type's alone): its op, its
+    data's hash and its children's shapes.  knossos/_climb.c hashes the same tuple."""
+    return hash((op, 0 if data is None else _data_hash(op, data, t), *[a.shape_hash for a in args]))
+
+
 def _lookup(key: tuple[object, ...]) -> Expr | None:
     ref = _table.get(key)
     if ref is not None:
@@ -231,11 +261,11 @@ def _new(
     node.cost = cost
     node.size = size
     node.free = free
-    node.s = s
-    node.w = w
-    node.c = c
-    node.h = h
-    node._pos = None
+    node.shape_hash = s
+    node.free_weight = w
+    node.occurrence_weight = c
+    node.alpha_hash = h
+    node._positions = None
     node.__class__ = Expr  # type: ignore[assignment]
     return node
 
@@ -289,13 +319,7 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
     """
     if op in BINDERS:
         return _make_binder(op, args, data)
-    n = len(args)
-    if n == 2:
-        key: tuple[object, ...] = (op, data, id(args[0]), id(args[1]))
-    elif n == 1:
-        key = (op, data, id(args[0]))
-    else:
-        key = (op, data, *map(id, args))
+    key = _exact_key(op, data, args)
     ref = _table.get(key)
     if ref is not None:
         found: Expr | None = ref()
@@ -303,30 +327,26 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
             return found
     t = TYPE_RULES[op](args, data)
     cost = COST_RULES[op](args, data, t)
-    dh = 0 if data is None else _data_hash(op, data, t)
-    if n == 2:
+    s = _shape_hash(op, data, t, args)
+    if len(args) == 2:
         a, b = args
-        s = hash((op, dh, a.s, b.s))
         (ra, sa), (rb, sb) = _edge(op, 0), _edge(op, 1)
-        w = (ra * a.w + sa * a.c + rb * b.w + sb * b.c) % _PRIME
-        c = (a.c + b.c) % _PRIME
+        w = (ra * a.free_weight + sa * a.occurrence_weight + rb * b.free_weight + sb * b.occurrence_weight) % _PRIME
+        c = (a.occurrence_weight + b.occurrence_weight) % _PRIME
         fa, fb = a.free, b.free
         free = fa if (not fb or fb is fa or fb <= fa) else (fb if not fa or fa <= fb else fa | fb)
         size = 1 + a.size + b.size
     else:
-        s = hash((op, dh, *[a.s for a in args]))
         w = c = 0
         for i, a in enumerate(args):
             r, sh = _edge(op, i)
-            w += r * a.w + sh * a.c
-            c += a.c
+            w += r * a.free_weight + sh * a.occurrence_weight
+            c += a.occurrence_weight
         w, c = w % _PRIME, c % _PRIME
         free = _union_free(args)
         size = 1 + sum(a.size for a in args)
     node = _new(op, args, data, t, cost, free, s, w, c, size, hash((s, w)))
-    ref = _Ref(node, _forget)
-    ref.key = key
-    _table[key] = ref
+    _register(node, key)
     return node
 
 
@@ -367,17 +387,17 @@ def _intern_binder(
             if of:
                 free = of if not free else (free if of <= free else free | of)
     # the shape records where the bound variable occurs; the weights drop its terms
-    bw = bound.w
-    scope_c = (scope.c - bw * count) % _PRIME
-    w = r * (scope.w - bw * position) + sh * scope_c
+    bw = bound.free_weight
+    scope_c = (scope.occurrence_weight - bw * count) % _PRIME
+    w = r * (scope.free_weight - bw * position) + sh * scope_c
     c = scope_c
     if outside_index >= 0:  # the rhs of a let, the size of a build or sumbuild
         outside = args[outside_index]
-        s = hash((op, bound.type.h, position, count, outside.s, scope.s))
-        w += ro * outside.w + so * outside.c
-        c += outside.c
+        s = hash((op, bound.type.h, position, count, outside.shape_hash, scope.shape_hash))
+        w += ro * outside.free_weight + so * outside.occurrence_weight
+        c += outside.occurrence_weight
     else:  # lam (var, body)
-        s = hash((op, bound.type.h, position, count, scope.s))
+        s = hash((op, bound.type.h, position, count, scope.shape_hash))
     w %= _PRIME
     h = hash((s, w))
     node: Expr | None = None
@@ -408,7 +428,7 @@ def _position(root: Expr, name: str) -> Position:
     """(position, number of occurrences) of the free ``name`` in ``root``; (0, 0) if it has none.
 
     Memoised per node and name.  Summed over the free names with their name weights they give
-    ``root.w`` and ``root.c``.
+    ``root.free_weight`` and ``root.occurrence_weight``.
     """
     if name not in root.free:
         return _NOWHERE
@@ -429,7 +449,7 @@ _RECURSION_BUDGET: Final = 200  # deeper walks continue on an explicit stack
 
 def _position_near(node: Expr, name: str, depth: int) -> Position:
     """``_position`` by plain recursion (several times faster) for the first levels of the walk."""
-    memo = node._pos
+    memo = node._positions
     if memo is not None:
         found = memo.get(name)
         if found is not None:
@@ -449,7 +469,7 @@ def _position_near(node: Expr, name: str, depth: int) -> Position:
             n += an
     result = (p % _PRIME, n % _PRIME)
     if memo is None:
-        _set(node, "_pos", {name: result})
+        _set(node, "_positions", {name: result})
     else:
         memo[name] = result
     return result
@@ -457,36 +477,36 @@ def _position_near(node: Expr, name: str, depth: int) -> Position:
 
 def _position_far(root: Expr, name: str) -> Position:
     """``_position`` on an explicit stack, for walks deeper than the recursion budget."""
-    memo = root._pos
+    memo = root._positions
     if memo is not None and name in memo:
         return memo[name]
     stack = [root]
     while stack:
         node = stack[-1]
-        memo = node._pos
+        memo = node._positions
         if memo is not None and name in memo:
             stack.pop()
             continue
         pending = False
         children = _occurrence_children(node, name)
         for _, a in children:
-            if a.op is not Op.VAR and (a._pos is None or name not in a._pos):
+            if a.op is not Op.VAR and (a._positions is None or name not in a._positions):
                 stack.append(a)
                 pending = True
         if pending:
             continue
         p = n = 0
         for i, a in children:
-            ap, an = _HERE if a.op is Op.VAR else a._pos[name]  # type: ignore[index]
+            ap, an = _HERE if a.op is Op.VAR else a._positions[name]  # type: ignore[index]
             r, sh = _edge(node.op, i)
             p += r * ap + sh * an
             n += an
         if memo is None:
             memo = {}
-            _set(node, "_pos", memo)
+            _set(node, "_positions", memo)
         memo[name] = (p % _PRIME, n % _PRIME)
         stack.pop()
-    return root._pos[name]  # type: ignore[index]
+    return root._positions[name]  # type: ignore[index]
 
 
 def _occurrence_children(node: Expr, name: str) -> list[tuple[int, Expr]]:
@@ -543,11 +563,11 @@ def const(value: Value) -> Expr:
         raise KsTypeError(f"not a Knossos literal: {value!r}")
     if t is FLOAT and not math.isfinite(value):
         raise KsTypeError(f"Float literals must be finite, not {value!r}")
-    key = (Op.CONST, _data_key(Op.CONST, value, t))
+    key = _exact_key(Op.CONST, _data_key(Op.CONST, value, t), ())
     found = _lookup(key)
     if found is not None:
         return found
-    s = hash((Op.CONST, _data_hash(Op.CONST, value, t)))
+    s = _shape_hash(Op.CONST, value, t, ())
     node = _new(Op.CONST, (), value, t, 0.0, _EMPTY, s, 0, 0, 1, hash((s, 0)))
     _register(node, key)
     return node
@@ -555,12 +575,12 @@ def const(value: Value) -> Expr:
 
 def var(name: str, t: Type) -> Expr:
     """An occurrence (or binding occurrence) of the variable ``name`` of type ``t``."""
-    key = (Op.VAR, name, t)
+    key = _exact_key(Op.VAR, _data_key(Op.VAR, name, t), ())
     found = _lookup(key)
     if found is not None:
         return found
     weight = _name_weight(name)
-    s = hash((Op.VAR, t.h))
+    s = hash((Op.VAR, t.h))  # variables' names are left out of shapes
     node = _new(Op.VAR, (), name, t, 0.0, frozenset((name,)), s, weight, weight, 1, hash((s, weight)))
     _register(node, key)
     return node
@@ -614,36 +634,38 @@ def preorder(root: Expr) -> Iterator[Expr]:
             stack.extend(reversed(node.args))
 
 
-def node_at(root: Expr, number: int) -> Expr:
-    """The node with pre-order number ``number``."""
+Ancestors = list[tuple[Expr, int, int]]  # (ancestor, its pre-order number, index of the child on the way)
+
+
+def path_to(root: Expr, number: int) -> tuple[Ancestors, Expr]:
+    """The node with pre-order number ``number`` and its ancestors from the root down: the one walk
+    to a node that :func:`node_at`, :func:`replace_at` and the rules' sites share."""
     if not 0 <= number < root.size:
         raise IndexError(f"node {number} is out of range (the expression has {root.size} nodes)")
-    node = root
-    while number:
-        number -= 1  # step into the children
-        for child in node.args:
-            if number < child.size:
-                node = child
+    path: Ancestors = []
+    node, node_number, remaining = root, 0, number
+    while remaining:
+        remaining -= 1  # step into the children
+        child_number = node_number + 1
+        for i, child in enumerate(node.args):
+            if remaining < child.size:
+                path.append((node, node_number, i))
+                node, node_number = child, child_number
                 break
-            number -= child.size
-    return node
+            remaining -= child.size
+            child_number += child.size
+    return path, node
+
+
+def node_at(root: Expr, number: int) -> Expr:
+    """The node with pre-order number ``number``."""
+    return path_to(root, number)[1]
 
 
 def replace_at(root: Expr, number: int, new: Expr | Callable[[Expr], Expr]) -> Expr:
     """``root`` with node ``number`` replaced by ``new`` (or by ``new(old)``); ancestors are rebuilt."""
-    if not 0 <= number < root.size:
-        raise IndexError(f"node {number} is out of range (the expression has {root.size} nodes)")
-    path: list[tuple[Expr, int]] = []
-    node = root
-    while number:
-        number -= 1
-        for i, child in enumerate(node.args):
-            if number < child.size:
-                path.append((node, i))
-                node = child
-                break
-            number -= child.size
-    return replace_on_path(path, node, new(node) if callable(new) else new)
+    path, node = path_to(root, number)
+    return replace_on_path([(a, i) for a, _, i in path], node, new(node) if callable(new) else new)
 
 
 def replace_on_path(path: list[tuple[Expr, int]], old: Expr, new: Expr) -> Expr:
@@ -696,7 +718,7 @@ def _climb_python(path: list[tuple[Expr, int]], old: Expr, new: Expr, deltas: di
                 deltas = None
         else:
             name = parent.args[binder[0]].data
-            memo = old._pos
+            memo = old._positions
             known = memo.get(name) if memo is not None else None  # usually, from earlier rewrites
             position = known if known is not None else _position(old, name)
             d = deltas.pop(name, None)  # outside this scope, the name is another variable
@@ -715,18 +737,21 @@ def _rebuild_plain(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
     """``parent``, which binds nothing, over ``new`` in place of its child ``i``, ``old``."""
     op, args, data, t = parent.op, parent.args, parent.data, parent.type
     new_args = (*args[:i], new, *args[i + 1 :])
-    key = (op, data, *map(id, new_args))
+    key = _exact_key(op, data, new_args)
     ref = _table.get(key)
     found: Expr | None = ref() if ref is not None else None
     if found is not None:
         return found
     nf, of = new.free, old.free
     free = parent.free if (nf is of or nf == of) else _union_free(new_args)
-    dh = 0 if data is None else _data_hash(op, data, t)
-    s = hash((op, dh, *[x.s for x in new_args]))
+    s = _shape_hash(op, data, t, new_args)
     r, sh = _edge(op, i)
-    w = (parent.w + r * (new.w - old.w) + sh * (new.c - old.c)) % _PRIME
-    c = (parent.c + new.c - old.c) % _PRIME
+    w = (
+        parent.free_weight
+        + r * (new.free_weight - old.free_weight)
+        + sh * (new.occurrence_weight - old.occurrence_weight)
+    ) % _PRIME
+    c = (parent.occurrence_weight + new.occurrence_weight - old.occurrence_weight) % _PRIME
     cost = COST_RULES[op](new_args, data, t)
     found = _new(op, new_args, data, t, cost, free, s, w, c, parent.size + new.size - old.size, hash((s, w)))
     _register(found, key)
@@ -755,7 +780,7 @@ def _rebuild_binder(parent: Expr, i: int, old: Expr, new: Expr, position: Positi
     return _intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
 
 
-_CLIMB_VERSION: Final = 2  # CLIMB_VERSION of knossos/_climb.c
+_CLIMB_VERSION: Final = 3  # CLIMB_VERSION of knossos/_climb.c
 
 
 def _load_climb() -> Callable[[list[tuple[Expr, int]], Expr, Expr, dict[str, Position] | None], Expr]:
@@ -777,27 +802,8 @@ def _load_climb() -> Callable[[list[tuple[Expr, int]], Expr, Expr, dict[str, Pos
 
 
 def _init_climb(compiled: Any) -> None:
-    compiled.init(
-        Expr,
-        _Ref,
-        _forget_alpha,
-        _alpha_table,
-        BINDERS,
-        _binder_layouts,
-        _binder_layout,
-        _edges,
-        _edge,
-        COST_RULES,
-        _position,
-        _intern_binder,
-        _rebuild_binder,
-        _table,
-        _forget,
-        _union_free,
-        _data_hash,
-        Op.LET,
-        LET_COST,
-    )
+    """Hand the C loop this module: it reads the tables, helpers and slots it needs by their names."""
+    compiled.init(sys.modules[__name__])
 
 
 _climb = _load_climb()

@@ -11,9 +11,9 @@ parameter (``x=1000`` or, for a matrix, ``x=1000x500``).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Union
+from typing import Final, Union
 
 from knossos import trampoline
 from knossos.arith import INT_MAX, idiv
@@ -174,35 +174,54 @@ class SizedCost:
         return overhead + d.unpack_cost + c_body, a_body
 
     def _own(self, node: Expr, a: list[Abstract]) -> tuple[float, Abstract]:
-        op, args = node.op, node.args
-        if op in ARITHMETIC or op is Op.NEG:
-            types = [x.type for x in args]
-            sizes = [elements(t, ab, self.default) for t, ab in zip(types, a, strict=True)]
-            biggest = max(sizes)
-            own = OWN_COST[op] * biggest + (MALLOC_COST if biggest > 1 else 0.0)
-            return own, _arith_abstract(op, node.type, args, a)
-        if op is Op.SIZE:
-            return OWN_COST[op], a[0].length if isinstance(a[0], VecShape) else None
-        if op is Op.INDEX:
-            return OWN_COST[op], a[1].elem if isinstance(a[1], VecShape) else None
-        if op is Op.SUM:
-            length = self._length(a[0].length if isinstance(a[0], VecShape) else None)
-            elem = a[0].elem if isinstance(a[0], VecShape) else None
-            return float(max(length - 1, 0)), elem  # the reference charges one add per element, whatever its type
-        if op is Op.CONSTVEC:
-            return MALLOC_COST, VecShape(a[0] if isinstance(a[0], int) else None, a[1])
-        if op is Op.DELTAVEC:
-            return MALLOC_COST, VecShape(a[0] if isinstance(a[0], int) else None, a[2])
-        if op is Op.TUPLE:
-            return LET_COST * len(args), tuple(a)
-        if op is Op.GET:
-            part = a[0][node.data[0] - 1] if isinstance(a[0], tuple) else None
-            return 0.0, part
-        if op is Op.ASSERT:
-            return OWN_COST[op], a[1]
-        if op is Op.APPLY:
-            return 2.0, None
-        return OWN_COST[op], None
+        return _OWN[node.op](self, node, a)
+
+
+# -- the own cost and result of every op but the structural ones, over its arguments' abstractions ----
+OwnRule = Callable[[SizedCost, Expr, list[Abstract]], tuple[float, Abstract]]
+
+#: Ops that :meth:`SizedCost._node` costs itself (they bind, branch, loop or call); every other op
+#: but a literal or variable has a rule in :data:`_OWN`.
+STRUCTURAL: Final = frozenset({Op.LET, Op.BUILD, Op.SUMBUILD, Op.IF, Op.LAM, Op.CALL})
+
+
+def _own_arith(sc: SizedCost, node: Expr, a: list[Abstract]) -> tuple[float, Abstract]:
+    op, args = node.op, node.args
+    sizes = [elements(x.type, ab, sc.default) for x, ab in zip(args, a, strict=True)]
+    biggest = max(sizes)
+    own = OWN_COST[op] * biggest + (MALLOC_COST if biggest > 1 else 0.0)
+    return own, _arith_abstract(op, node.type, args, a)
+
+
+def _own_sum(sc: SizedCost, node: Expr, a: list[Abstract]) -> tuple[float, Abstract]:
+    length = sc._length(a[0].length if isinstance(a[0], VecShape) else None)
+    elem = a[0].elem if isinstance(a[0], VecShape) else None
+    return float(max(length - 1, 0)), elem  # the reference charges one add per element, whatever its type
+
+
+def _own_get(sc: SizedCost, node: Expr, a: list[Abstract]) -> tuple[float, Abstract]:
+    return 0.0, a[0][node.data[0] - 1] if isinstance(a[0], tuple) else None
+
+
+def _own_flat(sc: SizedCost, node: Expr, a: list[Abstract]) -> tuple[float, Abstract]:
+    return OWN_COST[node.op], None
+
+
+_OWN: dict[Op, OwnRule] = {
+    **dict.fromkeys(OWN_COST, _own_flat),
+    **dict.fromkeys((*ARITHMETIC, Op.NEG), _own_arith),
+    Op.SIZE: lambda sc, node, a: (OWN_COST[Op.SIZE], a[0].length if isinstance(a[0], VecShape) else None),
+    Op.INDEX: lambda sc, node, a: (OWN_COST[Op.INDEX], a[1].elem if isinstance(a[1], VecShape) else None),
+    Op.SUM: _own_sum,
+    Op.CONSTVEC: lambda sc, node, a: (MALLOC_COST, VecShape(a[0] if isinstance(a[0], int) else None, a[1])),
+    Op.DELTAVEC: lambda sc, node, a: (MALLOC_COST, VecShape(a[0] if isinstance(a[0], int) else None, a[2])),
+    Op.TUPLE: lambda sc, node, a: (LET_COST * len(node.args), tuple(a)),
+    Op.GET: _own_get,
+    Op.ASSERT: lambda sc, node, a: (OWN_COST[Op.ASSERT], a[1]),
+    Op.APPLY: lambda sc, node, a: (2.0, None),
+}
+
+assert not STRUCTURAL & set(_OWN)
 
 
 def _arith_abstract(op: Op, t: Type, args: tuple[Expr, ...], a: list[Abstract]) -> Abstract:

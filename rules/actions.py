@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from knossos.errors import KsUsageError
-from knossos.expr import Expr, replace_at, replace_on_path
+from knossos.expr import Expr, path_to, replace_on_path
 from knossos.ops import BINDERS
-from rules.rule import Rule, Site
+from rules.rule import Rewrite, Rule, Site
 from rules.rule_set import RuleSet
 
 
@@ -63,7 +63,7 @@ def actions(root: Expr, rule_set: RuleSet) -> list[Action]:
     by_op = rule_set.by_op
     for site in sites(root):
         for r in by_op.get(site.node.op, ()):
-            if r.matches(site):
+            if r.match(site) is not None:
                 out.append(Action(site.number, r))
     return out
 
@@ -72,29 +72,32 @@ def children(root: Expr, rule_set: RuleSet) -> list[tuple[Action, Expr]]:
     """Every action of ``rule_set`` on ``root`` (as :func:`actions` orders them) with its result.
 
     The same as ``apply`` on each of ``actions(root, rule_set)``, but it rewrites at the site the
-    enumeration is standing on: no second walk to the node, no second match (what search needs).
+    enumeration is standing on with what the match found: no second walk to the node, no second
+    match (what search needs).
     """
     out: list[tuple[Action, Expr]] = []
     by_op = rule_set.by_op
     for site in sites(root):
         for r in by_op.get(site.node.op, ()):
-            if r.matches(site):
-                out.append((Action(site.number, r), _rewrite(root, site, r)))
+            found = r.match(site)
+            if found is not None:
+                out.append((Action(site.number, r), _rebuild(root, site, r, r.rewrite(site, found))))
     return out
 
 
-def _rewrite(root: Expr, site: Site, rule: Rule) -> Expr:
-    target, replacement = rule.rewrite(site)
+def _rebuild(root: Expr, site: Site, rule: Rule, rewrite: Rewrite) -> Expr:
+    """``root`` after ``rule``'s ``rewrite`` at ``site``."""
+    target, replacement = rewrite
     ancestors = site.ancestors
     if target == site.number:
         old, depth = site.node, len(ancestors)
-    else:  # a rule that rewrites an ancestor of its site (lift_bind, lift_if)
+    else:  # a rule that rewrites an ancestor of its site (lift_bind, lift_if, inline_let)
         depth = next((k for k, (_, number, _) in enumerate(ancestors) if number == target), -1)
-        if depth < 0:
-            old = site_at(root, target).node
-            _check_type(rule, old, replacement)
-            return replace_at(root, target, replacement)
-        old = ancestors[depth][0]
+        if depth < 0:  # not on the site's path (no rule does this): walk to it
+            ancestors, old = path_to(root, target)
+            depth = len(ancestors)
+        else:
+            old = ancestors[depth][0]
     _check_type(rule, old, replacement)
     return replace_on_path([(node, i) for node, _, i in ancestors[:depth]], old, replacement)
 
@@ -108,31 +111,22 @@ def site_at(root: Expr, number: int) -> Site:
     """The site of node ``number`` (with its ancestors and scope)."""
     if not 0 <= number < root.size:
         raise KsUsageError(f"node {number} is out of range: the expression has nodes 0 to {root.size - 1}")
-    ancestors: list[tuple[Expr, int, int]] = []
+    ancestors, node = path_to(root, number)
     scope: dict[str, tuple[Expr, int]] = {}
-    node, node_number, remaining = root, 0, number
-    while remaining:
-        remaining -= 1
-        child_number = node_number + 1
-        binder = BINDERS.get(node.op)
-        for i, child in enumerate(node.args):
-            if remaining < child.size:
-                ancestors.append((node, node_number, i))
-                if binder is not None and i == binder[1]:  # one path: inner binders overwrite outer ones
-                    scope[node.args[binder[0]].data] = (node, node_number)
-                node, node_number = child, child_number
-                break
-            remaining -= child.size
-            child_number += child.size
-    return Site(root, node, node_number, ancestors, scope)
+    for ancestor, ancestor_number, i in ancestors:
+        binder = BINDERS.get(ancestor.op)
+        if binder is not None and i == binder[1]:  # one path: inner binders overwrite outer ones
+            scope[ancestor.args[binder[0]].data] = (ancestor, ancestor_number)
+    return Site(root, node, number, ancestors, scope)
 
 
 def apply(root: Expr, action: Action) -> Expr:
     """The expression after ``action``; a KsUsageError if the rule does not apply there."""
     site = site_at(root, action.node)
     heads = action.rule.heads
-    if (heads is not None and site.node.op not in heads) or not action.rule.matches(site):
+    rewrite = None if heads is not None and site.node.op not in heads else action.rule.apply(site)
+    if rewrite is None:
         raise KsUsageError(
             f"rule {action.rule.name} does not apply at node {action.node} ({site.node.op.name.lower()})"
         )
-    return _rewrite(root, site, action.rule)
+    return _rebuild(root, site, action.rule, rewrite)

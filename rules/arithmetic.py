@@ -16,14 +16,17 @@ from knossos.errors import KsEvalError
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind
 from rules.rule import Condition, FoldRule, Rule, Site, TableRule, condition, rule
+from rules.zeros import LITERAL_ZERO, is_zero
 
 FINITE = "the operands are finite"
 NONZERO_C = "c is not zero"
 
 
 def _floats_only(hole: str = "?a") -> Condition:
-    name = hole[1:]
-    return condition(f"float({hole})", lambda b: b[name].type.leaves == frozenset({Kind.FLOAT}), hole)
+    return condition("float", lambda a: a.type.leaves == _FLOAT_LEAVES, hole)
+
+
+_FLOAT_LEAVES = frozenset({Kind.FLOAT})
 
 
 ALGEBRAIC: list[TableRule] = [
@@ -86,7 +89,7 @@ class ConstantFold(FoldRule):
         self.rhs_text = "the value"
         self.conditions_text = ("is_constant(c1)", "is_constant(c2)", "the value is finite and in range")
 
-    def value(self, site: Site) -> bool | int | float | None:
+    def match(self, site: Site) -> bool | int | float | None:
         a, b = site.node.args
         if a.op is not Op.CONST or b.op is not Op.CONST or a.type is not b.type:
             return None
@@ -113,6 +116,6 @@ DIV_BY_SELF = rule(
     "div_by_self",
     "(div ?a ?a)",
     "1",
-    condition("not_zero_literal(?a)", lambda b: not (b["a"].op is Op.CONST and b["a"].data == 0), "?a"),
+    condition("not_zero_literal", lambda a: not is_zero(a, through=LITERAL_ZERO), "?a"),
     domain="a is finite and not zero",
 )

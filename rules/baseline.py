@@ -10,7 +10,7 @@ wall-clock benchmarks.  :func:`simplify` rewrites an expression to a fixed point
 * **let CSE** (``cse_bind`` and its generalisation) -- ``(let (x e) ... (let (y e) b))`` becomes
   ``(let (x e) ... b[y := x])`` when both ``e`` denote the same value (the same free variables bound
   by the same binders) and ``x`` is not shadowed in between;
-* **local rules** -- ``index_of_build``, ``size_of_build``, ``select_of_tuple``, ``sum`` of a
+* **local rules** (:data:`LOCAL_RULES`, rewritten to a fixed point at each rebuilt node) -- ``index_of_build``, ``size_of_build``, ``select_of_tuple``, ``sum`` of a
   ``build`` of scalars -> ``sumbuild`` (``mk_sumbuild``; for vector elements it would cost more),
   constant folding (arithmetic, comparisons, ``neg``, ``to_float``, ``and``/``or`` of a literal),
   ``x+0``, ``0+x``, ``x-0``, ``x*1``, ``1*x``, ``x/1``, ``x*0`` and ``0*x`` (scalar results only; exact
@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any, Final
 
 from knossos import expr as E
@@ -58,7 +58,9 @@ from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
 from knossos.program import Def, Program
 from knossos.types import INTEGER, Kind
-from rules.rule import Rule, Site
+from rules.conditionals import CompareConstants
+from rules.rule import FoldRule, Rewrite, Rule, Site, condition, rule
+from rules.rule_set import RuleSet, rewrite_to_fixed_point
 from rules.sets import ml_rules
 from rules.substitution import fresh_name, names_in, substitute
 
@@ -69,128 +71,109 @@ class BaselineError(RuntimeError):
     """The simplifier failed to make progress as its termination argument says it must (a bug)."""
 
 
-# -- rules reused from the rule sets ------------------------------------------------------------------
-_INDEX_OF_BUILD: Final = ml_rules.rule("index_of_build")
-_SIZE_OF_BUILD: Final = ml_rules.rule("size_of_build")
-_SELECT_OF_TUPLE: Final = ml_rules.rule("select_of_tuple")
-_MK_SUMBUILD: Final = ml_rules.rule("mk_sumbuild")
-_IF_TRUE: Final = ml_rules.rule("if_true")
-_IF_FALSE: Final = ml_rules.rule("if_false")
-_FOLD: Final[dict[Op, Rule]] = {
-    Op.ADD: ml_rules.rule("cprop_add"),
-    Op.SUB: ml_rules.rule("cprop_sub"),
-    Op.MUL: ml_rules.rule("cprop_mul"),
-    Op.DIV: ml_rules.rule("cprop_div"),
-}
-_COMPARE: Final[dict[Op, Callable[[Any, Any], bool]]] = {
-    Op.EQ: operator.eq,
-    Op.NE: operator.ne,
-    Op.GT: operator.gt,
-    Op.GTE: operator.ge,
-    Op.LT: operator.lt,
-    Op.LTE: operator.le,
-}
+# -- local rules: a rule set, rewritten to a fixed point at each rebuilt node -------------------------
+class _Negate(FoldRule):
+    """``(neg c)`` of a number literal: its negation, when an Integer's is in range."""
+
+    name = "cprop_neg"
+    heads = frozenset({Op.NEG})
+    lhs_text, rhs_text, conditions_text = "(neg c)", "the value", ("is_constant(c)", "the value is in range")
+
+    def match(self, site: Site) -> int | float | None:
+        a = site.node.args[0]
+        if a.op is not Op.CONST or not a.type.is_number:
+            return None
+        value: int | float = -a.data
+        return None if a.type is INTEGER and not INT_MIN <= value <= INT_MAX else value
+
+
+class _ToFloat(FoldRule):
+    """``(to_float c)`` of a literal: its value as a Float."""
+
+    name = "cprop_to_float"
+    heads = frozenset({Op.TO_FLOAT})
+    lhs_text, rhs_text, conditions_text = "(to_float c)", "the value", ("is_constant(c)",)
+
+    def match(self, site: Site) -> float | None:
+        a = site.node.args[0]
+        return float(a.data) if a.op is Op.CONST else None
+
+
+class _InlineTrivialLet(Rule):
+    """``(let (x v) b)`` -> ``b[x := v]`` for a literal or variable ``v`` (capture-avoiding)."""
+
+    name = "inline_trivial_let"
+    heads = frozenset({Op.LET})
+    lhs_text, rhs_text, conditions_text = "(let (x v) b)", "b[x := v]", ("v is a variable or literal",)
+
+    def match(self, site: Site) -> bool | None:
+        return site.node.args[1].op in _LEAVES or None
+
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
+        var, value, body = site.node.args
+        return site.number, substitute(body, var.data, value)
+
+
 _LEAVES: Final = (Op.VAR, Op.CONST)
 _LOOPS: Final = frozenset({Op.BUILD, Op.SUMBUILD, Op.LAM})
 
 
-def _apply_rule(rule: Rule, node: Expr) -> Expr | None:
-    """``rule`` applied at the root of ``node`` (a rule that only looks at the node), or None."""
-    site = Site(node, node, 0)
-    if not rule.matches(site):
-        return None
-    number, replacement = rule.rewrite(site)
-    assert number == 0
-    return replacement
+def _ml(name: str) -> Rule:
+    return ml_rules.rule(name)
 
 
-def _is_number(e: Expr, value: int) -> bool:
-    return e.op is Op.CONST and e.type.is_number and e.data == value
-
-
-def _zero_like(node: Expr) -> Expr:
-    return E.const(0 if node.type is INTEGER else 0.0)
-
-
-def _rewrite_once(node: Expr) -> Expr | None:
-    """One local simplification at the root of ``node`` (whose children are simplified), or None."""
-    op = node.op
-    args = node.args
-    if op in _FOLD:
-        a, b = args
-        folded = _apply_rule(_FOLD[op], node)
-        if folded is not None:
-            return folded
-        if op is Op.ADD:
-            if _is_number(b, 0) and a.type is node.type:
-                return a
-            if _is_number(a, 0) and b.type is node.type:
-                return b
-        elif op is Op.SUB:
-            if _is_number(b, 0) and a.type is node.type:
-                return a
-        elif op is Op.MUL:
-            if node.type.is_number and (_is_number(a, 0) or _is_number(b, 0)):
-                return _zero_like(node)
-            if _is_number(b, 1) and a.type is node.type:
-                return a
-            if _is_number(a, 1) and b.type is node.type:
-                return b
-        elif _is_number(b, 1) and a.type is node.type:  # div
-            return a
-        return None
-    if op in _COMPARE:
-        a, b = args
-        if a.op is Op.CONST and b.op is Op.CONST:
-            return E.const(bool(_COMPARE[op](a.data, b.data)))
-        return None
-    if op is Op.IF:
-        return _apply_rule(_IF_TRUE, node) or _apply_rule(_IF_FALSE, node)
-    if op is Op.INDEX:
-        return _apply_rule(_INDEX_OF_BUILD, node)
-    if op is Op.SIZE:
-        return _apply_rule(_SIZE_OF_BUILD, node)
-    if op is Op.GET:
-        return _apply_rule(_SELECT_OF_TUPLE, node)
-    if op is Op.SUM:
+#: The local rules, by op in the order they are tried: the rows of the rule sets where there is one,
+#: the baseline's own rows (the mirror images of add_zero, mul_one, ..., the other folds) where not.
+#: Each removes at least one op node and adds at most one let (see Termination).
+LOCAL_RULES: Final = RuleSet(
+    "baseline_local",
+    [
+        _ml("cprop_add"),
+        rule("add_zero_right", "(add ?a 0)", "?a"),
+        _ml("add_zero"),
+        _ml("cprop_sub"),
+        _ml("sub_zero"),
+        _ml("cprop_mul"),
+        _ml("mul_zero"),
+        rule("mul_zero_right", "(mul ?a 0)", "0", domain="a is finite (inf * 0 is NaN); up to the sign of zero"),
+        rule("mul_one_right", "(mul ?a 1)", "?a"),
+        _ml("mul_one"),
+        _ml("cprop_div"),
+        _ml("div_one"),
+        _ml("cprop_eq"),
+        CompareConstants("cprop_ne", Op.NE, operator.ne),
+        _ml("cprop_gt"),
+        _ml("cprop_gteq"),
+        CompareConstants("cprop_lt", Op.LT, operator.lt),
+        CompareConstants("cprop_lte", Op.LTE, operator.le),
+        _ml("if_true"),
+        _ml("if_false"),
+        _ml("index_of_build"),
+        _ml("size_of_build"),
+        _ml("select_of_tuple"),
         # sum costs 15 whatever the element type, sumbuild 15 per element: only scalars get cheaper
-        if args[0].op is Op.BUILD and args[0].args[2].type.elements16 == 1:
-            return _apply_rule(_MK_SUMBUILD, node)
-        return None
-    if op is Op.LET:
-        var, rhs, body = args
-        if var.data not in body.free:
-            return body
-        if rhs.op in _LEAVES:
-            return substitute(body, var.data, rhs)
-        return None
-    if op is Op.NEG:
-        a = args[0]
-        if a.op is Op.CONST and a.type.is_number:
-            value = -a.data
-            if a.type is INTEGER and not INT_MIN <= value <= INT_MAX:
-                return None
-            return E.const(value)
-        return None
-    if op is Op.TO_FLOAT:
-        a = args[0]
-        return E.const(float(a.data)) if a.op is Op.CONST else None
-    if op is Op.AND or op is Op.OR:
-        a, b = args
-        if a.op is Op.CONST:  # the right operand is only evaluated when the left does not decide
-            decides = a.data is (op is Op.OR)
-            return a if decides else b
-        return None
-    return None
+        rule(
+            "mk_sumbuild_of_scalars",
+            "(sum (build ?n (lam ?x ?e)))",
+            "(sumbuild ?n (lam ?x ?e))",
+            condition("scalar", lambda e: e.type.elements16 == 1, "?e"),
+        ),
+        _ml("delete_let"),
+        _InlineTrivialLet(),
+        _Negate(),
+        _ToFloat(),
+        # the right operand is only evaluated when the left does not decide
+        rule("and_true", "(and true ?b)", "?b"),
+        rule("and_false", "(and false ?b)", "false"),
+        rule("or_true", "(or true ?b)", "true"),
+        rule("or_false", "(or false ?b)", "?b"),
+    ],
+)
 
 
 def _local(node: Expr) -> Expr:
     """Local rules at the root of ``node`` until none applies (each lowers Φ, so this ends)."""
-    while True:
-        new = _rewrite_once(node)
-        if new is None or new is node:
-            return node
-        node = new
+    return rewrite_to_fixed_point(node, LOCAL_RULES)
 
 
 # -- occurrence analysis ------------------------------------------------------------------------------
@@ -460,23 +443,6 @@ def _occurrences(root: Expr) -> dict[tuple[Expr, tuple[int, ...]], list[int]]:
     return groups
 
 
-def _path(root: Expr, number: int) -> list[tuple[Expr, int, int]]:
-    """(ancestor, its position, index of the child towards node ``number``) from the root down."""
-    path: list[tuple[Expr, int, int]] = []
-    node, node_pos, remaining = root, 0, number
-    while remaining:
-        remaining -= 1
-        child_pos = node_pos + 1
-        for i, child in enumerate(node.args):
-            if remaining < child.size:
-                path.append((node, node_pos, i))
-                node, node_pos = child, child_pos
-                break
-            remaining -= child.size
-            child_pos += child.size
-    return path
-
-
 def _always_evaluated(lca_pos: int, paths: list[list[tuple[Expr, int, int]]], targets: set[int]) -> bool:
     """Whether evaluating the node at ``lca_pos`` always evaluates one of the ``targets`` below it."""
     nodes: dict[int, Expr] = {}
@@ -517,7 +483,7 @@ def _cse_step(root: Expr) -> Expr | None:
     )
     taken: set[str] | None = None
     for e, positions in candidates:
-        paths = [_path(root, p) for p in positions]
+        paths = [E.path_to(root, p)[0] for p in positions]
         found = _lowest_common(paths)
         if found is None:
             continue
@@ -537,7 +503,7 @@ def _cse_step(root: Expr) -> Expr | None:
 
 
 def _lowest_common(paths: list[list[tuple[Expr, int, int]]]) -> tuple[Expr, int] | None:
-    """The deepest common ancestor of the ends of ``paths`` (from :func:`_path`), with its position.
+    """The deepest common ancestor of the ends of ``paths`` (from :func:`knossos.expr.path_to`), with its position.
 
     The ends are distinct and none contains another, so the paths agree (node and child taken) up to
     some depth and then leave one node through different children.

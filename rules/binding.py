@@ -24,7 +24,8 @@ class InlineLet(Rule):
     rhs_text = "(let (x e) ...e...)"
     conditions_text = ("x is bound by a let, the occurrence is not the binding one",)
 
-    def _binder(self, site: Site) -> tuple[Expr, int] | None:
+    def match(self, site: Site) -> tuple[Expr, int] | None:
+        """The let binding the occurrence, with its number."""
         parent = site.parent
         if parent is None:
             return None
@@ -37,12 +38,7 @@ class InlineLet(Rule):
             return None  # bound by a lambda/build, or by a let of another type
         return found
 
-    def matches(self, site: Site) -> bool:
-        return self._binder(site) is not None
-
-    def rewrite(self, site: Site) -> Rewrite:
-        found = self._binder(site)
-        assert found is not None
+    def rewrite(self, site: Site, found: tuple[Expr, int]) -> Rewrite:
         let_node, let_number = found
         value = let_node.args[1]
         body = let_node.args[2]
@@ -67,17 +63,17 @@ class NewBind(Rule):
     rhs_text = "(let (x e) x)"
     conditions_text = ("e is not a variable, literal or let", "the parent is not a let or lambda")
 
-    def matches(self, site: Site) -> bool:
+    def match(self, site: Site) -> bool | None:
         parent = site.parent
         if parent is None or not site.node.args or site.node.op is Op.LET:
-            return False
+            return None
         parent_node, _, index = parent
         if parent_node.op in (Op.LET, Op.LAM):
-            return False
+            return None
         binder = BINDERS.get(parent_node.op)
-        return not (binder is not None and index == binder[0])
+        return None if binder is not None and index == binder[0] else True
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         e = site.node
         x = E.var(fresh_name([e.free]), e.type)
         return site.number, E.let(x, e, x)
@@ -93,10 +89,10 @@ class LiftBind(Rule):
     conditions_text = ("op binds no variable free in e", "x is renamed if op's other children use it")
     domain = "evaluating e does not fail (it may now be evaluated where it was not: out of an if branch, the right side of and/or, or a build of size 0)"
 
-    def matches(self, site: Site) -> bool:
-        return can_leave_parent(site, site.node.args[1])
+    def match(self, site: Site) -> bool | None:
+        return can_leave_parent(site, site.node.args[1]) or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         parent = site.parent
         assert parent is not None
         parent_node, parent_number, index = parent
@@ -119,11 +115,11 @@ class CseBind(Rule):
     rhs_text = "(let (x e) b[y := x])"
     conditions_text = ("the inner e does not use x",)
 
-    def matches(self, site: Site) -> bool:
+    def match(self, site: Site) -> bool | None:
         var, value, body = site.node.args
-        return body.op is Op.LET and body.args[1] is value and var.data not in value.free
+        return (body.op is Op.LET and body.args[1] is value and var.data not in value.free) or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         var, value, inner = site.node.args
         inner_var, _, inner_body = inner.args
         new_body = inner_body if inner_var is var else substitute(inner_body, inner_var.data, var)

@@ -27,11 +27,11 @@ class InlineCall(Rule):
     rhs_text = "(let ((p1 a1) ... (pk ak)) body_f)"
     conditions_text = ("f is a def (not an edef)",)
 
-    def matches(self, site: Site) -> bool:
+    def match(self, site: Site) -> bool | None:
         callee = site.node.data
-        return callee.kind is CalleeKind.DEF and _outer_sizes_only(callee.definition)
+        return (callee.kind is CalleeKind.DEF and _outer_sizes_only(callee.definition)) or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         call = site.node
         d: Def = call.data.definition
         return site.number, inline(d, call.args)

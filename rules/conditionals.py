@@ -30,7 +30,7 @@ class CompareConstants(FoldRule):
         self.rhs_text = "true or false"
         self.conditions_text = ("is_constant(c1)", "is_constant(c2)")
 
-    def value(self, site: Site) -> bool | None:
+    def match(self, site: Site) -> bool | None:
         a, b = site.node.args
         if a.op is not Op.CONST or b.op is not Op.CONST:
             return None
@@ -47,10 +47,10 @@ class LiftIf(Rule):
     conditions_text = ("op binds no variable free in p", "op is not a lambda")
     domain = "evaluating p does not fail where op would not have evaluated it (e.g. under and/or/if)"
 
-    def matches(self, site: Site) -> bool:
-        return can_leave_parent(site, site.node.args[0])
+    def match(self, site: Site) -> bool | None:
+        return can_leave_parent(site, site.node.args[0]) or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         parent = site.parent
         assert parent is not None
         parent_node, parent_number, index = parent

@@ -20,7 +20,7 @@ class FoldUnary(FoldRule):
         self.rhs_text = "the value"
         self.conditions_text = ("is_constant(c)", "the value is finite")
 
-    def value(self, site: Site) -> float | None:
+    def match(self, site: Site) -> float | None:
         arg = site.node.args[0]
         if arg.op is not Op.CONST:
             return None

@@ -107,7 +107,7 @@ def head_op(pattern: Pattern) -> Op | None:
     return pattern.op if isinstance(pattern, Node) else None
 
 
-def match(pattern: Pattern, node: Expr) -> Bindings | None:
+def match_pattern(pattern: Pattern, node: Expr) -> Bindings | None:
     """The hole bindings under which ``pattern`` is ``node``, or None."""
     bindings: Bindings = {}
     stack: list[tuple[Pattern, Expr]] = [(pattern, node)]

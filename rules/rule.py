@@ -10,18 +10,24 @@ scope) and may rewrite it.  Most rules are table rows::
 Rules that need real code (capture-avoiding inlining, constant folding, rules that rewrite a node's
 parent) subclass :class:`Rule`.  Rules are checked when built: every hole of a right-hand side must
 be bound by the left-hand side, and conditions may only name bound holes.
+
+A rule is asked once per site: :meth:`Rule.match` returns what it found there (a table rule's hole
+bindings, the parts a coded rule picked out) or None, and :meth:`Rule.rewrite` builds the rewrite from
+that, as egg's searcher hands its substitution to the applier.  Enumerating actions only matches;
+generating children matches each pattern once, never a second time to rewrite.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
 from knossos.types import Kind
-from rules.pattern import Bindings, Lit, Node, Pattern, head_op, holes, instantiate, match, parse_pattern
+from rules.pattern import Bindings, Lit, Node, Pattern, head_op, holes, instantiate, match_pattern, parse_pattern
 
 
 @dataclass
@@ -80,7 +86,8 @@ def with_child(node: Expr, index: int, child: Expr) -> Expr:
 
 
 class Rule:
-    """A named rewrite rule.  Subclasses set ``name``, ``heads`` and implement the two methods."""
+    """A named rewrite rule.  Subclasses set ``name``, ``heads`` and implement :meth:`match` and
+    :meth:`rewrite`."""
 
     name: str = ""
     #: Ops of the nodes where the rule may act; ``None`` means any op.
@@ -92,12 +99,18 @@ class Rule:
     #: Where the rule is only valid on part of the inputs, in words (e.g. "a is finite").
     domain: str | None = None
 
-    def matches(self, site: Site) -> bool:
+    def match(self, site: Site) -> Any:
+        """What :meth:`rewrite` needs at ``site`` (never None), or None where the rule does not apply."""
         raise NotImplementedError
 
-    def rewrite(self, site: Site) -> Rewrite:
-        """The rewrite at a site where :meth:`matches` is true."""
+    def rewrite(self, site: Site, found: Any) -> Rewrite:
+        """The rewrite at ``site``, from what :meth:`match` found there."""
         raise NotImplementedError
+
+    def apply(self, site: Site) -> Rewrite | None:
+        """The rewrite at ``site``, or None where the rule does not apply (one match)."""
+        found = self.match(site)
+        return None if found is None else self.rewrite(site, found)
 
     def __repr__(self) -> str:
         return f"<rule {self.name}>"
@@ -106,60 +119,53 @@ class Rule:
 class FoldRule(Rule):
     """A rule that replaces a node by a literal it computes (constant folding).
 
-    Subclasses implement :meth:`value`, which is ``None`` where the rule does not apply.
+    Subclasses implement :meth:`match`, the literal's value (``None`` where the rule does not apply).
     """
 
-    def value(self, site: Site) -> bool | int | float | None:
+    def match(self, site: Site) -> bool | int | float | None:
         raise NotImplementedError
 
-    def matches(self, site: Site) -> bool:
-        return self.value(site) is not None
-
-    def rewrite(self, site: Site) -> Rewrite:
-        value = self.value(site)
-        assert value is not None
-        return site.number, E.const(value)
+    def rewrite(self, site: Site, found: bool | int | float) -> Rewrite:
+        return site.number, E.const(found)
 
 
 # -- conditions ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Condition:
-    """A named side condition over the hole bindings of a match."""
+    """A named side condition: ``test`` is given the expressions bound to the holes ``names``, in order."""
 
     text: str
     names: tuple[str, ...]
-    test: Callable[[Bindings], bool]
+    test: Callable[..., bool]
+
+    def holds(self, bindings: Bindings) -> bool:
+        return self.test(*[bindings[n] for n in self.names])
 
 
-def _hole_name(h: str) -> str:
-    if not h.startswith("?"):
-        raise ValueError(f"conditions name holes like '?x', not {h!r}")
-    return h[1:]
+def condition(name: str, test: Callable[..., bool], *holes_used: str) -> Condition:
+    """The condition ``name(?h1, ...)``: ``test`` takes the expressions bound to the holes, in order,
+    so each hole is named once, here."""
+    for h in holes_used:
+        if not h.startswith("?"):
+            raise ValueError(f"conditions name holes like '?x', not {h!r}")
+    return Condition(f"{name}({', '.join(holes_used)})", tuple(h[1:] for h in holes_used), test)
 
 
 def not_free(var: str, expr: str) -> Condition:
     """The variable matched by ``var`` does not occur free in the expression matched by ``expr``."""
-    v, e = _hole_name(var), _hole_name(expr)
-    return Condition(f"not_free({var}, {expr})", (v, e), lambda b: b[v].data not in b[e].free)
+    return condition("not_free", lambda v, e: v.data not in e.free, var, expr)
 
 
 def is_constant(hole: str) -> Condition:
-    h = _hole_name(hole)
-    return Condition(f"is_constant({hole})", (h,), lambda b: b[h].op is Op.CONST)
+    return condition("is_constant", lambda e: e.op is Op.CONST, hole)
 
 
 def all_floats(hole: str) -> Condition:
     """The matched expression is a Float or a vector/tuple of Floats only."""
-    h = _hole_name(hole)
-    return Condition(f"all_floats({hole})", (h,), lambda b: b[h].type.leaves == _FLOAT_LEAVES)
+    return condition("all_floats", lambda e: e.type.leaves == _FLOAT_LEAVES, hole)
 
 
 _FLOAT_LEAVES = frozenset({Kind.FLOAT})
-
-
-def condition(text: str, test: Callable[[Bindings], bool], *holes_used: str) -> Condition:
-    """Any other condition, with its text for listings."""
-    return Condition(text, tuple(_hole_name(h) for h in holes_used), test)
 
 
 # -- table rules ---------------------------------------------------------------------------------
@@ -187,25 +193,20 @@ class TableRule(Rule):
         #: A numeric literal on the right takes the node's type, which must then be a scalar number.
         self._needs_scalar = _has_numeric_literal(self.rhs)
 
-    def _bindings(self, site: Site) -> Bindings | None:
-        b = match(self.lhs, site.node)
+    def match(self, site: Site) -> Bindings | None:
+        b = match_pattern(self.lhs, site.node)
         if b is None:
             return None
         if self._needs_scalar and not site.node.type.is_number:
             return None
         for c in self.conditions:
-            if not c.test(b):
+            if not c.holds(b):
                 return None
         return b
 
-    def matches(self, site: Site) -> bool:
-        return self._bindings(site) is not None
-
-    def rewrite(self, site: Site) -> Rewrite:
-        b = self._bindings(site)
-        assert b is not None, f"{self.name} does not apply here"
+    def rewrite(self, site: Site, found: Bindings) -> Rewrite:
         scalar = site.node.type if site.node.type.is_number else None
-        return site.number, instantiate(self.rhs, b, scalar)
+        return site.number, instantiate(self.rhs, found, scalar)
 
 
 def _has_numeric_literal(p: Pattern) -> bool:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from knossos.expr import Expr
 from knossos.ops import Op
-from rules.rule import Rule
+from rules.rule import Rule, Site
 
 
 class RuleSet:
@@ -55,3 +56,30 @@ class RuleSet:
 
     def __repr__(self) -> str:
         return f"RuleSet({self.name}, {len(self.rules)} rules)"
+
+
+def rewrite_root(node: Expr, rule_set: RuleSet) -> Expr | None:
+    """The first rule of ``rule_set`` (in its order) that applies at the root of ``node``, applied;
+    None if none does.  Rules see the node alone: no parent, nothing in scope."""
+    candidates = rule_set.by_op[node.op]
+    if not candidates:  # most nodes: no site to make
+        return None
+    site = Site(node, node, 0)
+    for r in candidates:
+        rewrite = r.apply(site)
+        if rewrite is not None:
+            number, replacement = rewrite
+            if number != 0 or replacement.type is not node.type:
+                raise AssertionError(f"rule {r.name} rewrote outside the node or changed its type")
+            return replacement
+    return None
+
+
+def rewrite_to_fixed_point(node: Expr, rule_set: RuleSet) -> Expr:
+    """``node`` rewritten at its root by :func:`rewrite_root` until no rule applies.  Ends only if
+    every rule lowers some measure: the caller's rule set must have one (the baseline's does)."""
+    while True:
+        new = rewrite_root(node, rule_set)
+        if new is None or new is node:
+            return node
+        node = new

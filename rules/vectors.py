@@ -11,15 +11,10 @@ from knossos.ops import Op
 from knossos.types import Kind
 from rules.rule import Rewrite, Rule, Site, all_floats, condition, not_free, rule
 from rules.substitution import fresh_name, names_in, substitute
+from rules.zeros import CONSTVEC_ZERO, is_zero
 
 IN_RANGE = "the index is within the vector"
 NONEMPTY = "n >= 1"
-
-
-def _is_zero(e: E.Expr) -> bool:
-    while e.op is Op.CONSTVEC:
-        e = e.args[1]
-    return e.op is Op.CONST and e.type.is_number and e.data == 0
 
 
 VECTOR_TABLE = [
@@ -54,14 +49,14 @@ VECTOR_TABLE = [
         "(sumbuild ?n (lam ?x ?z))",
         "?z",
         not_free("?x", "?z"),
-        condition("is_zero_vec(?z)", lambda b: _is_zero(b["z"]), "?z"),
+        condition("is_zero_vec", lambda z: is_zero(z, through=CONSTVEC_ZERO), "?z"),
         domain=NONEMPTY,
     ),
     rule(
         "sum_of_deltavecs",
         "(add (deltaVec ?n ?i ?e1) (deltaVec ?n ?i ?e2))",
         "(deltaVec ?n ?i (add ?e1 ?e2))",
-        condition("same type(?e1, ?e2)", lambda b: b["e1"].type is b["e2"].type, "?e1", "?e2"),
+        condition("same type", lambda e1, e2: e1.type is e2.type, "?e1", "?e2"),
     ),
     rule(
         "sumbuild_of_sum",
@@ -86,11 +81,11 @@ class SumbuildOfBuild(Rule):
     conditions_text = ("not_free(oi, n)", "ni is renamed if it is oi's name or free in o")
     domain = "o >= 1"
 
-    def matches(self, site: Site) -> bool:
+    def match(self, site: Site) -> bool | None:
         _, oi, body = site.node.args
-        return body.op is Op.BUILD and oi.data not in body.args[0].free
+        return (body.op is Op.BUILD and oi.data not in body.args[0].free) or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         o, oi, build = site.node.args
         n, ni, e = build.args
         if ni.data == oi.data or ni.data in o.free:
@@ -109,10 +104,10 @@ class SelectOfTuple(Rule):
     rhs_text = "ei"
     domain = "evaluating the other elements does not fail"
 
-    def matches(self, site: Site) -> bool:
-        return site.node.args[0].op is Op.TUPLE
+    def match(self, site: Site) -> bool | None:
+        return site.node.args[0].op is Op.TUPLE or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         return site.number, site.node.args[0].args[site.node.data[0] - 1]
 
 
@@ -124,10 +119,10 @@ class SumbuildOfTuple(Rule):
     lhs_text = "(sumbuild n (lam x (tuple e1 ... ek)))"
     rhs_text = "(tuple (sumbuild n (lam x e1)) ... (sumbuild n (lam x ek)))"
 
-    def matches(self, site: Site) -> bool:
-        return site.node.args[2].op is Op.TUPLE
+    def match(self, site: Site) -> bool | None:
+        return site.node.args[2].op is Op.TUPLE or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         n, x, body = site.node.args
         return site.number, E.tuple_(*(E.sumbuild(n, x, e) for e in body.args))
 
@@ -140,11 +135,11 @@ class AddTuples(Rule):
     lhs_text = "(add (tuple a1 ... ak) (tuple b1 ... bk))"
     rhs_text = "(tuple (add a1 b1) ... (add ak bk))"
 
-    def matches(self, site: Site) -> bool:
+    def match(self, site: Site) -> bool | None:
         a, b = site.node.args
-        return a.op is Op.TUPLE and b.op is Op.TUPLE and len(a.args) == len(b.args)
+        return (a.op is Op.TUPLE and b.op is Op.TUPLE and len(a.args) == len(b.args)) or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         a, b = site.node.args
         return site.number, E.tuple_(*(E.op(Op.ADD, x, y) for x, y in zip(a.args, b.args, strict=True)))
 
@@ -158,11 +153,11 @@ class MulTupleScalar(Rule):
     rhs_text = "(tuple (mul a1 z) ... (mul ak z))"
     conditions_text = ("z is a scalar",)
 
-    def matches(self, site: Site) -> bool:
+    def match(self, site: Site) -> bool | None:
         a, z = site.node.args
-        return a.op is Op.TUPLE and z.type.kind in (Kind.FLOAT, Kind.INTEGER)
+        return (a.op is Op.TUPLE and z.type.kind in (Kind.FLOAT, Kind.INTEGER)) or None
 
-    def rewrite(self, site: Site) -> Rewrite:
+    def rewrite(self, site: Site, found: bool) -> Rewrite:
         a, z = site.node.args
         return site.number, E.tuple_(*(E.op(Op.MUL, x, z) for x in a.args))
 

@@ -22,23 +22,30 @@ from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
 from rules.rule import Rewrite, Rule, Site
 
-#: The structural forms whose value is zero when their part named here is.
-_ZERO_PART: dict[Op, tuple[int, ...]] = {
+#: The structural forms whose value is zero when their parts named here are (None: every child).
+ZERO_FORMS: dict[Op, tuple[int, ...] | None] = {
     Op.CONSTVEC: (1,),
     Op.DELTAVEC: (2,),
     Op.BUILD: (2,),
     Op.LET: (2,),
     Op.IF: (1, 2),
+    Op.TUPLE: None,
 }
+#: Only constVecs of a zero (``sumbuild_of_zero_vec``'s zero vectors).
+CONSTVEC_ZERO: dict[Op, tuple[int, ...] | None] = {Op.CONSTVEC: (1,)}
+#: Nothing but a literal zero (the baseline's ``x+0``, ``div_by_self``'s ``a`` that is not zero).
+LITERAL_ZERO: dict[Op, tuple[int, ...] | None] = {}
 
 
-def is_zero(e: Expr, site: Site | None = None) -> bool:
-    """Whether ``e`` (a part of the node at ``site``) evaluates to zeros (or fails), whatever the inputs.
+def is_zero(e: Expr, site: Site | None = None, through: dict[Op, tuple[int, ...] | None] = ZERO_FORMS) -> bool:
+    """Whether ``e`` (a part of the node at ``site``) evaluates to zeros (or fails), whatever the inputs:
+    the one "is this zero?" test of the rules.
 
-    A variable is looked through when a let of ``site.scope`` binds it, never when a binder inside
-    ``e`` does; in a let's value, only a let numbered below that let is (one in scope at the site but
-    numbered above it lies in its body, where it shadows the name the value means).  Without a site
-    no variable is looked through.
+    A literal 0 is zero, and so is a form of ``through`` whose named parts are.  A variable is looked
+    through when a let of ``site.scope`` binds it, never when a binder inside ``e`` does; in a let's
+    value, only a let numbered below that let is (one in scope at the site but numbered above it lies
+    in its body, where it shadows the name the value means).  Without a site no variable is looked
+    through.
     """
     # (subexpression, names bound inside e around it, binders numbered below this are visible)
     stack: list[tuple[Expr, frozenset[str], int | None]] = [(e, frozenset(), None if site is None else site.number + 1)]
@@ -53,14 +60,13 @@ def is_zero(e: Expr, site: Site | None = None) -> bool:
             if found is None or found[0].op is not Op.LET or below is None or found[1] >= below:
                 return False
             stack.append((found[0].args[1], frozenset(), found[1]))
-        elif op is Op.TUPLE:
-            stack.extend((a, local, below) for a in node.args)
-        elif op in _ZERO_PART:
+        elif op in through:
             inner = local
             binder = BINDERS.get(op)
             if binder is not None:
                 inner = local | {node.args[binder[0]].data}
-            stack.extend((node.args[i], inner, below) for i in _ZERO_PART[op])
+            parts = through[op]
+            stack.extend((node.args[i], inner, below) for i in (range(len(node.args)) if parts is None else parts))
         else:
             return False
     return True
@@ -79,7 +85,8 @@ class AddZeroVec(Rule):
     )
     domain = "z has a's shape and evaluating it does not fail"
 
-    def _kept(self, site: Site) -> Expr | None:
+    def match(self, site: Site) -> Expr | None:
+        """The operand kept."""
         node = site.node
         if node.type.is_number:
             return None
@@ -90,13 +97,8 @@ class AddZeroVec(Rule):
             return a
         return None
 
-    def matches(self, site: Site) -> bool:
-        return self._kept(site) is not None
-
-    def rewrite(self, site: Site) -> Rewrite:
-        kept = self._kept(site)
-        assert kept is not None
-        return site.number, kept
+    def rewrite(self, site: Site, found: Expr) -> Rewrite:
+        return site.number, found
 
 
 class BuildOfDelta(Rule):
@@ -109,7 +111,8 @@ class BuildOfDelta(Rule):
     conditions_text = ("x is not free in i, a or z", "z is all zeros (see rules/zeros.py)")
     domain = "0 <= i < n, z has a's shape, and evaluating a does not fail"
 
-    def _parts(self, site: Site) -> tuple[Expr, Expr] | None:
+    def match(self, site: Site) -> tuple[Expr, Expr] | None:
+        """The index and the value of the one element that is not zero."""
         _, var, body = site.node.args
         if body.op is not Op.IF:
             return None
@@ -128,13 +131,8 @@ class BuildOfDelta(Rule):
             return None
         return i, a
 
-    def matches(self, site: Site) -> bool:
-        return self._parts(site) is not None
-
-    def rewrite(self, site: Site) -> Rewrite:
-        parts = self._parts(site)
-        assert parts is not None
-        i, a = parts
+    def rewrite(self, site: Site, found: tuple[Expr, Expr]) -> Rewrite:
+        i, a = found
         return site.number, E.op(Op.DELTAVEC, site.node.args[0], i, a)
 
 

@@ -57,3 +57,35 @@ def test_children_include_rewrites_of_an_ancestor_of_the_site() -> None:
     for action, child in lifted:
         assert child is apply(e, action)
         assert child.op.name == "LET" and next(iter(preorder(child))) is child
+
+
+def test_each_child_matches_its_rule_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule hands what its match found to its rewrite: generating a child never matches again."""
+    from rules.rule import Rule
+
+    calls = {"match": 0, "rewrite": 0}
+    rule_set = get_rule_set("all_rules")
+    classes = {type(r) for r in rule_set}
+
+    def counting(cls: type[Rule], method: str) -> None:
+        original = cls.__dict__[method]
+
+        def counted(self: Rule, *args: object) -> object:
+            calls[method] += 1
+            return original(self, *args)
+
+        monkeypatch.setattr(cls, method, counted)
+
+    patched = set()
+    for cls in classes:
+        for method in ("match", "rewrite"):
+            owner = next(c for c in cls.__mro__ if method in c.__dict__)  # where the rule's method is defined
+            if (owner, method) not in patched:
+                patched.add((owner, method))
+                counting(owner, method)
+    roots = [load_program(PROGRAMS / "gmm_test.kso").defs["rev$gmm_knossos_gmm_objective"].body]
+    roots += [sample(seed).body for seed in range(40)]
+    tried = sum(len(rule_set.by_op[node.op]) for root in roots for node in preorder(root))
+    found = [a for root in roots for a, _ in children(root, rule_set)]
+    assert calls == {"match": tried, "rewrite": len(found)}
+    assert {"TableRule", "ConstantFold", "InlineLet"} <= {type(a.rule).__name__ for a in found}  # each kind

@@ -180,7 +180,7 @@ def test_deep_expressions_hash_type_cost_without_recursion() -> None:
     assert e.size == 2 * depth + 1
     assert e.cost == depth
     assert e.type is FLOAT
-    assert hash(e) == e.h
+    assert hash(e) == e.alpha_hash
     chain = y
     for i in range(depth):
         chain = E.let(E.var(f"v{i}", FLOAT), E.op(Op.ADD, x, E.const(float(i))), chain)

@@ -49,7 +49,6 @@ from knossos.ops import BINDERS, Op
 from knossos.types import FLOAT, Kind, Type
 from knossos.values import isclose
 from rules.actions import Action, actions, apply, site_at, sites
-from rules.pattern import match
 from rules.rule import Rule, Site, TableRule
 from rules.sets import all_rules
 
@@ -172,7 +171,7 @@ class DomainSite:
 
     def hole(self, name: str) -> Expr:
         assert isinstance(self.rule, TableRule)
-        b = match(self.rule.lhs, self.site.node)
+        b = self.rule.match(self.site)
         assert b is not None
         return b[name]
 
@@ -438,7 +437,9 @@ def explain(action: Action, root: Expr, env: dict[str, Any], before: Any) -> str
 def _explain(action: Action, root: Expr, env: dict[str, Any], before: Any) -> str | None:
     rule = action.rule
     site = site_at(root, action.node)
-    target, replacement = rule.rewrite(site)
+    rewrite = rule.apply(site)
+    assert rewrite is not None
+    target, replacement = rewrite
     target_node = node_at(root, target)
     site_envs = contexts(root, action.node, env)
     target_envs = contexts(root, target, env)

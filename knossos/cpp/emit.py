@@ -404,54 +404,11 @@ class _FunctionEmitter:
         return self.bind(node.type, self._strict_expr(node, atoms))
 
     def _strict_expr(self, node: Expr, a: list[str]) -> str:
-        op, t = node.op, node.type
-        if op in _ARITH_SYMBOL:
-            lt, rt = node.args[0].type, node.args[1].type
-            if lt is FLOAT and rt is FLOAT:
-                return f"({a[0]} {_ARITH_SYMBOL[op]} {a[1]})"
-            if lt is INTEGER and rt is INTEGER:
-                return f"ks::{_ARITH_NAME[op]}_i({a[0]}, {a[1]})"
-            return f"ks::{_ARITH_NAME[op]}({a[0]}, {a[1]})"
-        if op is Op.NEG:
-            if t is FLOAT:
-                return f"(-{a[0]})"
-            return f"ks::neg_i({a[0]})" if t is INTEGER else f"ks::neg({a[0]})"
-        if op in _COMPARE:
-            return f"ks::{_COMPARE[op]}({a[0]}, {a[1]})"
-        if op in _FLOAT_FN:
-            return f"{_FLOAT_FN[op]}({a[0]})"
-        if op is Op.POW:
-            return f"std::pow({a[0]}, {a[1]})"
-        if op is Op.ABS:
-            return f"std::fabs({a[0]})" if t is FLOAT else f"ks::abs_i({a[0]})"
-        if op is Op.MAX:
-            return f"ks::max_f({a[0]}, {a[1]})" if t is FLOAT else f"ks::max_i({a[0]}, {a[1]})"
-        if op is Op.TO_FLOAT:
-            return f"static_cast<double>({a[0]})"
-        if op is Op.INDEX:
-            if (a[0], a[1]) in self._in_range:
-                return f"{a[1]}.get({a[0]})"
-            return f"ks::index({a[0]}, {a[1]})"
-        if op is Op.SIZE:
-            return f"ks::size({a[0]})"
-        if op is Op.SUM:
-            return f"ks::sum({a[0]}, {c_string(str(t))})"
-        if op is Op.CONSTVEC:
-            return f"ks::const_vec<{cpp_type(t.elem)}>({a[0]}, {a[1]})"
-        if op is Op.DELTAVEC:
-            return f"ks::delta_vec<{cpp_type(t.elem)}>({a[0]}, {a[1]}, {a[2]})"
-        if op is Op.TUPLE:
-            return f"{cpp_type(t)}({', '.join(a)})"
-        if op is Op.GET:
-            return f"std::get<{node.data[0] - 1}>({a[0]})"
-        if op is Op.APPLY:
-            return f"{a[0]}({a[1]})"
-        if op is Op.CALL:
-            callee: Callee = node.data
-            if callee.kind is CalleeKind.DEF:
-                return f"{def_symbol(callee.name)}({', '.join(a)})"
-            return native_template(callee).format(*a)
-        raise KsUsageError(f"the C++ backend cannot emit {op.name}")  # pragma: no cover
+        try:
+            write = _STRICT_CPP[node.op]
+        except KeyError:  # pragma: no cover
+            raise KsUsageError(f"the C++ backend cannot emit {node.op.name}") from None
+        return write(self, node, a)
 
     # -- lazy and binding constructs ---------------------------------------------------------------
     def _if(self, node: Expr) -> Step:
@@ -687,6 +644,70 @@ _LAZY = {
 }
 
 assert set(BINDERS) <= set(_LAZY)
+
+# -- strict ops: the C++ of an op over its arguments' atoms ------------------------------------------
+CppWriter = Callable[[_FunctionEmitter, Expr, list[str]], str]
+
+
+def _arith_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
+    op = node.op
+    lt, rt = node.args[0].type, node.args[1].type
+    if lt is FLOAT and rt is FLOAT:
+        return f"({a[0]} {_ARITH_SYMBOL[op]} {a[1]})"
+    if lt is INTEGER and rt is INTEGER:
+        return f"ks::{_ARITH_NAME[op]}_i({a[0]}, {a[1]})"
+    return f"ks::{_ARITH_NAME[op]}({a[0]}, {a[1]})"
+
+
+def _neg_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
+    if node.type is FLOAT:
+        return f"(-{a[0]})"
+    return f"ks::neg_i({a[0]})" if node.type is INTEGER else f"ks::neg({a[0]})"
+
+
+def _index_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
+    if (a[0], a[1]) in em._in_range:  # an enclosing loop checked the range once
+        return f"{a[1]}.get({a[0]})"
+    return f"ks::index({a[0]}, {a[1]})"
+
+
+def _call_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
+    callee: Callee = node.data
+    if callee.kind is CalleeKind.DEF:
+        return f"{def_symbol(callee.name)}({', '.join(a)})"
+    return native_template(callee).format(*a)
+
+
+def _compare_cpp(name: str) -> CppWriter:
+    return lambda em, node, a: f"ks::{name}({a[0]}, {a[1]})"
+
+
+def _float_fn_cpp(fn: str) -> CppWriter:
+    return lambda em, node, a: f"{fn}({a[0]})"
+
+
+#: Ops whose arguments are all computed first (the others are in :data:`_LAZY`): op -> its C++.
+_STRICT_CPP: dict[Op, CppWriter] = {
+    **dict.fromkeys(_ARITH_SYMBOL, _arith_cpp),
+    Op.NEG: _neg_cpp,
+    **{op: _compare_cpp(name) for op, name in _COMPARE.items()},
+    **{op: _float_fn_cpp(fn) for op, fn in _FLOAT_FN.items()},
+    Op.POW: lambda em, node, a: f"std::pow({a[0]}, {a[1]})",
+    Op.ABS: lambda em, node, a: f"std::fabs({a[0]})" if node.type is FLOAT else f"ks::abs_i({a[0]})",
+    Op.MAX: lambda em, node, a: f"ks::max_{'f' if node.type is FLOAT else 'i'}({a[0]}, {a[1]})",
+    Op.TO_FLOAT: lambda em, node, a: f"static_cast<double>({a[0]})",
+    Op.INDEX: _index_cpp,
+    Op.SIZE: lambda em, node, a: f"ks::size({a[0]})",
+    Op.SUM: lambda em, node, a: f"ks::sum({a[0]}, {c_string(str(node.type))})",
+    Op.CONSTVEC: lambda em, node, a: f"ks::const_vec<{cpp_type(node.type.elem)}>({a[0]}, {a[1]})",
+    Op.DELTAVEC: lambda em, node, a: f"ks::delta_vec<{cpp_type(node.type.elem)}>({a[0]}, {a[1]}, {a[2]})",
+    Op.TUPLE: lambda em, node, a: f"{cpp_type(node.type)}({', '.join(a)})",
+    Op.GET: lambda em, node, a: f"std::get<{node.data[0] - 1}>({a[0]})",
+    Op.APPLY: lambda em, node, a: f"{a[0]}({a[1]})",
+    Op.CALL: _call_cpp,
+}
+
+assert not set(_STRICT_CPP) & set(_LAZY)
 
 
 # -- defs ------------------------------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""Checkpoints store the node-type vocabulary their weights were trained on, and loading checks it:
+reordering or extending Op cannot silently feed a trained model the wrong ops."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnn.checkpoint import NODE_TYPES_KEY, load_checkpoint, load_value_function, save_checkpoint, shipped_model
+from gnn.graph import NODE_TYPE_INDEX, NODE_TYPES
+from gnn.model import ModelConfig, ValueNetwork
+from knossos.errors import KsUsageError
+from knossos.ops import Op
+
+
+def small_state() -> dict[str, object]:
+    net = ValueNetwork(ModelConfig(hidden=40, steps=1, depth=5))
+    return {"model": net.state_dict(), "model_config": dataclasses.asdict(net.config)}
+
+
+def write_raw(path: Path, state: dict[str, object]) -> Path:
+    """A checkpoint written as it is, without save_checkpoint's vocabulary (an older writer's)."""
+    torch.save(state, path)
+    return path
+
+
+def test_the_vocabulary_is_the_op_of_each_node_type_index() -> None:
+    assert tuple(op.name for op in Op) == NODE_TYPES
+    assert all(NODE_TYPES[i] == op.name for op, i in NODE_TYPE_INDEX.items())
+
+
+def test_new_checkpoints_store_the_vocabulary(tmp_path: Path) -> None:
+    path = tmp_path / "m.pt"
+    save_checkpoint(path, small_state())
+    assert load_checkpoint(path)[NODE_TYPES_KEY] == list(NODE_TYPES)
+    load_value_function(path)
+
+
+@pytest.mark.parametrize("name", ["default", "ggnn", "blas"])
+def test_shipped_models_written_before_the_vocabulary_load_with_todays_order(name: str) -> None:
+    path = shipped_model(name)
+    assert path is not None
+    state = load_checkpoint(path)
+    assert state.get(NODE_TYPES_KEY) in (None, list(NODE_TYPES))
+    load_value_function(path)
+
+
+def test_a_checkpoint_without_a_vocabulary_loads(tmp_path: Path) -> None:
+    load_value_function(write_raw(tmp_path / "old.pt", small_state()))
+
+
+def test_a_reordered_vocabulary_is_refused(tmp_path: Path) -> None:
+    reordered = list(NODE_TYPES)
+    reordered[0], reordered[1] = reordered[1], reordered[0]
+    path = write_raw(tmp_path / "reordered.pt", {**small_state(), NODE_TYPES_KEY: reordered})
+    with pytest.raises(KsUsageError, match=r"node types are not this code's.*another order: type 0 is VAR there"):
+        load_value_function(path)
+
+
+def test_a_vocabulary_with_other_ops_is_refused(tmp_path: Path) -> None:
+    path = write_raw(tmp_path / "other.pt", {**small_state(), NODE_TYPES_KEY: [*NODE_TYPES, "MATMUL"]})
+    with pytest.raises(KsUsageError, match="unknown here: \\['MATMUL'\\]"):
+        load_checkpoint(path)
+    path = write_raw(tmp_path / "bad.pt", {**small_state(), NODE_TYPES_KEY: "ADD"})
+    with pytest.raises(KsUsageError, match="not a list of op names"):
+        load_checkpoint(path)

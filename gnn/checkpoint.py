@@ -220,6 +220,8 @@ def export_model(checkpoint: Path | list[Path], out: Path, value_scale: float | 
             "history": state.get("history", [])[-1:],
             "value_scale": scale,
             "averaged": state.get("averaged", [str(p) for p in paths]),
+            # how an offline fit was made (experiments/default_model/export_offline.py), where it was
+            **({"offline": state["offline"]} if "offline" in state else {}),
         },
     )
 

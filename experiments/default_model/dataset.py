@@ -19,6 +19,7 @@ import json
 import multiprocessing
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -81,21 +82,37 @@ def _search(index: int) -> str:
     return json.dumps(row, separators=(",", ":"))
 
 
-def done_indices(path: Path) -> set[int]:
-    """Indices already in ``path`` (a cut-off last line, from a killed run, is ignored)."""
+def written_lines(path: Path) -> tuple[list[str], bool]:
+    """The whole lines of ``path`` and whether nothing follows them (False: a killed writer left a
+    cut-off line or gzip member at the end)."""
     if not path.is_file():
-        return set()
-    out = set()
-    with gzip.open(path, "rt") as f:
-        try:
+        return [], True
+    lines: list[str] = []
+    try:
+        with gzip.open(path, "rt") as f:
             for line in f:
-                try:
-                    out.add(int(json.loads(line)["index"]))
-                except (json.JSONDecodeError, KeyError):
-                    break
-        except (EOFError, gzip.BadGzipFile):
-            pass  # a killed writer leaves a truncated member: what was read before it stands
-    return out
+                json.loads(line)["index"]
+                lines.append(line)
+    except (EOFError, OSError, zlib.error, json.JSONDecodeError, KeyError, TypeError):
+        return lines, False
+    return lines, True
+
+
+def done_indices(path: Path) -> set[int]:
+    """Indices of the searches ``path`` holds whole."""
+    return {int(json.loads(line)["index"]) for line in written_lines(path)[0]}
+
+
+def drop_cut_off_end(path: Path) -> None:
+    """Rewrite ``path`` without a cut-off end, so that lines appended now can be read after it."""
+    lines, intact = written_lines(path)
+    if intact:
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    with gzip.open(tmp, "wt") as f:
+        f.writelines(lines)
+    tmp.replace(path)
+    print(f"{path}: dropped the cut-off end a killed run left; {len(lines)} searches kept", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -113,10 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     from gnn.data import load_targets
 
     count = len(load_targets(DataSource(set=args.set), "--set"))
-    todo = [
-        i for i in range(count if args.first is None else min(count, args.first)) if i not in done_indices(args.out)
-    ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    drop_cut_off_end(args.out)
+    done = done_indices(args.out)
+    todo = [i for i in range(count if args.first is None else min(count, args.first)) if i not in done]
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(args.workers, _init, (args.model, args.budget, args.samples, args.set)) as pool:
         for line in tqdm(pool.imap_unordered(_search, todo), total=len(todo), desc="searches", unit="expr"):

@@ -1,7 +1,7 @@
 """Fit a value network to the targets of many searches (files of dataset.py), pass by pass, choosing on validation.
 
 Run:  python experiments/default_model/fit_offline.py RUN DATA.jsonl.gz [DATA2 ...] [--config configs/default_tree.yaml]
-                                                      [--passes 20] [--scales 0.2,0.4,0.7,1.0] [--validation 300]
+                                                      [--passes 20] [--cosine] [--init W] [--scales 0.2,0.4,0.7,1.0] [--validation 300]
 
 The files' samples are merged into one best target per expression and number of steps left (as
 ``training.best_targets`` does online), a twentieth of the expressions is held out for the loss,
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
 import json
 import math
 import sys
@@ -30,6 +29,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from experiments.default_model.dataset import written_lines  # noqa: E402
 from gnn.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from gnn.config import DataSource, load_config  # noqa: E402
 from gnn.data import Target, load_targets  # noqa: E402
@@ -44,6 +44,8 @@ from search.astar import astar  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH, VALIDATION = "binding_simplify_rules", 10, "generated_validation"
+#: The run's file saying what it was fitted to (export_offline.py puts it in the model file).
+PROVENANCE = "provenance.json"
 
 
 def read_samples(paths: list[Path], exclude: set[str]) -> list[Sample]:
@@ -54,19 +56,15 @@ def read_samples(paths: list[Path], exclude: set[str]) -> list[Sample]:
     best = BestTargets(DEPTH)
     steps: dict[Expr, tuple[int, int]] = {}  # expression -> (most steps left, most shorter columns)
     for path in paths:
-        with gzip.open(path, "rt") as f:
-            for line in tqdm(f, desc=f"reading {path.name}", unit="search", file=sys.stderr):
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    break  # a cut-off last line
-                if row["name"] in exclude:
-                    continue
-                samples = [Sample(parse_expr(e)[0], int(t), float(v), tuple(sh)) for e, t, v, sh in row["samples"]]
-                best.merge(samples)
-                for s in samples:
-                    t, k = steps.get(s.expr, (0, 0))
-                    steps[s.expr] = (max(t, s.steps_left), max(k, len(s.shorter)))
+        for line in tqdm(written_lines(path)[0], desc=f"reading {path.name}", unit="search", file=sys.stderr):
+            row = json.loads(line)
+            if row["name"] in exclude:
+                continue
+            samples = [Sample(parse_expr(e)[0], int(t), float(v), tuple(sh)) for e, t, v, sh in row["samples"]]
+            best.merge(samples)
+            for s in samples:
+                t, k = steps.get(s.expr, (0, 0))
+                steps[s.expr] = (max(t, s.steps_left), max(k, len(s.shorter)))
     out = []
     for e, row in best.table.items():
         t, k = steps[e]
@@ -75,17 +73,32 @@ def read_samples(paths: list[Path], exclude: set[str]) -> list[Sample]:
     return out
 
 
+def provenance(paths: list[Path], init: Path | None, passes: int, cosine: bool) -> dict[str, Any]:
+    """What a run was fitted to, for its model files: each data file's set, value function, budget and
+    number of searches, and the weights it started from."""
+    files = []
+    for path in paths:
+        lines = written_lines(path)[0]
+        first = json.loads(lines[0]) if lines else {}
+        files.append(
+            {
+                "file": path.name,
+                "model": first.get("model"),
+                "budget": first.get("budget"),
+                "set": str(first.get("name", "")).partition("[")[0],
+                "searches": len(lines),
+            }
+        )
+    return {"data": files, "init": None if init is None else str(init), "passes": passes, "cosine": cosine}
+
+
 def best_costs(paths: list[Path]) -> dict[str, float]:
     """The lowest cost any search of the files reached, per expression name."""
     out: dict[str, float] = {}
     for path in paths:
-        with gzip.open(path, "rt") as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    break
-                out[row["name"]] = min(out.get(row["name"], math.inf), float(row["best_cost"]))
+        for line in written_lines(path)[0]:
+            row = json.loads(line)
+            out[row["name"]] = min(out.get(row["name"], math.inf), float(row["best_cost"]))
     return out
 
 
@@ -114,8 +127,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--config", default=str(ROOT / "configs" / "default_tree.yaml"))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     ap.add_argument("--passes", type=int, default=20)
+    ap.add_argument(
+        "--cosine", action="store_true", help="anneal the learning rate to zero over --passes (cosine), pass by pass"
+    )
+    ap.add_argument("--init", type=Path, help="start from these weights (a weights file of an earlier run)")
     ap.add_argument("--scales", default="0.2,0.4,0.7,1.0")
     ap.add_argument("--validation", type=int, default=300, help="A* evaluations of each validation search")
+    ap.add_argument("--validation-count", type=int, default=None, help="only the first N of the validation set")
     ap.add_argument("--hold-out", type=int, default=200, help="the last N of generated_train: not fitted, validated on")
     args = ap.parse_args(argv)
     config = load_config(args.config, args.set)
@@ -138,9 +156,12 @@ def main(argv: list[str] | None = None) -> None:
         else []
     )
     exclude |= {t.name for t in held_exprs}
-    sets = {"validation": load_targets(DataSource(set=VALIDATION), VALIDATION), "train_tail": held_exprs}
+    validation = load_targets(DataSource(set=VALIDATION), VALIDATION)[: args.validation_count]
+    sets = {"validation": validation, "train_tail": held_exprs}
     with fewer_gc_pauses():
         samples = [s for s in read_samples(args.data, exclude) if s.steps_left > 0]
+    if len(samples) < 2:
+        raise SystemExit("fit_offline.py: error: the data files hold no samples to fit (outside the held-out sets)")
     order = rng.permutation(len(samples))
     held = max(1, len(samples) // 20)
     check = [samples[i] for i in order[:held]]
@@ -150,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     network = build_network(model_config(config))
     fitter = Fitter(network, lr=config.training.lr, batch_size=config.training.batch_size)
     args.run.mkdir(parents=True, exist_ok=True)
+    (args.run / PROVENANCE).write_text(json.dumps(provenance(args.data, args.init, args.passes, args.cosine)) + "\n")
     ckpt = args.run / "checkpoint.pt"
     done = 0
     if ckpt.is_file():
@@ -160,7 +182,12 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_rng_state(state["torch_rng"])
         done = int(state["epoch"])
     saved_config = dataclasses.asdict(config)
+    if args.init is not None and done == 0:
+        network.load_state_dict(load_checkpoint(args.init)["model"])
     for n in range(done + 1, args.passes + 1):
+        if args.cosine:  # late passes move the weights less: one pass's noise is what validation sees
+            for group in fitter.optimizer.param_groups:
+                group["lr"] = config.training.lr * 0.5 * (1 + math.cos(math.pi * (n - 1) / args.passes))
         started = time.perf_counter()
         with fewer_gc_pauses():
             loss = fitter.fit(train, 1, rng)

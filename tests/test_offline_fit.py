@@ -1,0 +1,108 @@
+"""The offline pipeline of the default model: searches written to a dataset file, fitted pass by pass."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "experiments" / "default_model"))
+
+import dataset  # noqa: E402
+import fit_offline  # noqa: E402
+
+from knossos.parser import parse_expr  # noqa: E402
+from knossos.printer import format_expr  # noqa: E402
+from search.models import load_value_function  # noqa: E402
+
+
+def rows(path: Path) -> list[dict[str, object]]:
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_dataset_writes_one_row_per_search_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "d.jsonl.gz"
+    dataset.main(
+        [str(out), "--set", "bindgen_test", "--first", "2", "--budget", "40", "--samples", "30", "--workers", "1"]
+    )
+    first = rows(out)
+    assert sorted(r["index"] for r in first) == [0, 1]
+    for r in first:
+        assert 0 < len(r["samples"]) <= 30
+        for expr, steps_left, target, shorter in r["samples"]:
+            assert isinstance(expr, str) and 1 <= steps_left <= 10 and target >= 0
+            assert len(shorter) < steps_left
+    dataset.main(
+        [str(out), "--set", "bindgen_test", "--first", "3", "--budget", "40", "--samples", "30", "--workers", "1"]
+    )
+    again = rows(out)
+    assert again[:2] == first  # the two done are kept, not searched again
+    assert sorted(r["index"] for r in again) == [0, 1, 2]
+
+
+def test_a_cut_off_dataset_keeps_what_was_written(tmp_path: Path) -> None:
+    out = tmp_path / "d.jsonl.gz"
+    dataset.main(
+        [str(out), "--set", "bindgen_test", "--first", "2", "--budget", "40", "--samples", "10", "--workers", "1"]
+    )
+    whole = rows(out)
+    cut = gzip.compress(b'{"index": 2, "samples": [["(add x 1.0)", 1')
+    out.write_bytes(out.read_bytes() + cut[: len(cut) // 2])  # a writer killed mid-member
+    assert dataset.done_indices(out) == {0, 1}
+    dataset.main(
+        [str(out), "--set", "bindgen_test", "--first", "3", "--budget", "40", "--samples", "10", "--workers", "1"]
+    )
+    again = rows(out)  # readable to the end: the cut-off member was dropped before appending
+    assert again[:2] == whole and [r["index"] for r in again[2:]] == [2]
+
+
+def test_merged_samples_keep_the_best_target_per_expression(tmp_path: Path) -> None:
+    out = tmp_path / "d.jsonl.gz"
+    dataset.main(
+        [str(out), "--set", "bindgen_test", "--first", "2", "--budget", "60", "--samples", "50", "--workers", "1"]
+    )
+    merged = fit_offline.read_samples([out, out], exclude=set())
+    assert len({s.expr for s in merged}) == len(merged)  # one sample per expression, however often it was seen
+    raw = {}
+    for r in rows(out):
+        for expr, _, target, _ in r["samples"]:
+            raw[expr] = max(raw.get(expr, 0.0), target)
+    for s in merged:
+        assert s.target >= raw[format_expr(s.expr)] - 1e-9
+    assert not fit_offline.read_samples([out], exclude={"bindgen_test[0]", "bindgen_test[1]"})
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_fit_offline_writes_weights_and_metrics_and_resumes(tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl.gz"
+    dataset.main(
+        [
+            str(data),
+            "--set",
+            "simplify_expressions",
+            "--first",
+            "2",
+            "--budget",
+            "40",
+            "--samples",
+            "20",
+            "--workers",
+            "1",
+        ]
+    )
+    run = tmp_path / "run"
+    argv = [str(run), str(data), "--scales", "0.5", "--validation", "20", "--validation-count", "2", "--hold-out", "2"]
+    argv += ["--set", "model.hidden=40"]
+    fit_offline.main([*argv, "--passes", "1"])
+    assert (run / "weights" / "epoch_001.pt").is_file()
+    fit_offline.main([*argv, "--passes", "2", "--cosine"])  # resumes at pass 2
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in metrics] == [1, 2]
+    assert set(metrics[1]["validation"]) == {"validation 0.5", "train_tail 0.5"}
+    value = load_value_function(str(run / "weights" / "epoch_002.pt"))
+    assert value.values([parse_expr("(add x 1.0)")[0]], 10).shape == (1, 11)

@@ -47,12 +47,14 @@ def optimise(model: str, *extra: str) -> dict[str, object]:
 
 
 GGNN = shipped_model("ggnn")
+#: The tree network trained online (configs/default_tree.yaml), whose searches made the default's data.
+TREE_ONLINE = shipped_model("tree_online")
 RESULTS = ROOT / "experiments" / "results" / "default_model" / "searches.jsonl"
 
 
 def test_the_shipped_models_are_packaged_and_load() -> None:
-    assert DEFAULT_MODEL.is_file() and GGNN is not None
-    for path, kind in ((DEFAULT_MODEL, "tree"), (GGNN, "ggnn")):
+    assert DEFAULT_MODEL.is_file() and GGNN is not None and TREE_ONLINE is not None
+    for path, kind in ((DEFAULT_MODEL, "tree"), (GGNN, "ggnn"), (TREE_ONLINE, "tree")):
         state = load_checkpoint(path)
         assert state["model_config"].get("kind", "ggnn") == kind and state["model_config"]["depth"] == 10
         assert 0.0 < load_value_function(path).scale <= 1.0
@@ -60,13 +62,20 @@ def test_the_shipped_models_are_packaged_and_load() -> None:
 
 
 def test_the_shipped_models_never_saw_a_test_expression() -> None:
-    assert GGNN is not None
-    for path in (DEFAULT_MODEL, GGNN):
+    assert GGNN is not None and TREE_ONLINE is not None
+    for path in (DEFAULT_MODEL, GGNN, TREE_ONLINE):
         config = load_checkpoint(path)["config"]
         trained_on = config["data"]["train"]["set"].split("+")
         assert "generated_train" in trained_on
         assert not {"generated_heldout", "bindgen_test"} & set(trained_on)
         assert config["data"]["test"]["set"] == "generated_validation"
+
+
+def test_the_default_model_says_how_it_was_fitted() -> None:
+    offline = load_checkpoint(DEFAULT_MODEL)["offline"]
+    assert offline["data"] and all(d["set"] == "generated_train" and d["searches"] > 0 for d in offline["data"])
+    for d in offline["data"]:  # each file's searches: a shipped model, or an earlier pass of the pipeline
+        assert d["model"] in ("none", "tree_online", "ggnn") or str(d["model"]).startswith("runs/offline/")
 
 
 def test_the_default_model_beats_plain_search_on_held_out_expressions_as_benchmarked() -> None:

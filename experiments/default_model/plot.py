@@ -2,9 +2,9 @@
 
 Run:  python experiments/default_model/plot.py [--out experiments/results/default_model/default_model.png]
 
-Left: the validation set's total cost at 300 evaluations per epoch of the training runs (value scale
-0.4) of the default model and of the GGNN (``ggnn_training_metrics.jsonl``, when there), with plain
-A* at 300 and 5000 evaluations and the chosen model.  Right: held-out expressions at the best known
+Left: the validation set's total cost at 300 evaluations after each pass of the default model's
+offline fit (``offline_fitA_metrics.jsonl``, value scales 0.2 and 0.5), with plain A* at 300 and
+5000 evaluations and the pass that ships.  Right: held-out expressions at the best known
 cost against seconds of search, for plain A* and every benchmarked model at 300, 1000 and 5000
 evaluations (benchmarks/bench_default_model.py's summary).
 """
@@ -24,12 +24,11 @@ from experiments.common import RESULTS, read_rows  # noqa: E402
 FOLDER = RESULTS / "default_model"
 
 
-def chosen_from() -> str:
-    """The training run the shipped default model's weights came from (as choose.py names runs)."""
+def chosen_pass() -> int:
+    """The pass of the offline fit whose weights the shipped default model holds."""
     from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint
 
-    weights = Path(load_checkpoint(DEFAULT_MODEL)["averaged"][0])  # RUN/weights/epoch_NNN.pt
-    return str(weights.parents[1])
+    return int(load_checkpoint(DEFAULT_MODEL)["epoch"])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,12 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = {"default": FOLDER / "training_metrics.jsonl", "ggnn": FOLDER / "ggnn_training_metrics.jsonl"}
-    training = {
-        name: [r for r in read_rows(path, "plot.py") if "test" in r]
-        for name, path in runs.items()
-        if name == "default" or path.is_file()
-    }
+    fit = read_rows(FOLDER / "offline_fitA_metrics.jsonl", "plot.py")
     selection = read_rows(FOLDER / "selection.jsonl", "plot.py")
     summary_path = FOLDER / "summary.json"
     if not summary_path.is_file():
@@ -54,19 +48,17 @@ def main(argv: list[str] | None = None) -> None:
     summary = json.loads(summary_path.read_text())
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name, rows in training.items():
-        epochs, totals = [r["epoch"] for r in rows], [r["test"]["total_cost"] for r in rows]
-        label = "default: tree" if name == "default" else "GGNN"
-        left.plot(epochs, totals, "o-" if name == "default" else "^-", label=f"{label} (scale 0.4)")
+    passes = [r["epoch"] for r in fit]
+    for scale, style in (("0.2", "o-"), ("0.5", "^-")):
+        left.plot(
+            passes, [r["validation"][f"validation {scale}"]["total_cost"] for r in fit], style, label=f"scale {scale}"
+        )
     for r in (r for r in selection if r["candidate"] == "plain A*"):
         color = "grey" if r["budget"] == 300 else "black"
         left.axhline(r["total_cost"], ls="--", color=color, label=f"plain A* @ {r['budget']}")
-    run = chosen_from()
-    best = min((r for r in selection if r["run"] == run), key=lambda r: r["total_cost"])
-    left.axhline(
-        best["total_cost"], ls=":", color="tab:green", label=f"chosen: {best['candidate']}, scale {best['scale']:g}"
-    )
-    left.set(xlabel="epoch", ylabel="validation total cost (300 evaluations)", title="training")
+    chosen = chosen_pass()
+    left.axvline(chosen, ls=":", color="tab:green", label=f"shipped: pass {chosen}")
+    left.set(xlabel="pass over the offline targets", ylabel="validation total cost (300 evaluations)", title="fitting")
     left.legend(fontsize=8)
 
     models = list(dict.fromkeys(r["model"] for r in summary["searches"]))

@@ -52,6 +52,7 @@ def test_every_shipped_config_is_listed() -> None:
         "bootstrap.yaml",
         "cnn.yaml",
         "default_model.yaml",
+        "default_offline.yaml",
         "default_tree.yaml",
     ]
     readme = (CONFIGS / "README.md").read_text()

@@ -1,6 +1,6 @@
 """Fit a value network to the targets of many searches (files of dataset.py), pass by pass, choosing on validation.
 
-Run:  python experiments/default_model/fit_offline.py RUN DATA.jsonl.gz [DATA2 ...] [--config configs/default_tree.yaml]
+Run:  python experiments/default_model/fit_offline.py RUN DATA.jsonl.gz [DATA2 ...] [--config configs/default_offline.yaml]
                                                       [--passes 20] [--cosine] [--init W] [--scales 0.2,0.4,0.7,1.0] [--validation 300]
 
 The files' samples are merged into one best target per expression and number of steps left (as
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("run", type=Path)
     ap.add_argument("data", type=Path, nargs="+")
-    ap.add_argument("--config", default=str(ROOT / "configs" / "default_tree.yaml"))
+    ap.add_argument("--config", default=str(ROOT / "configs" / "default_offline.yaml"))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     ap.add_argument("--passes", type=int, default=20)
     ap.add_argument(

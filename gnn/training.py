@@ -55,6 +55,14 @@ def model_config(config: TrainConfig) -> ModelConfig:
     )
 
 
+def write_metrics(run: Path, history: list[dict[str, Any]]) -> None:
+    """RUN/metrics.jsonl from a checkpointed history, replaced whole (so a resumed run has no gaps
+    and no repeats)."""
+    tmp = run / (METRICS + ".tmp")
+    tmp.write_text("".join(json.dumps(m) + "\n" for m in history))
+    tmp.replace(run / METRICS)
+
+
 def weights_path(run: Path, epoch: int) -> Path:
     """Where a run with ``training.keep_weights`` keeps the model of ``epoch`` (1-based)."""
     return run / WEIGHTS / f"epoch_{epoch:03d}.pt"
@@ -383,10 +391,7 @@ class Trainer:
         return self.history
 
     def write_metrics(self) -> None:
-        """metrics.jsonl from the checkpointed history, replaced whole (so a resumed run has no gaps)."""
-        tmp = self.out / (METRICS + ".tmp")
-        tmp.write_text("".join(json.dumps(m) + "\n" for m in self.history))
-        tmp.replace(self.out / METRICS)
+        write_metrics(self.out, self.history)
 
     def _report(self, what: str, done: int, total: int) -> None:
         if self.progress is not None:

@@ -48,7 +48,8 @@ def _amount(text: str) -> float:
     return value
 
 
-def _scale(text: str) -> float:
+def value_scale(text: str) -> float:
+    """An argparse type: a value scale search accepts (:func:`search.value.check_value_scale`)."""
     try:
         value = float(text)
     except ValueError:
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--value-scale",
-        type=_scale,
+        type=value_scale,
         default=None,
         metavar="S",
         help="multiply the model's values by S (default: the model's own, chosen when it was exported)",

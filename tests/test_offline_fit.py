@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "experiments" / "default_model"))
 
 import dataset  # noqa: E402
+import export_offline  # noqa: E402
 import fit_offline  # noqa: E402
 
 from knossos.parser import parse_expr  # noqa: E402
@@ -66,7 +67,7 @@ def test_merged_samples_keep_the_best_target_per_expression(tmp_path: Path) -> N
     dataset.main(
         [str(out), "--set", "bindgen_test", "--first", "2", "--budget", "60", "--samples", "50", "--workers", "1"]
     )
-    merged = fit_offline.read_samples([out, out], exclude=set())
+    merged = fit_offline.read_data([out, out], exclude=set()).samples
     assert len({s.expr for s in merged}) == len(merged)  # one sample per expression, however often it was seen
     raw = {}
     for r in rows(out):
@@ -74,7 +75,7 @@ def test_merged_samples_keep_the_best_target_per_expression(tmp_path: Path) -> N
             raw[expr] = max(raw.get(expr, 0.0), target)
     for s in merged:
         assert s.target >= raw[format_expr(s.expr)] - 1e-9
-    assert not fit_offline.read_samples([out], exclude={"bindgen_test[0]", "bindgen_test[1]"})
+    assert not fit_offline.read_data([out], exclude={"bindgen_test[0]", "bindgen_test[1]"}).samples
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -106,3 +107,42 @@ def test_fit_offline_writes_weights_and_metrics_and_resumes(tmp_path: Path) -> N
     assert set(metrics[1]["validation"]) == {"validation 0.5", "train_tail 0.5"}
     value = load_value_function(str(run / "weights" / "epoch_002.pt"))
     assert value.values([parse_expr("(add x 1.0)")[0]], 10).shape == (1, 11)
+
+
+def test_bad_input_is_one_line_and_a_non_zero_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path / "d.jsonl.gz")
+    run = str(tmp_path / "run")
+    cases = [
+        (dataset.main, [out, "--model", "no_such_model"], "no model file 'no_such_model'"),
+        (dataset.main, [out, "--set", "no_such_set"], "no arithmetic set 'no_such_set'"),
+        (dataset.main, [out, "--budget", "0"], "must be at least 1"),
+        (fit_offline.main, [run, str(tmp_path / "missing.jsonl.gz")], "no such file"),
+        (fit_offline.main, [run, out, "--scales", "0.5,nan"], "value scale"),
+        (fit_offline.main, [run, out, "--passes", "-1"], "must be at least 1"),
+        (export_offline.main, [run, str(tmp_path / "m.pt"), "--epoch", "1", "--scale", "-1"], "value scale"),
+        (export_offline.main, [run, str(tmp_path / "m.pt"), "--epoch", "1", "--scale", "0.5"], "no weights"),
+    ]
+    (tmp_path / "d.jsonl.gz").write_bytes(b"")  # exists, for the cases that get past the file check
+    for main, argv, message in cases:
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        text = str(exit_.value.code) if isinstance(exit_.value.code, str) else capsys.readouterr().err
+        last = text.strip().splitlines()[-1]  # argparse prints its usage first
+        assert exit_.value.code != 0 and "error: " in last and message in last, (argv, text)
+        assert "Traceback" not in text
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_run_refuses_to_resume_on_other_data(tmp_path: Path) -> None:
+    data, other = tmp_path / "d.jsonl.gz", tmp_path / "e.jsonl.gz"
+    for path in (data, other):
+        dataset.main([str(path), "--set", "simplify_expressions", "--first", "2", "--budget", "30", "--workers", "1"])
+    run = tmp_path / "run"
+    argv = ["--scales", "0.5", "--validation", "10", "--validation-count", "1", "--hold-out", "1"]
+    argv += ["--set", "model.hidden=40", "--passes", "1"]
+    fit_offline.main([str(run), str(data), *argv])
+    with pytest.raises(SystemExit, match="fitted to other data"):
+        fit_offline.main([str(run), str(other), *argv])
+    provenance = json.loads((run / fit_offline.PROVENANCE).read_text())
+    assert [f["file"] for f in provenance["data"]] == ["d.jsonl.gz"] and provenance["data"][0]["searches"] == 2

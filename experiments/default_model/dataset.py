@@ -30,10 +30,12 @@ from tqdm import tqdm  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 
+#: What every search needs, set in the parent before the workers fork from it (so a bad --set or
+#: --model is one error there, and the model is loaded once, not once per worker).
 _worker: dict[str, Any] = {}
 
 
-def _init(model: str, budget: int, samples: int, set_name: str) -> None:
+def _prepare(set_name: str, model: str, budget: int, samples: int) -> None:
     import numpy as np
 
     from gnn.config import DataSource
@@ -116,26 +118,29 @@ def drop_cut_off_end(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from knossos.cli import whole_number
+    from knossos.errors import KsError
+    from search.limits import MAX_BUDGET
+
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--set", default="generated_train")
     ap.add_argument("--model", default="none")
-    ap.add_argument("--budget", type=int, default=5000)
-    ap.add_argument("--samples", type=int, default=600)
-    ap.add_argument("--workers", type=int, default=max(1, multiprocessing.cpu_count()))
-    ap.add_argument("--first", type=int, default=None, help="only the first N expressions of the set")
+    ap.add_argument("--budget", type=whole_number(MAX_BUDGET), default=5000)
+    ap.add_argument("--samples", type=whole_number(), default=600)
+    ap.add_argument("--workers", type=whole_number(), default=max(1, multiprocessing.cpu_count()))
+    ap.add_argument("--first", type=whole_number(), default=None, help="only the first N expressions of the set")
     args = ap.parse_args(argv)
-
-    from gnn.config import DataSource
-    from gnn.data import load_targets
-
-    count = len(load_targets(DataSource(set=args.set), "--set"))
+    try:
+        _prepare(args.set, args.model, args.budget, args.samples)
+    except KsError as err:
+        raise SystemExit(err.render("dataset.py")) from None
+    count = len(_worker["targets"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     drop_cut_off_end(args.out)
     done = done_indices(args.out)
     todo = [i for i in range(count if args.first is None else min(count, args.first)) if i not in done]
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(args.workers, _init, (args.model, args.budget, args.samples, args.set)) as pool:
+    with multiprocessing.get_context("fork").Pool(args.workers) as pool:
         for line in tqdm(pool.imap_unordered(_search, todo), total=len(todo), desc="searches", unit="expr"):
             # one gzip member per line: a killed run loses at most the line being written
             with gzip.open(args.out, "at") as f:

@@ -25,14 +25,17 @@ from experiments.default_model.fit_offline import PROVENANCE  # noqa: E402
 from gnn.checkpoint import export_model, load_checkpoint, save_checkpoint  # noqa: E402
 from gnn.config import load_config  # noqa: E402
 from gnn.training import weights_path  # noqa: E402
+from knossos.cli import whole_number  # noqa: E402
+from knossos.errors import KsError  # noqa: E402
+from search.cli import value_scale  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("run", type=Path)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--epoch", type=int, required=True)
-    ap.add_argument("--scale", type=float, required=True)
+    ap.add_argument("--epoch", type=whole_number(), required=True)
+    ap.add_argument("--scale", type=value_scale, required=True)
     ap.add_argument("--config", default=str(ROOT / "configs" / "default_offline.yaml"))
     ap.add_argument("--force", action="store_true", help="replace OUT if it exists")
     args = ap.parse_args(argv)
@@ -41,7 +44,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"export_offline.py: error: no weights {source}")
     if args.out.exists() and not args.force:
         raise SystemExit(f"export_offline.py: error: {args.out} exists (--force replaces it)")
-    config = load_config(args.config, [f"search.value_scale={args.scale}"])
+    if not (args.run / PROVENANCE).is_file():
+        raise SystemExit(f"export_offline.py: error: no {args.run / PROVENANCE} (not a fit_offline.py run)")
+    try:
+        config = load_config(args.config, [f"search.value_scale={args.scale}"])
+    except KsError as err:
+        raise SystemExit(err.render("export_offline.py")) from None
     state = load_checkpoint(source)
     state["config"] = dataclasses.asdict(config)
     state["offline"] = json.loads((args.run / PROVENANCE).read_text())

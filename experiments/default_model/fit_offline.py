@@ -19,6 +19,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,16 @@ from gnn.config import DataSource, load_config  # noqa: E402
 from gnn.data import Target, load_targets  # noqa: E402
 from gnn.fit import Fitter, Sample  # noqa: E402
 from gnn.networks import build_network, value_function  # noqa: E402
-from gnn.training import BestTargets, model_config, weights_path  # noqa: E402
+from gnn.training import BestTargets, model_config, weights_path, write_metrics  # noqa: E402
+from knossos.cli import whole_number  # noqa: E402
+from knossos.errors import KsError  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import parse_expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
+from search.cli import value_scale  # noqa: E402
+from search.limits import MAX_BUDGET  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH, VALIDATION = "binding_simplify_rules", 10, "generated_validation"
@@ -48,58 +53,50 @@ RULES, DEPTH, VALIDATION = "binding_simplify_rules", 10, "generated_validation"
 PROVENANCE = "provenance.json"
 
 
-def read_samples(paths: list[Path], exclude: set[str]) -> list[Sample]:
-    """Every sample of the files, merged to the best target per expression and steps left: one
-    sample per expression, for the most steps it was seen with and for as many fewer steps as any
-    search looked below it (a state only passed over is fitted for its own steps left alone, as
-    online training does: its zero target says only that no search looked further)."""
-    best = BestTargets(DEPTH)
-    steps: dict[Expr, tuple[int, int]] = {}  # expression -> (most steps left, most shorter columns)
+@dataclass
+class Data:
+    """What the data files hold, read in one pass over them."""
+
+    #: One sample per expression not excluded, with its best targets (see :func:`read_data`).
+    samples: list[Sample]
+    #: The lowest cost any search reached, per expression name (excluded ones too).
+    best_costs: dict[str, float]
+    #: Per file: its set, the value function and budget of its searches, and how many there are.
+    files: list[dict[str, Any]]
+
+
+def read_data(paths: list[Path], exclude: set[str]) -> Data:
+    """The files' samples, merged to the best target per expression and steps left: one sample per
+    expression, for the most steps it was seen with and for as many fewer steps as any search
+    looked below it (a state only passed over is fitted for its own steps left alone, as online
+    training does: its zero target says only that no search looked further).  Searches of
+    ``exclude``d expressions count only towards ``best_costs``."""
+    best = BestTargets(DEPTH)  # its horizon is the most steps left each expression was seen with
+    shorter: dict[Expr, int] = {}  # expression -> the most shorter columns any of its samples had
+    costs: dict[str, float] = {}
+    files = []
     for path in paths:
-        for line in tqdm(written_lines(path)[0], desc=f"reading {path.name}", unit="search", file=sys.stderr):
+        lines = written_lines(path)[0]
+        first = json.loads(lines[0]) if lines else {}
+        set_name = str(first.get("name", "")).partition("[")[0]
+        files.append(
+            {"file": path.name, "model": first.get("model"), "budget": first.get("budget"), "set": set_name}
+            | {"searches": len(lines)}
+        )
+        for line in tqdm(lines, desc=f"reading {path.name}", unit="search", file=sys.stderr):
             row = json.loads(line)
+            costs[row["name"]] = min(costs.get(row["name"], math.inf), float(row["best_cost"]))
             if row["name"] in exclude:
                 continue
             samples = [Sample(parse_expr(e)[0], int(t), float(v), tuple(sh)) for e, t, v, sh in row["samples"]]
             best.merge(samples)
             for s in samples:
-                t, k = steps.get(s.expr, (0, 0))
-                steps[s.expr] = (max(t, s.steps_left), max(k, len(s.shorter)))
+                shorter[s.expr] = max(shorter.get(s.expr, 0), len(s.shorter))
     out = []
     for e, row in best.table.items():
-        t, k = steps[e]
-        t = min(t, DEPTH)
+        t, k = best.horizon[e], shorter[e]
         out.append(Sample(e, t, float(row[t]), tuple(float(row[i]) for i in range(1, min(k, t - 1) + 1))))
-    return out
-
-
-def provenance(paths: list[Path], init: Path | None, passes: int, cosine: bool) -> dict[str, Any]:
-    """What a run was fitted to, for its model files: each data file's set, value function, budget and
-    number of searches, and the weights it started from."""
-    files = []
-    for path in paths:
-        lines = written_lines(path)[0]
-        first = json.loads(lines[0]) if lines else {}
-        files.append(
-            {
-                "file": path.name,
-                "model": first.get("model"),
-                "budget": first.get("budget"),
-                "set": str(first.get("name", "")).partition("[")[0],
-                "searches": len(lines),
-            }
-        )
-    return {"data": files, "init": None if init is None else str(init), "passes": passes, "cosine": cosine}
-
-
-def best_costs(paths: list[Path]) -> dict[str, float]:
-    """The lowest cost any search of the files reached, per expression name."""
-    out: dict[str, float] = {}
-    for path in paths:
-        for line in written_lines(path)[0]:
-            row = json.loads(line)
-            out[row["name"]] = min(out.get(row["name"], math.inf), float(row["best_cost"]))
-    return out
+    return Data(out, costs, files)
 
 
 def validate(network: Any, scales: list[float], budget: int, sets: dict[str, list[Target]]) -> dict[str, Any]:
@@ -120,24 +117,39 @@ def validate(network: Any, scales: list[float], budget: int, sets: dict[str, lis
     return out
 
 
+def value_scales(text: str) -> list[float]:
+    """An argparse type: comma-separated value scales, each one search accepts."""
+    return [value_scale(part) for part in text.split(",")]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("run", type=Path)
     ap.add_argument("data", type=Path, nargs="+")
     ap.add_argument("--config", default=str(ROOT / "configs" / "default_offline.yaml"))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
-    ap.add_argument("--passes", type=int, default=20)
+    ap.add_argument("--passes", type=whole_number(), default=20)
     ap.add_argument(
         "--cosine", action="store_true", help="anneal the learning rate to zero over --passes (cosine), pass by pass"
     )
     ap.add_argument("--init", type=Path, help="start from these weights (a weights file of an earlier run)")
-    ap.add_argument("--scales", default="0.2,0.4,0.7,1.0")
-    ap.add_argument("--validation", type=int, default=300, help="A* evaluations of each validation search")
-    ap.add_argument("--validation-count", type=int, default=None, help="only the first N of the validation set")
-    ap.add_argument("--hold-out", type=int, default=200, help="the last N of generated_train: not fitted, validated on")
+    ap.add_argument("--scales", type=value_scales, default="0.2,0.4,0.7,1.0")
+    ap.add_argument(
+        "--validation", type=whole_number(MAX_BUDGET), default=300, help="A* evaluations of each validation search"
+    )
+    ap.add_argument("--validation-count", type=whole_number(), help="only the first N of the validation set")
+    ap.add_argument(
+        "--hold-out", type=whole_number(), default=200, help="the last N of generated_train: not fitted, validated on"
+    )
     args = ap.parse_args(argv)
-    config = load_config(args.config, args.set)
-    scales = [float(s) for s in args.scales.split(",")]
+    missing = [str(p) for p in [*args.data, *([args.init] if args.init else [])] if not p.is_file()]
+    if missing:
+        ap.error(f"no such file: {missing[0]}")
+    try:
+        config = load_config(args.config, args.set)
+    except KsError as err:
+        raise SystemExit(err.render("fit_offline.py")) from None
+    scales = args.scales
     torch.set_num_threads(1)
     torch.manual_seed(config.training.seed)
     rng = np.random.default_rng(config.training.seed)
@@ -148,20 +160,21 @@ def main(argv: list[str] | None = None) -> None:
         for s in ("generated_validation", "generated_heldout", "bindgen_test")
         for t in load_targets(DataSource(set=s), s)
     }
-    train_set = load_targets(DataSource(set="generated_train"), "generated_train")
-    known = best_costs(args.data)
-    held_exprs = (
-        [dataclasses.replace(t, best_known=known.get(t.name)) for t in train_set[len(train_set) - args.hold_out :]]
-        if args.hold_out
-        else []
-    )
-    exclude |= {t.name for t in held_exprs}
-    validation = load_targets(DataSource(set=VALIDATION), VALIDATION)[: args.validation_count]
-    sets = {"validation": validation, "train_tail": held_exprs}
+    tail = load_targets(DataSource(set="generated_train"), "generated_train")[-args.hold_out :]
+    exclude |= {t.name for t in tail}
+    ckpt = args.run / "checkpoint.pt"
+    state = load_checkpoint(ckpt) if ckpt.is_file() else None
+    fitted_to = {"data": [p.name for p in args.data], "init": None if args.init is None else str(args.init)}
+    if state is not None and state.get("fitted_to") != fitted_to:  # checked before the long read
+        raise SystemExit(f"fit_offline.py: error: {ckpt} was fitted to other data; resume with the same files")
     with fewer_gc_pauses():
-        samples = [s for s in read_samples(args.data, exclude) if s.steps_left > 0]
+        data = read_data(args.data, exclude)
+    samples = [s for s in data.samples if s.steps_left > 0]
     if len(samples) < 2:
         raise SystemExit("fit_offline.py: error: the data files hold no samples to fit (outside the held-out sets)")
+    held_exprs = [dataclasses.replace(t, best_known=data.best_costs.get(t.name)) for t in tail]
+    validation = load_targets(DataSource(set=VALIDATION), VALIDATION)[: args.validation_count]
+    sets = {"validation": validation, "train_tail": held_exprs}
     order = rng.permutation(len(samples))
     held = max(1, len(samples) // 20)
     check = [samples[i] for i in order[:held]]
@@ -170,17 +183,18 @@ def main(argv: list[str] | None = None) -> None:
 
     network = build_network(model_config(config))
     fitter = Fitter(network, lr=config.training.lr, batch_size=config.training.batch_size)
-    args.run.mkdir(parents=True, exist_ok=True)
-    (args.run / PROVENANCE).write_text(json.dumps(provenance(args.data, args.init, args.passes, args.cosine)) + "\n")
-    ckpt = args.run / "checkpoint.pt"
     done = 0
-    if ckpt.is_file():
-        state = load_checkpoint(ckpt)
+    history: list[dict[str, Any]] = []
+    if state is not None:
         network.load_state_dict(state["model"])
         fitter.optimizer.load_state_dict(state["optimizer"])
         rng.bit_generator.state = state["numpy_rng"]
         torch.set_rng_state(state["torch_rng"])
         done = int(state["epoch"])
+        history = state["history"]
+    args.run.mkdir(parents=True, exist_ok=True)
+    made_of = {**fitted_to, "data": data.files, "passes": args.passes, "cosine": args.cosine}
+    (args.run / PROVENANCE).write_text(json.dumps(made_of) + "\n")
     saved_config = dataclasses.asdict(config)
     if args.init is not None and done == 0:
         network.load_state_dict(load_checkpoint(args.init)["model"])
@@ -196,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
             metrics: dict[str, Any] = {"epoch": n, "loss": loss, "held_out_loss": held_out, "samples": len(train)}
             metrics["validation"] = validate(network, scales, args.validation, sets)
         metrics["seconds"] = round(time.perf_counter() - started, 1)
+        history.append(metrics)
         kept = {
             "model": network.state_dict(),
             "model_config": dataclasses.asdict(network.config),
@@ -211,10 +226,11 @@ def main(argv: list[str] | None = None) -> None:
                 "optimizer": fitter.optimizer.state_dict(),
                 "numpy_rng": rng.bit_generator.state,
                 "torch_rng": torch.get_rng_state(),
+                "history": history,
+                "fitted_to": fitted_to,
             },
         )
-        with (args.run / "metrics.jsonl").open("a") as f:
-            f.write(json.dumps(metrics) + "\n")
+        write_metrics(args.run, history)
         print(json.dumps(metrics), file=sys.stderr)
 
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from gnn.networks import Network
 from gnn.normalization import to_network
+from gnn.ranking import SiblingGroup, ranking_loss
 from knossos.expr import Expr
 
 
@@ -111,6 +112,36 @@ class Fitter:
                 for i in range(0, len(samples), self.batch_size)
             )
         return total / len(samples)
+
+    def fit_ranked(
+        self,
+        samples: Sequence[Sample],
+        groups: Sequence[SiblingGroup],
+        rng: np.random.Generator,
+        weight: float,
+        temperature: float = 1.0,
+        groups_per_step: int = 4,
+    ) -> tuple[float, float]:
+        """One pass over ``groups`` in a random order, ``groups_per_step`` at a time, each step with a
+        minibatch of ``samples`` drawn at random: the loss is the regression loss plus ``weight``
+        times :func:`gnn.ranking.ranking_loss`.  The mean regression and ranking losses."""
+        usable = [s for s in samples if s.steps_left > 0]
+        if not usable or not groups:
+            raise ValueError("ranked fitting needs samples and sibling groups")
+        self.network.train()
+        fitted, ranked = [], []
+        order = rng.permutation(len(groups))
+        for start in range(0, len(order), groups_per_step):
+            batch = [usable[i] for i in rng.integers(len(usable), size=self.batch_size)]
+            chosen = [groups[i] for i in order[start : start + groups_per_step]]
+            self.optimizer.zero_grad()
+            regression = self.loss(batch)
+            ranking = ranking_loss(self.network, chosen, temperature)
+            (regression + weight * ranking).backward()  # type: ignore[no-untyped-call]
+            self.optimizer.step()
+            fitted.append(float(regression.detach()))
+            ranked.append(float(ranking.detach()))
+        return float(np.mean(fitted)), float(np.mean(ranked))
 
     def _pass(self, usable: Sequence[Sample], rng: np.random.Generator) -> float:
         """One pass over ``usable`` in minibatches of a random order; the mean loss."""

@@ -146,3 +146,22 @@ def test_a_run_refuses_to_resume_on_other_data(tmp_path: Path) -> None:
         fit_offline.main([str(run), str(other), *argv])
     provenance = json.loads((run / fit_offline.PROVENANCE).read_text())
     assert [f["file"] for f in provenance["data"]] == ["d.jsonl.gz"] and provenance["data"][0]["searches"] == 2
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_fit_offline_with_the_sibling_ranking_loss(tmp_path: Path) -> None:
+    data, plain = tmp_path / "g.jsonl.gz", tmp_path / "d.jsonl.gz"
+    common = ["--set", "generated_train", "--first", "3", "--budget", "100", "--samples", "20", "--workers", "1"]
+    dataset.main([str(data), *common, "--groups"])
+    dataset.main([str(plain), *common])
+    assert all("groups" in r for r in rows(data)) and not any("groups" in r for r in rows(plain))
+    assert fit_offline.read_data([data], exclude=set()).groups  # some child is worse than another somewhere
+    argv = ["--scales", "0.5", "--validation", "10", "--validation-count", "1", "--hold-out", "1"]
+    argv += ["--set", "model.hidden=40", "--passes", "1", "--rank-weight", "1", "--lr", "1e-4"]
+    fit_offline.main([str(tmp_path / "run"), str(data), *argv])
+    metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert metrics["rank_loss"] > 0 and metrics["groups"] > 0
+    provenance = json.loads((tmp_path / "run" / fit_offline.PROVENANCE).read_text())
+    assert provenance["rank_weight"] == 1 and provenance["lr"] == 1e-4
+    with pytest.raises(SystemExit, match="needs data files with sibling groups"):
+        fit_offline.main([str(tmp_path / "other"), str(plain), *argv])

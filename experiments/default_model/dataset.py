@@ -35,7 +35,7 @@ RULES, DEPTH = "binding_simplify_rules", 10
 _worker: dict[str, Any] = {}
 
 
-def _prepare(set_name: str, model: str, budget: int, samples: int) -> None:
+def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool = False) -> None:
     import numpy as np
 
     from gnn.config import DataSource
@@ -49,6 +49,7 @@ def _prepare(set_name: str, model: str, budget: int, samples: int) -> None:
         value=load_value_function(model),
         budget=budget,
         samples=samples,
+        groups=groups,
         model=model,
         np=np,
     )
@@ -81,7 +82,30 @@ def _search(index: int) -> str:
             [format_expr(s.expr), s.steps_left, round(s.target, 6), [round(x, 6) for x in s.shorter]] for s in found
         ],
     }
+    if w["groups"]:
+        row["groups"] = sibling_groups(result)
     return json.dumps(row, separators=(",", ":"))
+
+
+def sibling_groups(result: Any) -> list[list[Any]]:
+    """The choices along the search's path to its best state: per state on it, its steps left and
+    every child the search evaluated there with the child's target for one step fewer
+    (``[parent, t, [[child, target], ...]]``).  The child on the path has the largest
+    ``c(parent) - c(child) + target``; a ranking loss fits the network to put it first."""
+    from knossos.printer import format_expr
+
+    graph = result.graph
+    vt = graph.value_targets()
+    row_of = {e: i for i, e in enumerate(vt.exprs)}
+    out: list[list[Any]] = []
+    for parent, _ in graph.path(result.best):
+        t = graph.steps_left(parent)
+        children = graph.edges.get(parent, [])
+        if t < 1 or len(children) < 2:
+            continue
+        kids = [[format_expr(c), round(float(vt.table[row_of[c], t - 1]), 6)] for c in children if c in row_of]
+        out.append([format_expr(parent), t, kids])
+    return out
 
 
 def written_lines(path: Path) -> tuple[list[str], bool]:
@@ -130,9 +154,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--samples", type=whole_number(), default=600)
     ap.add_argument("--workers", type=whole_number(), default=max(1, multiprocessing.cpu_count()))
     ap.add_argument("--first", type=whole_number(), default=None, help="only the first N expressions of the set")
+    ap.add_argument("--groups", action="store_true", help="also write the sibling groups along each search's best path")
     args = ap.parse_args(argv)
     try:
-        _prepare(args.set, args.model, args.budget, args.samples)
+        _prepare(args.set, args.model, args.budget, args.samples, args.groups)
     except KsError as err:
         raise SystemExit(err.render("dataset.py")) from None
     count = len(_worker["targets"])

@@ -36,6 +36,7 @@ from gnn.config import DataSource, load_config  # noqa: E402
 from gnn.data import Target, load_targets  # noqa: E402
 from gnn.fit import Fitter, Sample  # noqa: E402
 from gnn.networks import build_network, value_function  # noqa: E402
+from gnn.ranking import SiblingGroup  # noqa: E402
 from gnn.training import BestTargets, model_config, weights_path, write_metrics  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
@@ -63,6 +64,8 @@ class Data:
     best_costs: dict[str, float]
     #: Per file: its set, the value function and budget of its searches, and how many there are.
     files: list[dict[str, Any]]
+    #: The sibling groups along the searches' best paths (dataset.py --groups), where some child is worse.
+    groups: list[SiblingGroup] = dataclasses.field(default_factory=list)
 
 
 def read_data(paths: list[Path], exclude: set[str]) -> Data:
@@ -75,6 +78,7 @@ def read_data(paths: list[Path], exclude: set[str]) -> Data:
     shorter: dict[Expr, int] = {}  # expression -> the most shorter columns any of its samples had
     costs: dict[str, float] = {}
     files = []
+    groups: list[SiblingGroup] = []
     for path in paths:
         lines = written_lines(path)[0]
         first = json.loads(lines[0]) if lines else {}
@@ -92,11 +96,16 @@ def read_data(paths: list[Path], exclude: set[str]) -> Data:
             best.merge(samples)
             for s in samples:
                 shorter[s.expr] = max(shorter.get(s.expr, 0), len(s.shorter))
+            for parent, t, kids in row.get("groups", []):
+                children = tuple(parse_expr(c)[0] for c, _ in kids)
+                group = SiblingGroup(parse_expr(parent)[0], int(t), children, tuple(float(v) for _, v in kids))
+                if group.informative():
+                    groups.append(group)
     out = []
     for e, row in best.table.items():
         t, k = best.horizon[e], shorter[e]
         out.append(Sample(e, t, float(row[t]), tuple(float(row[i]) for i in range(1, min(k, t - 1) + 1))))
-    return Data(out, costs, files)
+    return Data(out, costs, files, groups)
 
 
 def validate(network: Any, scales: list[float], budget: int, sets: dict[str, list[Target]]) -> dict[str, Any]:
@@ -141,7 +150,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--hold-out", type=whole_number(), default=200, help="the last N of generated_train: not fitted, validated on"
     )
+    ap.add_argument(
+        "--rank-weight",
+        type=float,
+        default=0.0,
+        help="add this times the sibling ranking loss (gnn/ranking.py); a pass is then one over the groups",
+    )
+    ap.add_argument("--rank-temperature", type=float, default=1.0, help="the ranking loss's softmax temperature")
+    ap.add_argument("--lr", type=float, help="the learning rate (default: the config's training.lr)")
     args = ap.parse_args(argv)
+    if args.rank_weight < 0 or args.rank_temperature <= 0:
+        ap.error("--rank-weight must be at least 0 and --rank-temperature above 0")
+    if args.lr is not None and args.lr <= 0:
+        ap.error("--lr must be above 0")
     missing = [str(p) for p in [*args.data, *([args.init] if args.init else [])] if not p.is_file()]
     if missing:
         ap.error(f"no such file: {missing[0]}")
@@ -165,6 +186,10 @@ def main(argv: list[str] | None = None) -> None:
     ckpt = args.run / "checkpoint.pt"
     state = load_checkpoint(ckpt) if ckpt.is_file() else None
     fitted_to = {"data": [p.name for p in args.data], "init": None if args.init is None else str(args.init)}
+    if args.lr is not None:
+        fitted_to["lr"] = args.lr
+    if args.rank_weight > 0:
+        fitted_to |= {"rank_weight": args.rank_weight, "rank_temperature": args.rank_temperature}
     if state is not None and state.get("fitted_to") != fitted_to:  # checked before the long read
         raise SystemExit(f"fit_offline.py: error: {ckpt} was fitted to other data; resume with the same files")
     with fewer_gc_pauses():
@@ -180,9 +205,14 @@ def main(argv: list[str] | None = None) -> None:
     check = [samples[i] for i in order[:held]]
     train = [samples[i] for i in order[held:]]
     print(f"{len(samples)} expressions: {len(train)} fitted, {len(check)} held out for the loss", file=sys.stderr)
+    if args.rank_weight > 0 and not data.groups:
+        raise SystemExit(
+            "fit_offline.py: error: --rank-weight needs data files with sibling groups (dataset.py --groups)"
+        )
+    lr = config.training.lr if args.lr is None else args.lr
 
     network = build_network(model_config(config))
-    fitter = Fitter(network, lr=config.training.lr, batch_size=config.training.batch_size)
+    fitter = Fitter(network, lr=lr, batch_size=config.training.batch_size)
     done = 0
     history: list[dict[str, Any]] = []
     if state is not None:
@@ -193,7 +223,9 @@ def main(argv: list[str] | None = None) -> None:
         done = int(state["epoch"])
         history = state["history"]
     args.run.mkdir(parents=True, exist_ok=True)
-    made_of = {**fitted_to, "data": data.files, "passes": args.passes, "cosine": args.cosine}
+    made_of = {**fitted_to, "data": data.files, "passes": args.passes, "cosine": args.cosine, "lr": lr}
+    if args.rank_weight > 0:
+        made_of |= {"rank_weight": args.rank_weight, "rank_temperature": args.rank_temperature}
     (args.run / PROVENANCE).write_text(json.dumps(made_of) + "\n")
     saved_config = dataclasses.asdict(config)
     if args.init is not None and done == 0:
@@ -201,13 +233,19 @@ def main(argv: list[str] | None = None) -> None:
     for n in range(done + 1, args.passes + 1):
         if args.cosine:  # late passes move the weights less: one pass's noise is what validation sees
             for group in fitter.optimizer.param_groups:
-                group["lr"] = config.training.lr * 0.5 * (1 + math.cos(math.pi * (n - 1) / args.passes))
+                group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * (n - 1) / args.passes))
         started = time.perf_counter()
         with fewer_gc_pauses():
-            loss = fitter.fit(train, 1, rng)
+            rank_loss = None
+            if args.rank_weight > 0:
+                loss, rank_loss = fitter.fit_ranked(train, data.groups, rng, args.rank_weight, args.rank_temperature)
+            else:
+                loss = fitter.fit(train, 1, rng)
             held_out = fitter.held_out_loss(check)
             network.eval()
             metrics: dict[str, Any] = {"epoch": n, "loss": loss, "held_out_loss": held_out, "samples": len(train)}
+            if rank_loss is not None:
+                metrics |= {"rank_loss": rank_loss, "groups": len(data.groups)}
             metrics["validation"] = validate(network, scales, args.validation, sets)
         metrics["seconds"] = round(time.perf_counter() - started, 1)
         history.append(metrics)

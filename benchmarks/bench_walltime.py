@@ -28,7 +28,7 @@ timed in turn in 3 rounds (--rounds; min over all rounds, median of the rounds' 
 check of every variant against the interpreter at size 4 (all sizes capped at 4) and of every
 variant's and numpy's output against the original's at every size (relative tolerance 1e-9).
 Inputs are pseudo-random Floats in [0.5, 2] (seed 0).  Ratios use the min times.
-Targets of issue 6: optimised >= 1.1x faster than baseline for GEMM at n = 1024 and >= 1.3x for
+Targets: optimised >= 1.1x faster than baseline for GEMM at n = 1024 and >= 1.3x for
 rev$conv1d, and within 1.5x of the hand-written loop.
 """
 

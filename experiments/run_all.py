@@ -1,4 +1,4 @@
-"""Run every figure's experiment, then its plot, then the README's tables (resumable throughout).
+"""Run every figure's experiment, then its plot, then the documentation's tables (resumable throughout).
 
 Run:  python experiments/run_all.py [--quick] [FIGURE ...]
 

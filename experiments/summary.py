@@ -1,11 +1,11 @@
-"""The tables of README.md and experiments/README.md, made from the committed results files.
+"""The measured tables of the documentation, made from the committed results files.
 
 Run:  python -m experiments.summary           print every table
-      python -m experiments.summary --write   rewrite the tables in both READMEs
+      python -m experiments.summary --write   rewrite the tables in every file of READMES
 
-Each table sits in a README between ``<!-- table:NAME -->`` and ``<!-- /table -->``; --write
-replaces only what is between those markers.  tests/test_experiments_readme.py checks that the
-READMEs' tables are what this module makes of the results, so the numbers there are measured ones.
+Each table sits in one of the READMES between ``<!-- table:NAME -->`` and ``<!-- /table -->``;
+--write replaces only what is between those markers.  tests/test_experiments_readme.py checks that
+the tables are what this module makes of the results, so the numbers there are measured ones.
 """
 
 from __future__ import annotations
@@ -22,7 +22,18 @@ from experiments.common import RESULTS, ROOT, ResultsFile
 from experiments.curves import unique_rows
 
 README = ROOT / "experiments" / "README.md"
-READMES = (ROOT / "README.md", README)
+#: The files that hold marked tables (each table in exactly one of them).
+READMES = (
+    ROOT / "README.md",
+    README,
+    ROOT / "docs" / "default_model.md",
+    RESULTS / "training" / "README.md",
+)
+#: The training runs of experiments/results/training/ shown side by side, per table.
+TRAINING_RUNS = {
+    "training_arith": ("arith_h64_b300_seed0", "arith_h64_b300_seed1", "arith_h64_b300_seed2"),
+    "training_bootstrap": ("bootstrap_explored_h200_bf16", "bootstrap_explored_h64", "bootstrap_replay_h64"),
+}
 CURVES = ("fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig9_search")
 MARKER = re.compile(r"(<!-- table:(?P<figure>[\w]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
@@ -217,11 +228,24 @@ def blas_test_table() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def training_table(name: str) -> str:
+    """``python -m gnn.report`` of the committed training runs ``TRAINING_RUNS[name]``: per epoch and
+    run, the training loss, the total best test cost, the test expressions at their best-known cost
+    and the mean ratio to the start cost."""
+    from gnn.report import table
+
+    runs = [RESULTS / "training" / run for run in TRAINING_RUNS[name]]
+    if not all((run / "metrics.jsonl").is_file() for run in runs):
+        return "_No results yet: run the training runs listed above._\n"
+    return "```text\n" + table(runs) + "\n```\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {figure: functools.partial(curve_table, figure) for figure in CURVES}
 TABLES["fig7_walltime"] = walltime_table
 TABLES["default_model"] = default_model_table
 TABLES["default_model_training"] = default_model_training_table
 TABLES["blas_test"] = blas_test_table
+TABLES.update({name: functools.partial(training_table, name) for name in TRAINING_RUNS})
 
 
 def rewrite(text: str) -> str:
@@ -238,7 +262,7 @@ def rewrite(text: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="rewrite the tables in README.md and experiments/README.md")
+    ap.add_argument("--write", action="store_true", help="rewrite the tables in every file that holds them")
     args = ap.parse_args()
     if args.write:
         for readme in READMES:

@@ -165,7 +165,8 @@ def network_from(state: dict[str, Any], label: str) -> Network:
     return network
 
 
-#: The models that ship with the package, by name (trained with configs of ``configs/``; see the README).
+#: The models that ship with the package, by name (made with configs of ``configs/``; see
+#: docs/default_model.md).
 SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
 #: ``--model default``.
 DEFAULT_MODEL = SHIPPED_MODELS / "default.pt"

@@ -1,5 +1,6 @@
 """Value functions by name, for the command line: ``none`` (zero), the name of a model that ships with
-the package (``default``, ``ggnn``: the files of ``gnn/models/``) or a checkpoint written by train.py."""
+the package (``default``, ``ggnn``, ``tree_online``, ``blas``: the files of ``gnn/models/``) or a checkpoint
+written by train.py or ``python -m gnn.export``."""
 
 from __future__ import annotations
 
@@ -34,6 +35,6 @@ def load_value_function(spec: str, precision: str = "float32", scale: float | No
     try:
         from gnn.checkpoint import load_value_function as load_checkpoint
     except ImportError:
-        raise KsUsageError(f"{spec}: loading a trained model needs the gnn package, which is not built yet") from None
+        raise KsUsageError(f"{spec}: loading a trained model needs the gnn package (torch)") from None
     loaded: ValueFunction = load_checkpoint(path, precision, scale)  # type: ignore[arg-type]
     return loaded

@@ -1,7 +1,7 @@
 """The value networks that ship with the package (gnn/models/) load and guide search.
 
-The default (a tree network, configs/default_tree.yaml) and the GGNN (configs/default_model.yaml)
-were chosen on the generated validation set (see the README).  At the reference's test budget of 300
+The default (a tree network fitted offline, configs/default_offline.yaml) and the GGNN
+(configs/default_model.yaml) were chosen on the generated validation set (see docs/default_model.md).  At the reference's test budget of 300
 evaluations, A* with the default gets further than plain A* on held-out expressions, and exactly as
 far as the committed benchmark says; A* with the GGNN optimises the bundled example, a bindgen_test
 expression that training never saw, to its best known cost, further than plain A* at that budget.

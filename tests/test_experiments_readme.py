@@ -1,4 +1,4 @@
-"""The tables of experiments/README.md are what experiments.summary makes of the committed results
+"""The tables of the READMEs and docs/ are what experiments.summary makes of the committed results
 files: the numbers there are measured ones, and they go stale only with a failing test."""
 
 from __future__ import annotations
@@ -19,3 +19,13 @@ def test_a_table_reflects_its_results() -> None:
     text = README.read_text()
     body = next(m["body"] for m in MARKER.finditer(text) if m["figure"] == "fig7_walltime")
     assert "| gemm | n=1024 |" in body
+
+
+def test_the_training_tables_are_the_runs_reports() -> None:
+    for readme in READMES:
+        for m in MARKER.finditer(readme.read_text()):
+            if m["figure"] == "training_arith":
+                assert "arith_h64_b300_seed2" in m["body"]
+                assert "   30 |" in m["body"]  # all 30 epochs
+                return
+    raise AssertionError("no training_arith table")

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from knossos.cli import _ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
+from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
 from knossos.cpp.emit import emit_program
@@ -61,7 +61,7 @@ def value_scale(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="optimize.py", description=__doc__)
+    p = ArgumentParser(prog="optimize.py", description=__doc__)
     p.add_argument("file", nargs="?", metavar="FILE", help="a Knossos program (.ks/.kso)")
     p.add_argument("--def", dest="def_name", metavar="NAME", help="the def to optimise (needed if FILE has several)")
     p.add_argument("--expr", metavar="'(...)'", help="a bare expression instead of FILE (free variables are Floats)")
@@ -290,14 +290,6 @@ def _has_vectors(t: Type) -> bool:
     return t.kind is Kind.VEC or any(_has_vectors(c) for c in t.children)
 
 
-def _with_def(program: Program, d: Def) -> Program:
-    """``program`` with ``d`` in place of the def of the same name (calls still go by name)."""
-    out = Program()
-    for item in program.items:
-        out.add(d if isinstance(item, Def) and item.name == d.name else item, program.callees[item.name])
-    return out
-
-
 @dataclasses.dataclass
 class _Outputs:
     label: str
@@ -366,11 +358,11 @@ class _Outputs:
         """Write -o and --emit-cpp; returns what to tell the user."""
         messages = []
         if self.out is not None:
-            write_atomic(self.out, format_program(_with_def(program, optimised)))
+            write_atomic(self.out, format_program(program.with_def(optimised)))
             messages.append(f"wrote {self.out}: the program with '{original.name}' optimised")
         if self.emit_cpp is not None:
             try:
-                source = emit_program(_with_def(program, optimised), [original.name])
+                source = emit_program(program.with_def(optimised), [original.name])
             except KsError as err:
                 raise err.located(None, self.label) from None
             write_atomic(self.emit_cpp, source)
@@ -380,8 +372,8 @@ class _Outputs:
     def run_bench(self, program: Program, original: Def, optimised: Def) -> tuple[list[dict[str, object]], list[str]]:
         variants = [
             Variant("original", program),
-            Variant("baseline", _with_def(program, simplify_def(original))),
-            Variant("optimised", _with_def(program, optimised)),
+            Variant("baseline", program.with_def(simplify_def(original))),
+            Variant("optimised", program.with_def(optimised)),
         ]
         notes: list[str] = []
         try:

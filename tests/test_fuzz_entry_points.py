@@ -357,7 +357,7 @@ def test_check_on_mutated_bytes(tmp_path_factory: pytest.TempPathFactory, data: 
         assert err.startswith(str(path)) and out == ""
 
 
-C_LOOP_BUILT = E._climb is not E._climb_python
+C_LOOP_BUILT = E.compiled_rebuild()
 RULES = get_rule_set("all_rules")
 
 

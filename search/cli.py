@@ -11,13 +11,11 @@ import argparse
 import dataclasses
 import json
 import math
-import os
-import stat
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
@@ -246,24 +244,8 @@ def _check_target(path: str, force: bool, what: str) -> None:
 def write_atomic(path: str, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so that the
     file is either the old one or the new one, never half written; an existing file keeps its mode."""
-    target = Path(os.path.realpath(path))
     try:
-        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(path, text)
     except OSError as err:
         raise KsUsageError(f"cannot write: {err.strerror}", None, path) from None
 

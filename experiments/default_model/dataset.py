@@ -21,7 +21,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -134,10 +134,13 @@ def drop_cut_off_end(path: Path) -> None:
     lines, intact = written_lines(path)
     if intact:
         return
-    tmp = path.with_name(path.name + ".tmp")
-    with gzip.open(tmp, "wt") as f:
-        f.writelines(lines)
-    tmp.replace(path)
+    from knossos.atomic import atomic_write
+
+    def write(f: BinaryIO) -> None:
+        with gzip.open(f, "wt") as g:
+            g.writelines(lines)
+
+    atomic_write(path, write)
     print(f"{path}: dropped the cut-off end a killed run left; {len(lines)} searches kept", file=sys.stderr)
 
 

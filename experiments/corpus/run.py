@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from tqdm import tqdm  # noqa: E402
 
+from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
 from gnn.corpus import CorpusSettings, generate  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
@@ -40,7 +41,6 @@ from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
-from search.models import load_value_function  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10

@@ -38,10 +38,10 @@ _worker: dict[str, Any] = {}
 def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool = False) -> None:
     import numpy as np
 
+    from app.models import load_value_function
     from gnn.config import DataSource
     from gnn.data import load_targets
     from rules.sets import get_rule_set
-    from search.models import load_value_function
 
     _worker.update(
         targets=load_targets(DataSource(set=set_name), "--set"),

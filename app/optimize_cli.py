@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.models import load_value_function, value_scale
 from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
@@ -28,11 +29,9 @@ from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
 from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, MAX_DEPTH, default_max_memory_mib
-from search.models import load_value_function
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
 from search.spec import SearchSpec
-from search.value import check_value_scale
 
 
 def _amount(text: str) -> float:
@@ -44,18 +43,6 @@ def _amount(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, not {text}")
     return value
-
-
-def value_scale(text: str) -> float:
-    """An argparse type: a value scale search accepts (:func:`search.value.check_value_scale`)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    try:
-        return check_value_scale(value)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ import sys
 
 if __name__ == "__main__":
     try:
-        from gnn.train_cli import main
+        from app.train_cli import main
     except KeyboardInterrupt:  # Ctrl-C while starting up: no traceback
         sys.exit(130)
     status = main()

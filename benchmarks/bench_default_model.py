@@ -37,13 +37,13 @@ sys.path.insert(0, str(ROOT))
 
 from tqdm import tqdm  # noqa: E402
 
+from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile, revision  # noqa: E402
 from gnn.config import DataSource  # noqa: E402
 from gnn.data import load_targets  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
-from search.models import load_value_function  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
@@ -51,7 +51,7 @@ EXAMPLE = "(div (div 1.0 x) (add 1.0 (div 1.0 x)))"
 #: What a fresh process runs to get a value function, timed from the interpreter's start.
 STARTUP_SNIPPET = (
     "import time, sys; t0 = time.perf_counter(); "
-    "from search.models import load_value_function; load_value_function(sys.argv[1]); "
+    "from app.models import load_value_function; load_value_function(sys.argv[1]); "
     "print(time.perf_counter() - t0)"
 )
 

@@ -91,7 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    loop = "Python (_climb_python)" if E._climb is E._climb_python else "C (knossos/_climb.c)"
+    loop = "C (knossos/_climb.c)" if E.compiled_rebuild() else "Python (_climb_python)"
     print(f"ancestors rebuilt by the {loop} loop; KNOSSOS_PURE_PYTHON=1 selects the Python one")
     print(
         f"{'def':<31} {'form':<9} {'rules':<17} {'nodes':>6} {'actions':>7} {'enumerate':>10} {'per child':>10}"

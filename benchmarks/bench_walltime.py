@@ -62,7 +62,6 @@ from knossos.program import Def, Program  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
-from search.cli import _with_def  # noqa: E402
 from search.result import SearchResult  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.two_phase import two_phase  # noqa: E402
@@ -161,8 +160,8 @@ class Case:
         optimised = Def(self.d.name, self.d.ret_type, self.d.params, self.result.best, self.d.ret_sizes)
         return [
             Variant("original", self.program),
-            Variant("baseline", _with_def(self.program, simplify_def(self.d))),
-            Variant("optimised", _with_def(self.program, optimised)),
+            Variant("baseline", self.program.with_def(simplify_def(self.d))),
+            Variant("optimised", self.program.with_def(optimised)),
         ]
 
     def describe(self) -> str:

@@ -233,9 +233,9 @@ def _search_all(
     config: Any, targets: Sequence[Any], search: str, budget: int, weights: Path | None, seed: int
 ) -> list[float]:
     """The best cost ``search`` reaches on each target (zero value function unless ``weights``)."""
+    from app.models import load_value_function
     from knossos.perf import fewer_gc_pauses
     from rules.sets import get_rule_set
-    from search.models import load_value_function
     from search.registry import get_search
     from search.spec import SearchSpec
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from gnn.model import ModelConfig
 from gnn.networks import Network, build_network, value_function
 from gnn.tree_value import TreeValue
 from gnn.value import NetworkValue, Precision
+from knossos.atomic import atomic_write
 from knossos.errors import KsUsageError
 from search.value import check_value_scale
 
@@ -26,17 +25,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     if "model" in state:
         state = {**state, NODE_TYPES_KEY: list(NODE_TYPES)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: torch.save(state, f))
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:

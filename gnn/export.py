@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from gnn.checkpoint import export_model
-from knossos.cli import _ArgumentParser, internal_error
+from knossos.cli import ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="python -m gnn.export", description=__doc__)
+    p = ArgumentParser(prog="python -m gnn.export", description=__doc__)
     p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
     p.add_argument("out", type=Path, metavar="OUT.pt")
     p.add_argument("--average-with", type=Path, nargs="+", default=[], metavar="CHECKPOINT", help="average the weights")

@@ -24,6 +24,7 @@ from gnn.data import Target, load_targets
 from gnn.fit import Fitter, Sample
 from gnn.model import ModelConfig
 from gnn.networks import build_network, value_function
+from knossos.atomic import atomic_write_text
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
@@ -58,9 +59,7 @@ def model_config(config: TrainConfig) -> ModelConfig:
 def write_metrics(run: Path, history: list[dict[str, Any]]) -> None:
     """RUN/metrics.jsonl from a checkpointed history, replaced whole (so a resumed run has no gaps
     and no repeats)."""
-    tmp = run / (METRICS + ".tmp")
-    tmp.write_text("".join(json.dumps(m) + "\n" for m in history))
-    tmp.replace(run / METRICS)
+    atomic_write_text(run / METRICS, "".join(json.dumps(m) + "\n" for m in history))
 
 
 def weights_path(run: Path, epoch: int) -> Path:

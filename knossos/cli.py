@@ -47,7 +47,7 @@ def whole_number(most: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-class _ArgumentParser(argparse.ArgumentParser):
+class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line."""
 
     def error(self, message: str) -> NoReturn:
@@ -166,9 +166,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.file or args.def_name:
             raise KsUsageError("give either FILE DEF or --expr, not both")
         expr, free, positions = parse_expr_positions(args.expr)
-        env = _located(lambda: _expr_env(free, _read_args(args.args), label), label)
+        env = located(lambda: _expr_env(free, _read_args(args.args), label), label)
         interpreter = Interpreter(args.max_steps, args.max_elements)
-        result = _located(lambda: interpreter.eval_expr(expr, env), "<expr>", positions)
+        result = located(lambda: interpreter.eval_expr(expr, env), "<expr>", positions)
         print(json.dumps(to_json(result, expr.type)))
         return 0
     if not args.file or not args.def_name:
@@ -181,8 +181,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if len(raw) != len(d.params):
         raise KsUsageError(f"'{d.name}' takes {len(d.params)} argument(s), the list has {len(raw)}", None, label)
     interpreter = Interpreter(args.max_steps, args.max_elements)
-    values = _located(lambda: interpreter.check_args(d, raw), label)
-    result = _located(lambda: interpreter.call_checked(d, values), args.file, program.positions)
+    values = located(lambda: interpreter.check_args(d, raw), label)
+    result = located(lambda: interpreter.call_checked(d, values), args.file, program.positions)
     print(json.dumps(to_json(result, d.ret_type)))
     return 0
 
@@ -190,7 +190,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 T = TypeVar("T")
 
 
-def _located(action: Callable[[], T], file: str | None, positions: Mapping[Expr, Pos] | None = None) -> T:
+def located(action: Callable[[], T], file: str | None, positions: Mapping[Expr, Pos] | None = None) -> T:
     """Run ``action``; a KsError it raises without a file is attributed to ``file`` (and a run-time
     error to where its expression is written, from ``positions``)."""
     try:
@@ -267,8 +267,8 @@ def _emit(obj: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], 
 
 # -- wiring ----------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = _ArgumentParser(prog="knossos", description="Knossos IR tools: check, print, cost and evaluate programs.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    parser = ArgumentParser(prog="knossos", description="Knossos IR tools: check, print, cost and evaluate programs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     def expr_option(p: argparse.ArgumentParser) -> None:
         p.add_argument(

@@ -807,3 +807,9 @@ def _init_climb(compiled: Any) -> None:
 
 
 _climb = _load_climb()
+
+
+def compiled_rebuild() -> bool:
+    """Whether the C loop of :mod:`knossos._climb` rebuilds the ancestors of a rewrite (else the Python
+    loop does: the extension was not built, or ``KNOSSOS_PURE_PYTHON=1``)."""
+    return _climb is not _climb_python

@@ -165,3 +165,10 @@ class Program:
 
     def node_count(self) -> int:
         return sum(d.body.size for d in self.defs.values())
+
+    def with_def(self, d: Def) -> Program:
+        """This program with ``d`` in place of the def of the same name (calls still go by name)."""
+        out = Program()
+        for item in self.items:
+            out.add(d if isinstance(item, Def) and item.name == d.name else item, self.callees[item.name])
+        return out

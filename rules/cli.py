@@ -11,7 +11,7 @@ import json
 from functools import partial
 from typing import Any
 
-from knossos.cli import Source, _ArgumentParser, _located, find_def, load_source
+from knossos.cli import ArgumentParser, Source, find_def, load_source, located
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.printer import format_def, format_expr
@@ -21,7 +21,7 @@ from rules.rule import Rule
 from rules.sets import RULE_SETS, get_rule_set
 
 
-def register(sub: argparse._SubParsersAction[_ArgumentParser]) -> None:
+def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
     """Add the rules' subcommands to the ``knossos`` command line."""
 
     def target_options(p: argparse.ArgumentParser) -> None:
@@ -126,7 +126,7 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
         if name not in rule_set:
             raise KsUsageError(f"unknown rule '{name}' in rule set {rule_set.name}")
         action = Action(node, rule_set.rule(name))
-        e = _located(partial(apply, e, action), src.label)
+        e = located(partial(apply, e, action), src.label)
         steps.append({"node": node, "rule": name, "cost": round(e.cost, 6)})
     if args.json:
         print(json.dumps({"cost": round(e.cost, 6), "expr": format_expr(e), "steps": steps}))

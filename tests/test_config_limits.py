@@ -59,7 +59,7 @@ def test_train_refuses_absurd_process_counts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, fragment: str
 ) -> None:
     """--repetitions 10^9 built a billion run folders' names before failing; now refused before any work."""
-    from gnn.train_cli import main
+    from app.train_cli import main
 
     code = main([str(ROOT / "configs" / "bootstrap.yaml"), "--out", str(tmp_path / "run"), option, "1000000000"])
     err = capsys.readouterr().err

@@ -134,8 +134,8 @@ def test_the_tree_network_refuses_bfloat16() -> None:
 
 
 def test_a_model_name_no_file_system_can_hold_is_a_usage_error() -> None:
+    from app.models import load_value_function as by_name
     from knossos.errors import KsUsageError
-    from search.models import load_value_function as by_name
 
     for name in ("a" * 300, "x=" + "9" * 400, "b" * 5000 + ".pt"):
         with pytest.raises(KsUsageError, match="no model file"):

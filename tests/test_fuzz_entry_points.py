@@ -243,7 +243,7 @@ def optimize_argv(files: list[str], out: Path) -> st.SearchStrategy[list[str]]:
 @fuzz(80)
 @given(data=st.data())
 def test_optimize_arguments(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
-    from search.cli import main
+    from app.optimize_cli import main
 
     base = tmp_path_factory.getbasetemp()
     files = paths(base / "fuzz-inputs")
@@ -357,7 +357,7 @@ def test_check_on_mutated_bytes(tmp_path_factory: pytest.TempPathFactory, data: 
         assert err.startswith(str(path)) and out == ""
 
 
-C_LOOP_BUILT = E._climb is not E._climb_python
+C_LOOP_BUILT = E.compiled_rebuild()
 RULES = get_rule_set("all_rules")
 
 
@@ -387,13 +387,13 @@ def test_rewrites_of_mutated_programs_through_the_c_rebuild(data: bytes) -> None
 
 def test_a_bug_is_one_line_with_status_3(monkeypatch: pytest.MonkeyPatch) -> None:
     """Should a bug escape (here planted in the search), optimize.py says so in one line, not a traceback."""
-    import search.cli
+    import app.optimize_cli
 
     def broken(*_: object) -> None:
         raise ZeroDivisionError("planted")
 
-    monkeypatch.setattr(search.cli, "get_search", lambda name: broken)
+    monkeypatch.setattr(app.optimize_cli, "get_search", lambda name: broken)
     monkeypatch.delenv("KNOSSOS_DEBUG", raising=False)
-    code, out, err = call(search.cli.main, ["--expr", "(add x 1.0)", "--quiet"])
+    code, out, err = call(app.optimize_cli.main, ["--expr", "(add x 1.0)", "--quiet"])
     assert code == 3 and out == ""
     assert err == "optimize.py: internal error: ZeroDivisionError: planted (set KNOSSOS_DEBUG=1 for details)\n"

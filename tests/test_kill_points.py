@@ -184,7 +184,7 @@ def test_ctrl_c_inside_the_write_leaves_the_old_file(
 ) -> None:
     """The one point random kills rarely hit: Ctrl-C while the output is being written (here, as it is
     flushed to disk).  The user's file keeps its text, no temporary file is left, one line says why."""
-    from search.cli import main
+    from app.optimize_cli import main
 
     out = tmp_path / "mine.ks"
     out.write_text("; my notes\n")

@@ -16,9 +16,9 @@ import dataset  # noqa: E402
 import export_offline  # noqa: E402
 import fit_offline  # noqa: E402
 
+from app.models import load_value_function  # noqa: E402
 from knossos.parser import parse_expr  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
-from search.models import load_value_function  # noqa: E402
 
 
 def rows(path: Path) -> list[dict[str, object]]:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from app.optimize_cli import main
 from knossos.interpreter import call_def
 from knossos.parser import load_program, parse_expr, parse_program
 from knossos.values import isclose
 from rules.actions import Action, apply
 from rules.sets import get_rule_set
-from search.cli import main
 
 from conftest import PROGRAMS, ROOT, run_cli
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from app.optimize_cli import main, parse_bench
 from knossos.cpp import compile as cpp_compile
 from knossos.cpp.emit import def_symbol
 from knossos.interpreter import Interpreter
@@ -23,7 +24,6 @@ from knossos.parser import load_program
 from knossos.printer import format_def
 from knossos.program import Program
 from knossos.values import isclose
-from search.cli import main, parse_bench
 
 from conftest import PROGRAMS, ROOT, random_value
 
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("cpp_cache")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    """search.cli.main in-process; argparse's usage errors exit, which counts as the exit code."""
+    """app.optimize_cli.main in-process; argparse's usage errors exit, which counts as the exit code."""
     try:
         code = main([str(a) for a in argv])
     except SystemExit as stop:

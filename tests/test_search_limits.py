@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
+from app.optimize_cli import main
 from knossos.expr import Expr
 from knossos.parser import load_program
 from rules.actions import Action, apply
 from rules.sets import get_rule_set
-from search.cli import main
 from search.limits import MAX_BUDGET, MAX_DEPTH, Limits, resident_mib
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult

@@ -290,7 +290,7 @@ def test_optimize_with_the_trained_model(first_run: Path) -> None:
 
 
 def test_optimize_with_a_file_that_is_not_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from search.cli import main
+    from app.optimize_cli import main
 
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"this is not a checkpoint\n" * 10)
@@ -312,7 +312,7 @@ def test_optimize_with_a_checkpoint_of_another_network(
     """BUG: a checkpoint whose weights do not fit the network (an older model layout, or a damaged
     file) gets past load_checkpoint's checks; load_state_dict's RuntimeError then escapes
     (optimize.py --model and train.py --resume print a traceback instead of a one-line error)."""
-    from search.cli import main
+    from app.optimize_cli import main
 
     state = torch.load(first_run / "checkpoint.pt", map_location="cpu", weights_only=False)
     state["model"] = {k: v for k, v in state["model"].items() if not k.startswith("conv.")}

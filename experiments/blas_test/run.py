@@ -31,12 +31,12 @@ sys.path.insert(0, str(ROOT))
 
 from tqdm import tqdm  # noqa: E402
 
+from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
-from search.models import load_value_function  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 PROGRAM = ROOT / "experiments" / "data" / "programs" / "blas_test.kso"

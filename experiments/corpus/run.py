@@ -31,16 +31,16 @@ sys.path.insert(0, str(ROOT))
 
 from tqdm import tqdm  # noqa: E402
 
+from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
 from gnn.corpus import CorpusSettings, generate  # noqa: E402
+from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import parse_expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
-from search.cli import write_atomic  # noqa: E402
-from search.models import load_value_function  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
@@ -139,10 +139,10 @@ def main(argv: list[str] | None = None) -> None:
     sets = make_sets(args.train, args.heldout, args.validation)
     results = ResultsFile(results_path, ("expr", "method", "budget"))
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(str(out), json.dumps(sets_json(sets, results), indent=1) + "\n")
+    atomic_write_text(out, json.dumps(sets_json(sets, results), indent=1) + "\n")
     with fewer_gc_pauses():
         best_costs(sets.heldout, results, args.budget, args.model)
-    write_atomic(str(out), json.dumps(sets_json(sets, results), indent=1) + "\n")
+    atomic_write_text(out, json.dumps(sets_json(sets, results), indent=1) + "\n")
     print(
         f"wrote {out}: {len(sets.heldout)} held-out (best costs from {results_path.name}), "
         f"{len(sets.validation)} validation, {len(sets.train)} training expressions"

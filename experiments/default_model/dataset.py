@@ -21,7 +21,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -38,10 +38,10 @@ _worker: dict[str, Any] = {}
 def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool = False) -> None:
     import numpy as np
 
+    from app.models import load_value_function
     from gnn.config import DataSource
     from gnn.data import load_targets
     from rules.sets import get_rule_set
-    from search.models import load_value_function
 
     _worker.update(
         targets=load_targets(DataSource(set=set_name), "--set"),
@@ -134,10 +134,13 @@ def drop_cut_off_end(path: Path) -> None:
     lines, intact = written_lines(path)
     if intact:
         return
-    tmp = path.with_name(path.name + ".tmp")
-    with gzip.open(tmp, "wt") as f:
-        f.writelines(lines)
-    tmp.replace(path)
+    from knossos.atomic import atomic_write
+
+    def write(f: BinaryIO) -> None:
+        with gzip.open(f, "wt") as g:
+            g.writelines(lines)
+
+    atomic_write(path, write)
     print(f"{path}: dropped the cut-off end a killed run left; {len(lines)} searches kept", file=sys.stderr)
 
 

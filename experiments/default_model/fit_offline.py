@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from app.models import value_scale  # noqa: E402
 from experiments.default_model.dataset import written_lines  # noqa: E402
 from gnn.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from gnn.config import DataSource, load_config  # noqa: E402
@@ -45,7 +46,6 @@ from knossos.parser import parse_expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
-from search.cli import value_scale  # noqa: E402
 from search.limits import MAX_BUDGET  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 

@@ -74,6 +74,7 @@ from benchmarks.bench_walltime import (  # noqa: E402
     numpy_gemm,
     run_case,
 )
+from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cpp import compile as cpp_compile  # noqa: E402
 from knossos.cpp.bench import Measurement, Size, format_seconds  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
@@ -189,10 +190,8 @@ def row_order(row: Row) -> tuple[int, float, int]:
 def save_rows(path: Path, rows: dict[Key, Row]) -> None:
     """Rewrite the file atomically: an interrupted run leaves whole rows only."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     ordered = sorted(rows.values(), key=row_order)
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in ordered), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in ordered))
 
 
 # -- measuring --------------------------------------------------------------------------------------------

@@ -20,11 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.parser import parse_expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
-from search.cli import write_atomic  # noqa: E402
 from search.exhaustive import exhaustive  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
@@ -40,7 +40,7 @@ def redo_astar(path: Path) -> None:
             e, _ = parse_expr(row["expr"])
             a = astar(e, SearchSpec(get_rule_set(data[row["set"]]["rule_set"]), DEPTH, BUDGET))
             row["astar"], row["astar_seconds"] = round(a.best_cost, 6), round(a.seconds, 3)
-    write_atomic(str(path), "".join(json.dumps(row) + "\n" for row in rows))
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def main() -> None:

@@ -11,14 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from knossos.cli import _ArgumentParser, _located, find_def, same_file
+from knossos.cli import ArgumentParser, find_def, located, same_file
 from knossos.cpp.driver import driver_source
 from knossos.cpp.emit import emit_program
 from knossos.errors import KsUsageError
 from knossos.parser import load_program
 
 
-def register(sub: argparse._SubParsersAction[_ArgumentParser]) -> None:
+def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
     """Add the ``cpp`` subcommand to the ``knossos`` command line."""
     p = sub.add_parser("cpp", help="emit a program (or one def and what it calls) as C++17")
     p.add_argument("file", metavar="FILE")
@@ -34,9 +34,9 @@ def cmd_cpp(args: argparse.Namespace) -> int:
     program = load_program(args.file)
     names = [find_def(program, args.def_name, args.file).name] if args.def_name else None
     if args.driver:
-        source = _located(lambda: driver_source(program, names)[0], args.file)
+        source = located(lambda: driver_source(program, names)[0], args.file)
     else:
-        source = _located(lambda: emit_program(program, names), args.file)
+        source = located(lambda: emit_program(program, names), args.file)
     if args.out is None:
         sys.stdout.write(source)
         return 0

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from knossos.atomic import atomic_write_text
 from knossos.errors import KsUsageError
 
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-ffp-contract=off")  # no FMA: IEEE as the interpreter
@@ -120,12 +121,6 @@ def _first_error(output: str) -> str:
     return ""
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def compile_cpp(source: str, extra_flags: Sequence[str] = (), *, shared: bool = False) -> Path:
     """Compile ``source`` into an executable (or, with ``shared``, a shared object); return its path.
 
@@ -147,24 +142,24 @@ def compile_cpp(source: str, extra_flags: Sequence[str] = (), *, shared: bool = 
             raise KsCompileError(f"cannot create the C++ cache folder {folder}: {err.strerror}") from None
         src = folder / "source.cpp"
         log = folder / "compile.log"
-        _write_atomic(src, source)
+        atomic_write_text(src, source)
         tmp_out = folder / f".{out.name}.{os.getpid()}.tmp"
         cmd = [cxx, *flags, "-o", str(tmp_out), str(src)]
         command_line = " ".join(shlex.quote(c) for c in cmd)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False)
         except FileNotFoundError:
-            _write_atomic(log, f"{command_line}\n\nthe C++ compiler '{cxx}' was not found\n")
+            atomic_write_text(log, f"{command_line}\n\nthe C++ compiler '{cxx}' was not found\n")
             raise KsCompileError(
                 f"the C++ compiler '{cxx}' was not found (install g++ or set KNOSSOS_CXX); details in {log}"
             ) from None
         except OSError as err:
-            _write_atomic(log, f"{command_line}\n\ncannot run the C++ compiler: {err}\n")
+            atomic_write_text(log, f"{command_line}\n\ncannot run the C++ compiler: {err}\n")
             raise KsCompileError(f"cannot run the C++ compiler '{cxx}': {err.strerror}; details in {log}") from None
         except subprocess.TimeoutExpired:
-            _write_atomic(log, f"{command_line}\n\ntimed out after {COMPILE_TIMEOUT:.0f} s\n")
+            atomic_write_text(log, f"{command_line}\n\ntimed out after {COMPILE_TIMEOUT:.0f} s\n")
             raise KsCompileError(f"C++ compilation took more than {COMPILE_TIMEOUT:.0f} s; details in {log}") from None
-        _write_atomic(log, f"{command_line}\n\n{proc.stdout}{proc.stderr}")
+        atomic_write_text(log, f"{command_line}\n\n{proc.stdout}{proc.stderr}")
         if proc.returncode != 0:
             tmp_out.unlink(missing_ok=True)
             first = _first_error(proc.stdout + proc.stderr)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from knossos.cli import _ArgumentParser, internal_error
+from knossos.cli import ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
 from search.spec import ctrl_c_stops_searches
 
@@ -21,7 +21,7 @@ MAX_PROCESSES = 256
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="train.py", description=__doc__)
+    p = ArgumentParser(prog="train.py", description=__doc__)
     p.add_argument("config", metavar="CONFIG.yaml")
     p.add_argument("--out", type=Path, help="run folder (default runs/<config name>)")
     p.add_argument("--resume", action="store_true", help="carry on from the run folder's checkpoint")

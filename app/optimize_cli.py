@@ -11,14 +11,13 @@ import argparse
 import dataclasses
 import json
 import math
-import os
-import stat
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from knossos.cli import _ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
+from app.models import load_value_function, value_scale
+from knossos.atomic import atomic_write_text
+from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
 from knossos.cpp.emit import emit_program
@@ -30,11 +29,9 @@ from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
 from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, MAX_DEPTH, default_max_memory_mib
-from search.models import load_value_function
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
 from search.spec import SearchSpec
-from search.value import check_value_scale
 
 
 def _amount(text: str) -> float:
@@ -48,20 +45,8 @@ def _amount(text: str) -> float:
     return value
 
 
-def value_scale(text: str) -> float:
-    """An argparse type: a value scale search accepts (:func:`search.value.check_value_scale`)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    try:
-        return check_value_scale(value)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="optimize.py", description=__doc__)
+    p = ArgumentParser(prog="optimize.py", description=__doc__)
     p.add_argument("file", nargs="?", metavar="FILE", help="a Knossos program (.ks/.kso)")
     p.add_argument("--def", dest="def_name", metavar="NAME", help="the def to optimise (needed if FILE has several)")
     p.add_argument("--expr", metavar="'(...)'", help="a bare expression instead of FILE (free variables are Floats)")
@@ -246,24 +231,8 @@ def _check_target(path: str, force: bool, what: str) -> None:
 def write_atomic(path: str, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so that the
     file is either the old one or the new one, never half written; an existing file keeps its mode."""
-    target = Path(os.path.realpath(path))
     try:
-        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(path, text)
     except OSError as err:
         raise KsUsageError(f"cannot write: {err.strerror}", None, path) from None
 
@@ -288,14 +257,6 @@ def parse_bench(spec: str) -> tuple[str, list[int]]:
 
 def _has_vectors(t: Type) -> bool:
     return t.kind is Kind.VEC or any(_has_vectors(c) for c in t.children)
-
-
-def _with_def(program: Program, d: Def) -> Program:
-    """``program`` with ``d`` in place of the def of the same name (calls still go by name)."""
-    out = Program()
-    for item in program.items:
-        out.add(d if isinstance(item, Def) and item.name == d.name else item, program.callees[item.name])
-    return out
 
 
 @dataclasses.dataclass
@@ -366,11 +327,11 @@ class _Outputs:
         """Write -o and --emit-cpp; returns what to tell the user."""
         messages = []
         if self.out is not None:
-            write_atomic(self.out, format_program(_with_def(program, optimised)))
+            write_atomic(self.out, format_program(program.with_def(optimised)))
             messages.append(f"wrote {self.out}: the program with '{original.name}' optimised")
         if self.emit_cpp is not None:
             try:
-                source = emit_program(_with_def(program, optimised), [original.name])
+                source = emit_program(program.with_def(optimised), [original.name])
             except KsError as err:
                 raise err.located(None, self.label) from None
             write_atomic(self.emit_cpp, source)
@@ -380,8 +341,8 @@ class _Outputs:
     def run_bench(self, program: Program, original: Def, optimised: Def) -> tuple[list[dict[str, object]], list[str]]:
         variants = [
             Variant("original", program),
-            Variant("baseline", _with_def(program, simplify_def(original))),
-            Variant("optimised", _with_def(program, optimised)),
+            Variant("baseline", program.with_def(simplify_def(original))),
+            Variant("optimised", program.with_def(optimised)),
         ]
         notes: list[str] = []
         try:

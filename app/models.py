@@ -1,13 +1,14 @@
 """Value functions by name, for the command line: ``none`` (zero), the name of a model that ships with
 the package (``default``, ``ggnn``, ``tree_online``, ``blas``: the files of ``gnn/models/``) or a checkpoint
-written by train.py or ``python -m gnn.export``."""
+written by train.py or ``python -m gnn.export``; and the argparse type of a value scale."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from knossos.errors import KsUsageError
-from search.value import ValueFunction, ZeroValue
+from search.value import ValueFunction, ZeroValue, check_value_scale
 
 
 def load_value_function(spec: str, precision: str = "float32", scale: float | None = None) -> ValueFunction:
@@ -38,3 +39,15 @@ def load_value_function(spec: str, precision: str = "float32", scale: float | No
         raise KsUsageError(f"{spec}: loading a trained model needs the gnn package (torch)") from None
     loaded: ValueFunction = load_checkpoint(path, precision, scale)  # type: ignore[arg-type]
     return loaded
+
+
+def value_scale(text: str) -> float:
+    """An argparse type: a value scale search accepts (:func:`search.value.check_value_scale`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    try:
+        return check_value_scale(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None

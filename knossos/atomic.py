@@ -1,0 +1,69 @@
+"""Files written atomically: into a temporary file in the same folder, flushed to disk, then renamed
+over the target, so that the file is always either the old one or the new one, never half written
+(by an interrupted run, a full disk or a crash), and a reader never sees it being written.
+
+Every file the package and its scripts rewrite goes through :func:`atomic_write`: programs and C++
+written by optimize.py, the C++ compile cache, checkpoints and metrics, experiment results.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+#: How many fresh temporary names to try before giving up (a clash needs 48 random bits to repeat).
+_TRIES = 8
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
+    """Replace ``path`` with what ``write(f)`` writes to ``f``, a binary file.
+
+    ``f`` is a new file next to the target; once ``write`` returns it is flushed to disk and renamed
+    over the target.  The file keeps the mode of the one it replaces (a new file gets the ordinary
+    mode, 0o666 less the umask), and a symbolic link is followed: the file it points to is replaced.
+    If anything fails (``write`` included) the temporary file is removed, the old file is left as it
+    was and the error propagates (an :class:`OSError` for the file system's refusals).
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        mode: int | None = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
+    fd, tmp = _create_beside(target)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data`` (see :func:`atomic_write`)."""
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Replace ``path`` with ``text`` in UTF-8 (see :func:`atomic_write`)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _create_beside(target: Path) -> tuple[int, Path]:
+    """A new, empty, hidden file in the folder of ``target``, open for writing, with the mode a new file
+    gets (the umask applies: unlike :func:`tempfile.mkstemp`, which makes it private)."""
+    for _ in range(_TRIES):
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {target}")

@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "experiments" / "default_model"))
 
+import candidates  # noqa: E402
 import dataset  # noqa: E402
 import export_offline  # noqa: E402
 import fit_offline  # noqa: E402
@@ -165,3 +166,16 @@ def test_fit_offline_with_the_sibling_ranking_loss(tmp_path: Path) -> None:
     assert provenance["rank_weight"] == 1 and provenance["lr"] == 1e-4
     with pytest.raises(SystemExit, match="needs data files with sibling groups"):
         fit_offline.main([str(tmp_path / "other"), str(plain), *argv])
+
+
+def test_candidates_average_weights_or_values() -> None:
+    model = str(ROOT / "gnn" / "models" / "default.pt")
+    exprs = [parse_expr("(add (mul x 1.0) (div y y))")[0], parse_expr("(mul x x)")[0]]
+    one = candidates.candidate_value(model, 0.5).values(exprs, 10)
+    averaged = candidates.candidate_value(f"{model}+{model}", 0.5).values(exprs, 10)
+    ensemble = candidates.candidate_value(f"{model},{model}", 0.5)
+    assert isinstance(ensemble, candidates.Ensemble) and len(ensemble.members) == 2
+    assert one.shape == (2, 11)
+    assert averaged == pytest.approx(one, abs=1e-6) and ensemble.values(exprs, 10) == pytest.approx(one, abs=1e-6)
+    with pytest.raises(SystemExit, match="no such file"):
+        candidates.candidate_value(f"{model},missing.pt", 0.5)

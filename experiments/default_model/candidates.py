@@ -1,0 +1,148 @@
+"""Search with candidate value networks (one pass's weights, averaged weights, or an ensemble) at one budget.
+
+Run:  python experiments/default_model/candidates.py CANDIDATE [CANDIDATE ...] [--on train_tail|heldout]
+                                                      [--scales 0.2,0.5] [--budget 300] [--data runs/offline/tree5000.jsonl.gz]
+
+A candidate is a weights file, ``A+B+C`` (their weights averaged, as ``python -m gnn.export
+--average-with`` does) or ``A,B,C`` (an ensemble: the mean of the networks' values).  Each is
+searched with A* (binding_simplify_rules, depth 10) on the last 200 of generated_train, which the
+offline fits never fit (``--on train_tail``; the best cost is the lowest any search of ``--data``
+reached), or on the held-out set (``--on heldout``; the best cost is the set's, lowered by any
+search of benchmarks/bench_default_model.py, as that benchmark counts hits).  Rows go to
+``experiments/results/default_model/candidates.jsonl`` (a rerun skips those there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from app.models import value_scale  # noqa: E402
+from experiments.common import RESULTS, ResultsFile  # noqa: E402
+from experiments.default_model.dataset import written_lines  # noqa: E402
+from gnn.checkpoint import average_weights, load_checkpoint, network_from  # noqa: E402
+from gnn.config import DataSource  # noqa: E402
+from gnn.data import Target, load_targets  # noqa: E402
+from gnn.networks import value_function  # noqa: E402
+from knossos.cli import whole_number  # noqa: E402
+from knossos.expr import Expr  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
+from search.astar import astar  # noqa: E402
+from search.limits import MAX_BUDGET  # noqa: E402
+from search.spec import SearchSpec  # noqa: E402
+from search.value import ValueFunction  # noqa: E402
+
+OUT = RESULTS / "default_model" / "candidates.jsonl"
+BENCHMARK = RESULTS / "default_model" / "searches.jsonl"
+RULES, DEPTH = "binding_simplify_rules", 10
+
+
+class Ensemble:
+    """The mean of several value functions' values."""
+
+    def __init__(self, members: Sequence[Any]) -> None:
+        self.members = list(members)
+
+    def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
+        out: np.ndarray = np.mean([m.values(exprs, depth) for m in self.members], axis=0)
+        return out
+
+    def clear(self) -> None:
+        for m in self.members:
+            if hasattr(m, "clear"):
+                m.clear()
+
+
+def candidate_value(spec: str, scale: float) -> ValueFunction:
+    """The value function of a candidate (see the module docstring) at ``scale``."""
+    members = []
+    for part in spec.split(","):
+        paths = [Path(p) for p in part.split("+")]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise SystemExit(f"candidates.py: error: no such file: {missing[0]}")
+        state = average_weights(paths) if len(paths) > 1 else load_checkpoint(paths[0])
+        network = network_from(state, str(paths[0]))
+        network.eval()
+        members.append(value_function(network, scale=scale))
+    return members[0] if len(members) == 1 else Ensemble(members)
+
+
+def train_tail(data: list[Path]) -> list[Target]:
+    costs: dict[str, float] = {}
+    for path in data:
+        for line in written_lines(path)[0]:
+            row = json.loads(line)
+            costs[row["name"]] = min(costs.get(row["name"], float("inf")), float(row["best_cost"]))
+    tail = load_targets(DataSource(set="generated_train"), "generated_train")[-200:]
+    return [dataclasses.replace(t, best_known=costs.get(t.name)) for t in tail]
+
+
+def heldout() -> list[Target]:
+    targets = load_targets(DataSource(set="generated_heldout"), "generated_heldout")
+    known = {i: t.best_known for i, t in enumerate(targets)}
+    if BENCHMARK.is_file():
+        for line in BENCHMARK.read_text().splitlines():
+            r = json.loads(line)
+            if r["set"] == "generated_heldout":
+                old = known.get(r["index"])
+                known[r["index"]] = r["best_cost"] if old is None else min(old, r["best_cost"])
+    return [dataclasses.replace(t, best_known=known[i]) for i, t in enumerate(targets)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("candidates", nargs="+")
+    ap.add_argument("--on", choices=["train_tail", "heldout"], default="train_tail")
+    ap.add_argument("--scales", default="0.2,0.5", help="comma-separated value scales")
+    ap.add_argument("--budget", type=whole_number(MAX_BUDGET), default=300)
+    ap.add_argument("--data", type=Path, nargs="+", default=[ROOT / "runs" / "offline" / "tree5000.jsonl.gz"])
+    args = ap.parse_args(argv)
+    scales = [value_scale(s) for s in args.scales.split(",")]
+    torch.set_num_threads(1)
+    if args.on == "train_tail":
+        missing = [str(p) for p in args.data if not p.is_file()]
+        if missing:
+            ap.error(f"no such file: {missing[0]}")
+        targets = train_tail(args.data)
+    else:
+        targets = heldout()
+    rules = get_rule_set(RULES)
+    results = ResultsFile(OUT, ("candidate", "on", "scale", "budget"))
+    for spec in args.candidates:
+        for scale in scales:
+            key = {"candidate": spec, "on": args.on, "scale": scale, "budget": args.budget}
+            if results.has(**key):
+                continue
+            value = candidate_value(spec, scale)
+            costs, started = [], time.perf_counter()
+            for t in tqdm(targets, desc=f"{spec} @ {scale:g}", unit="expr", file=sys.stderr):
+                costs.append(astar(t.expr, SearchSpec(rules, DEPTH, args.budget, value=value)).best_cost)
+                if hasattr(value, "clear"):
+                    value.clear()
+            hits = sum(k is not None and c <= k + 1e-9 for c, k in zip(costs, [t.best_known for t in targets]))
+            row = key | {
+                "expressions": len(targets),
+                "hits": int(hits),
+                "total_cost": round(sum(costs), 4),
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+            results.add(row)
+            print(json.dumps(row), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

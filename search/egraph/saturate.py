@@ -53,7 +53,7 @@ def saturate(
     try:
         while True:
             if out.iterations >= limits.iterations:
-                out.stopped = f"stopped after {limits.iterations} iterations (the depth)"
+                out.stopped = f"stopped at the iteration limit of {limits.iterations} (the depth)"
                 return out
             out.iterations += 1
             stopped, changed, banned = _iteration(g, rewrites, bans, out, limits)

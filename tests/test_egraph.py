@@ -253,3 +253,17 @@ def test_optimize_py_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> 
     code, out, err = run_cli(main, capsys, *argv)
     assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith("optimize.py: error: the e-graph search can run none of the rules of inline_call")
+
+
+def test_the_report_runs_quick(tmp_path: Any) -> None:
+    """experiments/egraph_baseline/run.py --quick: every search of every public set, resumable."""
+    from experiments.egraph_baseline.run import main as report
+
+    out = tmp_path / "results.jsonl"
+    report(["--quick", "--quiet", "--out", str(out)])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4 * 2 * 3  # sets x expressions x searches
+    assert {(r["search"], r["model"]) for r in rows} == {("egraph", "none"), ("astar", "none"), ("astar", "default")}
+    assert all(r["best_cost"] <= r["start_cost"] for r in rows)
+    report(["--quick", "--quiet", "--out", str(out)])  # all done: nothing added
+    assert len(out.read_text().splitlines()) == len(rows)

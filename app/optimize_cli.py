@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=whole_number(MAX_BUDGET),
         default=5000,
         metavar="N",
-        help="value-function evaluations (5000); exhaustive: most distinct expressions",
+        help="value-function evaluations (5000); exhaustive: most distinct expressions; egraph: most e-nodes",
     )
     p.add_argument("--seed", type=int, default=0, help="for random, mcts (0)")
     p.add_argument(

@@ -23,7 +23,7 @@ NONZERO_C = "c is not zero"
 
 
 def _floats_only(hole: str = "?a") -> Condition:
-    return condition("float", lambda a: a.type.leaves == _FLOAT_LEAVES, hole)
+    return condition("float", lambda a: a.type.leaves == _FLOAT_LEAVES, hole, shallow=True)
 
 
 _FLOAT_LEAVES = frozenset({Kind.FLOAT})
@@ -116,6 +116,6 @@ DIV_BY_SELF = rule(
     "div_by_self",
     "(div ?a ?a)",
     "1",
-    condition("not_zero_literal", lambda a: not is_zero(a, through=LITERAL_ZERO), "?a"),
+    condition("not_zero_literal", lambda a: not is_zero(a, through=LITERAL_ZERO), "?a", shallow=True),
     domain="a is finite and not zero",
 )

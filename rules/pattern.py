@@ -120,7 +120,7 @@ def match_pattern(pattern: Pattern, node: Expr) -> Bindings | None:
             elif seen is not e:
                 return None
         elif isinstance(p, Lit):
-            if e.op is not Op.CONST or not _literal_matches(p.value, e):
+            if e.op is not Op.CONST or not literal_matches(p.value, e):
                 return None
         else:
             if e.op is not p.op or len(e.args) != len(p.args):
@@ -129,7 +129,8 @@ def match_pattern(pattern: Pattern, node: Expr) -> Bindings | None:
     return bindings
 
 
-def _literal_matches(value: bool | int | float, e: Expr) -> bool:
+def literal_matches(value: bool | int | float, e: Expr) -> bool:
+    """Whether the pattern literal ``value`` matches the literal ``e`` (numbers: of either number type)."""
     if isinstance(value, bool) or e.type.kind.name == "BOOL":
         return e.data is value
     return e.type.is_number and e.data == value
@@ -144,7 +145,7 @@ def instantiate(pattern: Pattern, bindings: Bindings, scalar: Type | None) -> Ex
         if isinstance(p, Hole):
             built[id(p)] = bindings[p.name]
         elif isinstance(p, Lit):
-            built[id(p)] = E.const(_literal(p.value, scalar))
+            built[id(p)] = E.const(literal_value(p.value, scalar))
         elif not ready:
             stack.append((p, True))
             stack.extend((a, False) for a in p.args)
@@ -153,7 +154,8 @@ def instantiate(pattern: Pattern, bindings: Bindings, scalar: Type | None) -> Ex
     return built[id(pattern)]
 
 
-def _literal(value: bool | int | float, scalar: Type | None) -> bool | int | float:
+def literal_value(value: bool | int | float, scalar: Type | None) -> bool | int | float:
+    """The pattern literal ``value`` as a literal of a right-hand side whose node has type ``scalar``."""
     if isinstance(value, bool):
         return value
     if scalar is INTEGER:

@@ -132,23 +132,29 @@ class FoldRule(Rule):
 # -- conditions ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Condition:
-    """A named side condition: ``test`` is given the expressions bound to the holes ``names``, in order."""
+    """A named side condition: ``test`` is given the expressions bound to the holes ``names``, in order.
+
+    ``shallow`` marks a test that reads of each expression no more than its type and, for a literal,
+    its value: it holds alike for all expressions of one type that are equal, so an e-graph may ask it
+    of any member of an e-class (search/egraph/ translates only rules whose conditions are shallow).
+    """
 
     text: str
     names: tuple[str, ...]
     test: Callable[..., bool]
+    shallow: bool = False
 
     def holds(self, bindings: Bindings) -> bool:
         return self.test(*[bindings[n] for n in self.names])
 
 
-def condition(name: str, test: Callable[..., bool], *holes_used: str) -> Condition:
+def condition(name: str, test: Callable[..., bool], *holes_used: str, shallow: bool = False) -> Condition:
     """The condition ``name(?h1, ...)``: ``test`` takes the expressions bound to the holes, in order,
-    so each hole is named once, here."""
+    so each hole is named once, here (``shallow``: see :class:`Condition`)."""
     for h in holes_used:
         if not h.startswith("?"):
             raise ValueError(f"conditions name holes like '?x', not {h!r}")
-    return Condition(f"{name}({', '.join(holes_used)})", tuple(h[1:] for h in holes_used), test)
+    return Condition(f"{name}({', '.join(holes_used)})", tuple(h[1:] for h in holes_used), test, shallow)
 
 
 def not_free(var: str, expr: str) -> Condition:
@@ -157,12 +163,12 @@ def not_free(var: str, expr: str) -> Condition:
 
 
 def is_constant(hole: str) -> Condition:
-    return condition("is_constant", lambda e: e.op is Op.CONST, hole)
+    return condition("is_constant", lambda e: e.op is Op.CONST, hole, shallow=True)
 
 
 def all_floats(hole: str) -> Condition:
     """The matched expression is a Float or a vector/tuple of Floats only."""
-    return condition("all_floats", lambda e: e.type.leaves == _FLOAT_LEAVES, hole)
+    return condition("all_floats", lambda e: e.type.leaves == _FLOAT_LEAVES, hole, shallow=True)
 
 
 _FLOAT_LEAVES = frozenset({Kind.FLOAT})

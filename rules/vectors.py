@@ -56,7 +56,7 @@ VECTOR_TABLE = [
         "sum_of_deltavecs",
         "(add (deltaVec ?n ?i ?e1) (deltaVec ?n ?i ?e2))",
         "(deltaVec ?n ?i (add ?e1 ?e2))",
-        condition("same type", lambda e1, e2: e1.type is e2.type, "?e1", "?e2"),
+        condition("same type", lambda e1, e2: e1.type is e2.type, "?e1", "?e2", shallow=True),
     ),
     rule(
         "sumbuild_of_sum",

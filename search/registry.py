@@ -8,6 +8,7 @@ from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from search.astar import astar, greedy
 from search.beam import beam
+from search.egraph import egraph
 from search.exhaustive import exhaustive
 from search.mcts import mcts
 from search.random_search import random_search
@@ -25,6 +26,7 @@ SEARCHES: dict[str, Search] = {
     "random": random_search,
     "exhaustive": exhaustive,
     "two-phase": two_phase,
+    "egraph": egraph,
 }
 
 

@@ -1,0 +1,81 @@
+"""``search(start, spec)`` by equality saturation: the start goes into an e-graph, the rules of
+``spec.rules`` that translate (:mod:`search.egraph.translate`) saturate it, and the cheapest
+expression under the reference cost model comes out (:mod:`search.egraph.extract`).
+
+The settings are read as an e-graph's limits: ``spec.budget`` is the most e-nodes (``max_states``
+too, when lower), ``spec.depth`` the most iterations (each applies every match at once, so H of
+them cover at least every sequence of H rewrites), ``seconds`` and ``max_memory_mib`` as for every
+search.  At a limit the e-graph is rebuilt and extracted as it is, ``complete`` is False and a note
+says which limit.  No value function is used, and no rewrite sequence is kept: ``steps`` is empty.
+"""
+
+from __future__ import annotations
+
+from knossos.errors import KsUsageError
+from knossos.expr import Expr
+from search.egraph.extract import dag_choice, tree_choice, write_out
+from search.egraph.graph import EGraph
+from search.egraph.saturate import Limits, saturate
+from search.egraph.translate import translate
+from search.graph import Reached
+from search.result import SearchResult
+from search.spec import SearchRun, SearchSpec
+from search.value import ZeroValue
+
+
+def egraph(start: Expr, spec: SearchSpec) -> SearchResult:
+    rules = translate(spec.rules)
+    if not rules.rewrites and not rules.folds and not rules.let_rules:
+        raise KsUsageError(
+            f"the e-graph search can run none of the rules of {spec.rules.name} "
+            "(it takes table rules without binders, constant folding and the let rules)"
+        )
+    run = SearchRun(start, spec)
+    g = EGraph(folds=rules.folds)
+    root = g.add_expr(start)
+    g.rebuild()
+    node_limit = min(spec.budget, spec.max_states)
+    limits = Limits(node_limit, spec.depth, lambda: run.limits.note if run.limits.reached(0) else None)
+    start_cost = spec.cost(start)
+
+    def progress(size: int) -> None:
+        if spec.progress is not None:
+            spec.progress(size, start_cost)
+
+    notes: list[str] = []
+    try:
+        done = saturate(g, rules.rewrites, limits, progress)
+    except KeyboardInterrupt:
+        run.on_ctrl_c()
+        g.rebuild()
+        done = None
+    best = _extract(g, root, start, spec)
+    size = f"{g.size:,} e-nodes in {len(g.classes):,} e-classes"
+    if rules.left_out:
+        notes.append(f"rules the e-graph cannot run, left out: {', '.join(rules.left_out)}")
+    if not isinstance(spec.value, ZeroValue):
+        notes.append("the e-graph search uses no value function")
+    notes.append("no rewrite sequence: the e-graph keeps none")
+    if done is None:
+        notes.append(f"interrupted after {size}")
+    elif done.saturated:
+        notes.append(f"saturated after {done.iterations} iterations: {size}")
+    else:
+        notes.append(f"not saturated: {done.stopped} ({size}); the best found so far")
+    if best is not start:
+        run.graph.states[best] = Reached(0, None, None)
+        run.graph.best, run.graph.best_cost = best, spec.cost(best)
+    return run.result(complete=done is not None and done.saturated, notes=notes)
+
+
+def _extract(g: EGraph, root: int, start: Expr, spec: SearchSpec) -> Expr:
+    """The cheapest of the start and the two extractions, by ``spec.cost`` (the reference's by default)."""
+    tree, trees = tree_choice(g)
+    root = g.find(root)
+    candidates = [start]
+    avoid = start.free
+    for choice in (tree, dag_choice(g, trees)):
+        out = write_out(root, choice, avoid, spec.cost)
+        if out is not None:
+            candidates.append(out)
+    return min(candidates, key=spec.cost)

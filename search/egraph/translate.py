@@ -1,0 +1,210 @@
+"""The rules of a rule set as e-graph rewrites, read off the same tables the other searches use.
+
+Each rule of the set is, for the e-graph, one of:
+
+* a **rewrite**: a table row (:class:`rules.rule.TableRule`) whose patterns bind no variable (no let,
+  build or sumbuild) and whose side conditions are all *shallow* (they read only a hole's type and,
+  for a literal, its value: ``float``, ``all_floats``, ``is_constant``, ``not_zero_literal``, ``same
+  type``), so that they can be asked of an e-class through any of its members (a literal member if it
+  has one).  Its left side is matched against e-classes, its right side is added and merged in;
+* a **fold**: a :class:`rules.rule.FoldRule` (constant folding), run by the e-graph's constant
+  analysis on every e-node whose children have literal members, with the rule's own code;
+* a **let rule** (``inline_let``, ``delete_let``, ``new_bind``, ``lift_bind``, ``cse_bind``,
+  ``let_recover``): not rewrites; the e-graph inlines the start's lets and its DAG extraction binds
+  shared subexpressions with lets (see :mod:`search.egraph.extract`);
+* **left out**: every other rule (rules with binders, rules written as code other than folds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import BINDERS, Op
+from knossos.types import Type
+from rules.binding import CSE_BIND, DELETE_LET, INLINE_LET, LET_RECOVER, LIFT_BIND, NEW_BIND
+from rules.pattern import Hole, Lit, Node, Pattern, literal_matches, literal_value
+from rules.rule import FoldRule, Rule, Site, TableRule
+from rules.rule_set import RuleSet
+from search.egraph.graph import EGraph, ENode, Fold
+
+#: The rules the e-graph does not run but stands in for: lets are inlined, and extraction makes them.
+LET_RULES: tuple[Rule, ...] = (INLINE_LET, DELETE_LET, NEW_BIND, LIFT_BIND, CSE_BIND, LET_RECOVER)
+
+#: The e-classes bound to a rule's holes, in the order of the holes' first appearance.
+Match = tuple[int, ...]
+#: Matches a pattern against an e-class, extending each of the partial matches given.
+Matcher = Callable[[EGraph, int, list[Match]], list[Match]]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A table rule as an e-graph rewrite."""
+
+    rule: TableRule
+    lhs: Node
+    #: A numeric literal on the right takes the matched node's type, which must then be a number.
+    needs_scalar: bool
+    #: Matchers of the left side's arguments, and the index of each hole in a match.
+    args: tuple[Matcher, ...]
+    holes: dict[str, int]
+    #: Whether the conditions hold, by the types and literals of the holes' e-classes.
+    held: dict[tuple[tuple[Type, Expr | None], ...], bool] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.rule.name
+
+    def search(self, g: EGraph, by_op: dict[Op, list[tuple[int, ENode]]], most: int) -> list[tuple[int, Match]]:
+        """The matches (e-class, holes) in ``g`` (just rebuilt), at most ``most`` (then the caller bans the rule)."""
+        out: list[tuple[int, Match]] = []
+        arity = len(self.args)
+        conditions = self.rule.conditions
+        for cls, node in by_op.get(self.lhs.op, ()):
+            kids = node[2]
+            if len(kids) != arity or (self.needs_scalar and not g.classes[cls].type.is_number):
+                continue
+            found: list[Match] = [()]
+            for matcher, kid in zip(self.args, kids, strict=True):
+                found = matcher(g, kid, found)
+                if not found:
+                    break
+            for m in found:
+                if not conditions or self._conditions_hold(g, m):
+                    out.append((cls, m))
+            if len(out) >= most:
+                return out
+        return out
+
+    def _conditions_hold(self, g: EGraph, m: Match) -> bool:
+        """Shallow conditions read only the types and literals of the holes' e-classes: cached on those."""
+        classes = [g.classes[g.find(c)] for c in m]
+        key = tuple((c.type, c.const) for c in classes)
+        held = self.held.get(key)
+        if held is None:
+            held = self.held[key] = all(
+                c.test(*[classes[self.holes[n]].term for n in c.names]) for c in self.rule.conditions
+            )
+        return held
+
+    def apply(self, g: EGraph, cls: int, m: Match) -> bool:
+        """Add the right side for match ``m`` at ``cls`` and merge it in; True if that changed ``g``."""
+        t = g.classes[g.find(cls)].type
+        return g.union(cls, _instantiate(g, self.rule.rhs, m, self.holes, t if t.is_number else None))
+
+
+def _compile(p: Pattern, holes: dict[str, int]) -> Matcher:
+    """A matcher of ``p``; ``holes`` gets the index of each hole first seen in ``p`` (left to right)."""
+    if isinstance(p, Hole):
+        if p.name in holes:
+            i = holes[p.name]
+            return lambda g, cls, ms: [m for m in ms if m[i] == cls]  # ids are canonical after a rebuild
+        holes[p.name] = len(holes)
+        return lambda g, cls, ms: [(*m, cls) for m in ms]
+    if isinstance(p, Lit):
+        value = p.value
+        return lambda g, cls, ms: ms if any(literal_matches(value, lit) for lit in g.literals(cls)) else []
+    subs = tuple(_compile(a, holes) for a in p.args)
+    op, arity = p.op, len(p.args)
+
+    def match_node(g: EGraph, cls: int, ms: list[Match]) -> list[Match]:
+        out: list[Match] = []
+        for node in g.members(cls, op):
+            kids = node[2]
+            if len(kids) != arity:
+                continue
+            found = ms
+            for sub, kid in zip(subs, kids, strict=True):
+                found = sub(g, kid, found)
+                if not found:
+                    break
+            out.extend(found)
+        return out
+
+    return match_node
+
+
+def _instantiate(g: EGraph, p: Pattern, m: Match, holes: dict[str, int], scalar: Type | None) -> int:
+    if isinstance(p, Hole):
+        return m[holes[p.name]]
+    if isinstance(p, Lit):
+        return g.add_leaf(E.const(literal_value(p.value, scalar)))
+    return g.add((p.op, None, tuple(_instantiate(g, a, m, holes, scalar) for a in p.args)))
+
+
+def rewrite(r: TableRule) -> Rewrite:
+    """``r`` as an e-graph rewrite (``r`` must be translatable)."""
+    assert isinstance(r.lhs, Node)
+    holes: dict[str, int] = {}
+    args = tuple(_compile(a, holes) for a in r.lhs.args)
+    return Rewrite(r, r.lhs, _has_number(r.rhs), args, holes)
+
+
+def _has_binder(p: Pattern) -> bool:
+    stack = [p]
+    while stack:
+        q = stack.pop()
+        if isinstance(q, Node):
+            if q.op in BINDERS:
+                return True
+            stack.extend(q.args)
+    return False
+
+
+def _has_number(p: Pattern) -> bool:
+    stack = [p]
+    while stack:
+        q = stack.pop()
+        if isinstance(q, Lit) and not isinstance(q.value, bool):
+            return True
+        if isinstance(q, Node):
+            stack.extend(q.args)
+    return False
+
+
+def _fold(rule: FoldRule) -> Fold:
+    def fold(node: Expr) -> Expr | None:
+        site = Site(node, node, 0)
+        found = rule.match(site)
+        return None if found is None else rule.rewrite(site, found)[1]
+
+    return fold
+
+
+@dataclass
+class Translation:
+    """A rule set as the e-graph runs it."""
+
+    rewrites: list[Rewrite] = field(default_factory=list)
+    folds: dict[Op, list[Fold]] = field(default_factory=dict)
+    #: Names of the rules of each kind, in the set's order.
+    fold_names: list[str] = field(default_factory=list)
+    let_rules: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+
+
+def translate(rules: RuleSet) -> Translation:
+    out = Translation()
+    for r in rules:
+        if r in LET_RULES:
+            out.let_rules.append(r.name)
+        elif isinstance(r, TableRule) and _translatable(r):
+            out.rewrites.append(rewrite(r))
+        elif isinstance(r, FoldRule) and r.heads is not None:
+            out.fold_names.append(r.name)
+            for op in r.heads:
+                out.folds.setdefault(op, []).append(_fold(r))
+        else:
+            out.left_out.append(r.name)
+    return out
+
+
+def _translatable(r: TableRule) -> bool:
+    return (
+        isinstance(r.lhs, Node)
+        and not _has_binder(r.lhs)
+        and not _has_binder(r.rhs)
+        and all(c.shallow for c in r.conditions)
+    )

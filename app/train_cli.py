@@ -9,11 +9,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from knossos.cli import ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
 from search.spec import ctrl_c_stops_searches
+
+if TYPE_CHECKING:  # imported when a run starts: --help needs no torch
+    from gnn.config import TrainConfig
+    from gnn.metrics import EpochMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The most parallel runs (--repetitions) or threads per run: more is no machine's.
@@ -79,22 +83,24 @@ def run(args: argparse.Namespace) -> int:
         with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
             summary = pool.starmap(_train_in_worker, [(c, f, threads) for c, f in jobs])
     for folder, last in zip(folders, summary, strict=True):
-        test = last.get("test", {})
+        test = last.test
+        total = float("nan") if test is None else test.total_cost
+        reached = None if test is None else test.reached_best_known
         print(
-            f"{folder}: epoch {last['epoch']}, loss {last['loss']:.4g}, test total cost {test.get('total_cost', float('nan')):g}"
-            + (f", best-known reached on {test['reached_best_known']}" if "reached_best_known" in test else "")
+            f"{folder}: epoch {last.epoch}, loss {last.loss:.4g}, test total cost {total:g}"
+            + (f", best-known reached on {reached}" if reached is not None else "")
         )
     return 0
 
 
-def _train_in_worker(config: Any, folder: Path, threads: int) -> dict[str, Any]:
+def _train_in_worker(config: TrainConfig, folder: Path, threads: int) -> EpochMetrics:
     import torch
 
     torch.set_num_threads(threads)
     return train_one(config, folder, show_progress=False)
 
 
-def train_one(config: Any, folder: Path, show_progress: bool) -> dict[str, Any]:
+def train_one(config: TrainConfig, folder: Path, show_progress: bool) -> EpochMetrics:
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
@@ -111,23 +117,22 @@ def train_one(config: Any, folder: Path, show_progress: bool) -> dict[str, Any]:
         bar.update(trainer.epoch)
     writer = SummaryWriter(log_dir=str(folder / "tensorboard"), purge_step=trainer.epoch + 1)
 
-    def log(metrics: dict[str, Any]) -> None:
-        step = metrics["epoch"]
-        writer.add_scalar("train/loss", metrics["loss"], step)
-        writer.add_scalar("train/samples", metrics["samples"], step)
-        writer.add_scalar("train/evaluations", metrics["train_evaluations"], step)
-        writer.add_scalar("seconds", metrics["seconds"], step)
-        for name in ("train", "test"):
-            m = metrics.get(name)
+    def log(metrics: EpochMetrics) -> None:
+        step = metrics.epoch
+        writer.add_scalar("train/loss", metrics.loss, step)
+        writer.add_scalar("train/samples", metrics.samples, step)
+        writer.add_scalar("train/evaluations", metrics.train_evaluations, step)
+        writer.add_scalar("seconds", metrics.seconds, step)
+        for name, m in (("train", metrics.train), ("test", metrics.test)):
             if m is None:
                 continue
-            writer.add_scalar(f"{name}/total_cost", m["total_cost"], step)
-            writer.add_scalar(f"{name}/mean_ratio_to_start", m["mean_ratio_to_start"], step)
-            writer.add_scalar(f"{name}/evaluations", m["evaluations"], step)
-            if "mean_ratio_to_best_known" in m:
-                writer.add_scalar(f"{name}/mean_ratio_to_best_known", m["mean_ratio_to_best_known"], step)
-                writer.add_scalar(f"{name}/reached_best_known", m["reached_best_known"], step)
-            for i, c in enumerate(m["best_costs"]):
+            writer.add_scalar(f"{name}/total_cost", m.total_cost, step)
+            writer.add_scalar(f"{name}/mean_ratio_to_start", m.mean_ratio_to_start, step)
+            writer.add_scalar(f"{name}/evaluations", m.evaluations, step)
+            if m.mean_ratio_to_best_known is not None:
+                writer.add_scalar(f"{name}/mean_ratio_to_best_known", m.mean_ratio_to_best_known, step)
+                writer.add_scalar(f"{name}/reached_best_known", m.reached_best_known, step)
+            for i, c in enumerate(m.best_costs):
                 writer.add_scalar(f"{name}/best_cost/{i}", c, step)
         writer.flush()
         bar.update(1)

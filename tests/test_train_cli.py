@@ -106,6 +106,19 @@ def test_run_writes_checkpoint_metrics_and_tensorboard(first_run: Path) -> None:
     assert not list(first_run.glob("*.tmp"))
 
 
+def keys(row: dict[str, Any]) -> list[object]:
+    """A metrics line's keys, in order, with those of its evaluations."""
+    return [(k, list(v)) if isinstance(v, dict) else k for k, v in row.items()]
+
+
+def test_metrics_lines_have_the_keys_of_the_committed_runs(first_run: Path) -> None:
+    """The lines a run writes now are those train.py has always written (same keys, same order):
+    the committed bootstrap run's, made with the same config."""
+    committed = ROOT / "experiments" / "results" / "training" / "bootstrap_h64" / "metrics.jsonl"
+    before = {json.dumps(keys(json.loads(line))) for line in committed.read_text().splitlines()}
+    assert {json.dumps(keys(m)) for m in metrics(first_run)} == before
+
+
 def test_checkpoint_contents(first_run: Path) -> None:
     state = torch.load(first_run / "checkpoint.pt", map_location="cpu", weights_only=False)
     assert state["epoch"] == 2

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
+from gnn.config import ModelConfig
 from gnn.graph import NODE_TYPES
-from gnn.model import ModelConfig
 from gnn.networks import Network, build_network, value_function
 from gnn.tree_value import TreeValue
 from gnn.value import NetworkValue, Precision

@@ -17,52 +17,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gnn.config import ModelConfig
 from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, GraphBatch, batch_graphs
-from gnn.normalization import check_normalization
 from knossos.expr import Expr
 
 #: Edges sorted by type: (sources, targets, boundaries of each type's run).
 EdgeGroups = tuple[Tensor, Tensor, list[int]]
-
-
-#: The value networks: the paper's GGNN, or the bottom-up tree network of :mod:`gnn.tree_model`.
-MODEL_KINDS: tuple[str, ...] = ("ggnn", "tree")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    #: Features per node (Table 2: 200).
-    hidden: int = 200
-    #: Propagation steps T (Table 2: 10); 0 is the NoGNN ablation.
-    steps: int = 10
-    #: Outputs: per-step values for 1..depth steps left.
-    depth: int = 10
-    #: The paper's MLP head instead of a single dense output layer.
-    mlp_head: bool = False
-    dropout: float = 0.2
-    #: Put the squashed value of constants in the last input feature (not in the paper).
-    constant_values: bool = True
-    #: Which network (:data:`MODEL_KINDS`); the tree network ignores steps, mlp_head, dropout and
-    #: constant_values.
-    kind: str = "ggnn"
-    #: What the outputs measure: cost reductions ("none") or reductions of log(1 + cost) ("log");
-    #: see :mod:`gnn.normalization`.
-    cost_normalization: str = "none"
-
-    def __post_init__(self) -> None:
-        check_normalization(self.cost_normalization)
-        if self.kind not in MODEL_KINDS:
-            raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}, not {self.kind!r}")
-        if self.hidden < NUM_NODE_TYPES + 1:
-            raise ValueError(f"hidden must be at least {NUM_NODE_TYPES + 1} (node types + 1), not {self.hidden}")
-        if self.steps < 0 or self.depth < 1:
-            raise ValueError("steps must be >= 0 and depth >= 1")
 
 
 class GatedGraphConv(nn.Module):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Union
 
-from gnn.model import ModelConfig, ValueNetwork
+from gnn.config import ModelConfig
+from gnn.model import ValueNetwork
 from gnn.tree_model import TreeValueNetwork
 from gnn.tree_value import TreeValue
 from gnn.value import NetworkValue, Precision

@@ -18,11 +18,10 @@ import numpy as np
 import torch
 
 from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
-from gnn.config import TrainConfig
+from gnn.config import TrainConfig, config_dict
 from gnn.data import Target, load_targets
 from gnn.fit import Fitter, Sample
 from gnn.metrics import EpochMetrics, Evaluation, write_metrics
-from gnn.model import ModelConfig
 from gnn.networks import build_network, value_function
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
@@ -40,20 +39,6 @@ WEIGHTS = "weights"
 Progress = Callable[[str, int, int], None]
 
 
-def model_config(config: TrainConfig) -> ModelConfig:
-    m = config.model
-    return ModelConfig(
-        hidden=m.hidden,
-        steps=m.steps,
-        depth=config.search.depth,
-        mlp_head=m.mlp_head,
-        dropout=m.dropout,
-        constant_values=m.constant_values,
-        kind=m.kind,
-        cost_normalization=m.cost_normalization,
-    )
-
-
 def weights_path(run: Path, epoch: int) -> Path:
     """Where a run with ``training.keep_weights`` keeps the model of ``epoch`` (1-based)."""
     return run / WEIGHTS / f"epoch_{epoch:03d}.pt"
@@ -64,7 +49,7 @@ def _defaults() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for section in dataclasses.fields(TrainConfig):
         if isinstance(section.default_factory, type):  # search, model, training (not data)
-            out.update(_flatten({section.name: dataclasses.asdict(section.default_factory())}))
+            out.update(_flatten({section.name: config_dict(section.default_factory())}))
     return out
 
 
@@ -197,7 +182,7 @@ class Trainer:
         self.rules = get_rule_set(config.rules)
         torch.manual_seed(config.training.seed)
         self.rng = np.random.default_rng(config.training.seed)
-        self.network = build_network(model_config(config))
+        self.network = build_network(config.model)
         self.fitter = Fitter(self.network, lr=config.training.lr, batch_size=config.training.batch_size)
         self.epoch = 0  # epochs completed
         self.history: list[EpochMetrics] = []
@@ -207,7 +192,7 @@ class Trainer:
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return {
-            "config": dataclasses.asdict(self.config),
+            "config": self.config.to_dict(),
             "model_config": dataclasses.asdict(self.network.config),
             "model": self.network.state_dict(),
             "optimizer": self.fitter.optimizer.state_dict(),
@@ -227,7 +212,7 @@ class Trainer:
     def restore(self, state: dict[str, Any]) -> None:
         label = str(self.out / CHECKPOINT)
         # a run may be continued for more epochs; anything else must be as it was
-        mine, theirs = _flatten(dataclasses.asdict(self.config)), _flatten(state["config"])
+        mine, theirs = _flatten(self.config.to_dict()), _flatten(state["config"])
         # a key added to the config after the checkpoint was written reads as its default there
         theirs = {**_defaults(), **theirs}
         changed = sorted(

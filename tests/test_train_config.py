@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,24 @@ def test_dropout_out_of_range_is_a_config_error(tmp_path: Path) -> None:
     (a traceback from train.py) instead of a one-line config error."""
     msg = error_of(write(tmp_path, GOOD, "good.yaml"), ["model.mlp_head=true", "model.dropout=1.5"])
     assert "model.dropout" in msg
+
+
+def test_the_model_section_is_the_network_config_with_the_search_depth(tmp_path: Path) -> None:
+    from gnn.config import ModelConfig
+
+    path = write(tmp_path, GOOD, "good.yaml")
+    c = load_config(path, ["model.hidden=48"])
+    assert c.model == ModelConfig(hidden=48, depth=5)  # depth: search.depth
+    assert dataclasses.replace(c, search=dataclasses.replace(c.search, depth=7)).model.depth == 7
+    # a checkpoint's config keeps the YAML keys: no model.depth (it is search.depth)
+    assert "depth" not in c.to_dict()["model"] and c.to_dict()["search"]["depth"] == 5
+    assert list(c.to_dict()["model"]) == [
+        "hidden",
+        "steps",
+        "mlp_head",
+        "dropout",
+        "constant_values",
+        "kind",
+        "cost_normalization",
+    ]
+    assert "unknown key 'model.depth'" in error_of(path, ["model.depth=3"])

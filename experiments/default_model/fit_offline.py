@@ -39,7 +39,7 @@ from gnn.fit import Fitter, Sample  # noqa: E402
 from gnn.metrics import write_metrics  # noqa: E402
 from gnn.networks import build_network, value_function  # noqa: E402
 from gnn.ranking import SiblingGroup  # noqa: E402
-from gnn.training import BestTargets, model_config, weights_path  # noqa: E402
+from gnn.training import BestTargets, weights_path  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     lr = config.training.lr if args.lr is None else args.lr
 
-    network = build_network(model_config(config))
+    network = build_network(config.model)
     fitter = Fitter(network, lr=lr, batch_size=config.training.batch_size)
     done = 0
     history: list[PassMetrics] = []
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.rank_weight > 0:
         made_of |= {"rank_weight": args.rank_weight, "rank_temperature": args.rank_temperature}
     (args.run / PROVENANCE).write_text(json.dumps(made_of) + "\n")
-    saved_config = dataclasses.asdict(config)
+    saved_config = config.to_dict()
     if args.init is not None and done == 0:
         network.load_state_dict(load_checkpoint(args.init)["model"])
     for n in range(done + 1, args.passes + 1):

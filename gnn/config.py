@@ -13,13 +13,29 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from knossos.errors import KsUsageError, Pos
 
-SEARCHES = ("astar", "two-phase", "mcts")
+# -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
+#: The searches a training run uses (``search.algorithm``, ``search.test_algorithm``).
+SearchName = Literal["astar", "two-phase", "mcts"]
+SEARCHES: tuple[str, ...] = typing.get_args(SearchName)
+#: The network's inference arithmetic in searches (gnn/value.py).
+Precision = Literal["float32", "bfloat16"]
+PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
+#: The value networks: the paper's GGNN, or the bottom-up tree network of :mod:`gnn.tree_model`.
+ModelKind = Literal["ggnn", "tree"]
+MODEL_KINDS: tuple[str, ...] = typing.get_args(ModelKind)
+#: What the network's outputs measure: cost reductions, or reductions of log(1 + cost)
+#: (:mod:`gnn.normalization`).
+CostNormalization = Literal["none", "log"]
+COST_NORMALIZATIONS: tuple[str, ...] = typing.get_args(CostNormalization)
+#: Which states of a search are fitted (``training.targets``; :func:`gnn.training.samples_of`).
+TargetScheme = Literal["reached", "explored", "explored_and_reached"]
+TARGET_SCHEMES: tuple[str, ...] = typing.get_args(TargetScheme)
 
 
 @dataclass
@@ -42,9 +58,9 @@ class DataConfig:
 
 @dataclass
 class SearchConfig:
-    algorithm: str = "astar"
+    algorithm: SearchName = "astar"
     #: The search used to evaluate on the train and test sets.
-    test_algorithm: str = "astar"
+    test_algorithm: SearchName = "astar"
     depth: int = 10
     #: Value-function evaluations per search while training.
     budget: int = 5000
@@ -53,14 +69,12 @@ class SearchConfig:
     batch_size: int = 16
     #: The network's inference arithmetic in searches (gnn/value.py): float32, or bfloat16 (about
     #: twice as fast on CPUs with AMX/AVX512-BF16; fitting stays in float32).
-    precision: str = "float32"
+    precision: Precision = "float32"
     #: Every value of the network is multiplied by this in the searches (gnn/value.py): 1 is the
     #: paper's A*; less shrinks a noisy network's estimates towards greedy search's order.
     value_scale: float = 1.0
 
 
-#: The value networks: the paper's GGNN, or the bottom-up tree network of :mod:`gnn.tree_model`.
-MODEL_KINDS: tuple[str, ...] = ("ggnn", "tree")
 #: The metadata key of a field that is no key of its YAML section: where its value comes from.
 FILLED_FROM = "filled_from"
 
@@ -98,15 +112,14 @@ class ModelConfig:
     #: Which network (:data:`MODEL_KINDS`): "ggnn" (the paper's) or "tree" (bottom-up, embeds each
     #: interned node once: see gnn/tree_model.py); the tree network ignores steps, mlp_head, dropout
     #: and constant_values.
-    kind: str = "ggnn"
+    kind: ModelKind = "ggnn"
     #: What the outputs measure: cost reductions ("none", the paper's) or reductions of
     #: log(1 + cost) ("log", for programs whose costs span many orders of magnitude); see
     #: gnn/normalization.py.
-    cost_normalization: str = "none"
+    cost_normalization: CostNormalization = "none"
 
     def __post_init__(self) -> None:
         from gnn.graph import NUM_NODE_TYPES
-        from gnn.normalization import COST_NORMALIZATIONS
 
         def bad(key: str, reason: str) -> SettingError:
             return SettingError(key, reason, "model")
@@ -154,7 +167,7 @@ class TrainingConfig:
     #: paper's Algorithm 2) or "explored" (every expanded state, at each number of steps up to how
     #: deep the search looked below it: how the reference implementation builds its datasets), or
     #: "explored_and_reached" (those, and the states reached but never expanded, as "reached").
-    targets: str = "reached"
+    targets: TargetScheme = "reached"
     #: With best_targets: also fit, each epoch, up to this many remembered states that this epoch's
     #: searches did not visit, those whose best known target the network underestimates most.
     replay_best: int = 0
@@ -199,13 +212,7 @@ class TrainConfig:
         def bad(key: str, msg: str) -> KsUsageError:
             return KsUsageError(f"{key}: {msg}", None, file)  # checked after overrides: no line
 
-        for key, name in (
-            ("search.algorithm", self.search.algorithm),
-            ("search.test_algorithm", self.search.test_algorithm),
-        ):
-            if name not in SEARCHES:
-                raise bad(key, f"'{name}' is not one of {', '.join(SEARCHES)}")
-        from gnn.value import PRECISIONS
+        # the enumerated options were checked when they were read (their Literal types)
         from search.value import check_value_scale
 
         try:
@@ -213,12 +220,6 @@ class TrainConfig:
         except ValueError as err:
             raise bad("search.value_scale", str(err)) from None
 
-        if self.search.precision not in PRECISIONS:
-            raise bad("search.precision", f"'{self.search.precision}' is not one of {', '.join(PRECISIONS)}")
-        from gnn.training import TARGET_SCHEMES
-
-        if self.training.targets not in TARGET_SCHEMES:
-            raise bad("training.targets", f"'{self.training.targets}' is not one of {', '.join(TARGET_SCHEMES)}")
         for key, count in (
             ("training.warmup_epochs", self.training.warmup_epochs),
             ("training.warmup_budget", self.training.warmup_budget),
@@ -388,6 +389,13 @@ def _convert(hint: Any, value: object, key: str, where: _Where) -> Any:
         if not isinstance(value, list):
             raise where.error(key, f"{key}: expected a list, not {value!r}")
         return [_convert(item, v, key, where) for v in value]
+    if origin is Literal:  # one of a few names: said as validate() says what is out of range
+        options = typing.get_args(hint)
+        if not isinstance(value, str):
+            raise where.error(key, f"{key}: expected text, not {value!r}")
+        if value not in options:
+            raise KsUsageError(f"{key}: '{value}' is not one of {', '.join(options)}", None, where.file)
+        return value
     if hint is bool:
         if not isinstance(value, bool):
             raise where.error(key, f"{key}: expected true or false, not {value!r}")

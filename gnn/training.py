@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
-from gnn.config import TrainConfig, config_dict
+from gnn.config import TARGET_SCHEMES, SearchName, TargetScheme, TrainConfig, config_dict
 from gnn.data import Target, load_targets
 from gnn.fit import Fitter, Sample
 from gnn.metrics import EpochMetrics, Evaluation, write_metrics
@@ -126,12 +126,8 @@ class BestTargets:
         )
 
 
-#: Which states a search's targets are fitted for (config ``training.targets``).
-TARGET_SCHEMES = ("reached", "explored", "explored_and_reached")
-
-
 def samples_of(
-    result: SearchResult, scheme: str = "reached", limit: int = 0, rng: np.random.Generator | None = None
+    result: SearchResult, scheme: TargetScheme = "reached", limit: int = 0, rng: np.random.Generator | None = None
 ) -> list[Sample]:
     """Algorithm 2's targets of a search, as samples to fit.
 
@@ -260,9 +256,9 @@ class Trainer:
         # a search does not change the network, so a bfloat16 copy per search is exact enough
         s = self.config.search
         scale = s.value_scale if scaled else 1.0
-        return value_function(self.network, precision=s.precision, scale=scale)  # type: ignore[arg-type]
+        return value_function(self.network, precision=s.precision, scale=scale)
 
-    def search(self, target: Target, algorithm: str, budget: int, guided: bool = True) -> SearchResult:
+    def search(self, target: Target, algorithm: SearchName, budget: int, guided: bool = True) -> SearchResult:
         """``guided=False``: with the zero value function instead of the network (warm-up epochs)."""
         s = self.config.search
         spec = SearchSpec(

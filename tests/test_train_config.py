@@ -334,3 +334,42 @@ def test_the_model_section_is_the_network_config_with_the_search_depth(tmp_path:
         "cost_normalization",
     ]
     assert "unknown key 'model.depth'" in error_of(path, ["model.depth=3"])
+
+
+def _enumerated() -> list[tuple[str, tuple[str, ...]]]:
+    """Every config key whose value is one of a few names (a Literal type), with the names."""
+    import typing
+
+    from gnn.config import ModelConfig, SearchConfig, TrainingConfig
+
+    out = []
+    for section, cls in (("search", SearchConfig), ("model", ModelConfig), ("training", TrainingConfig)):
+        for name, hint in typing.get_type_hints(cls).items():
+            if typing.get_origin(hint) is typing.Literal:
+                out.append((f"{section}.{name}", typing.get_args(hint)))
+    return out
+
+
+def test_the_enumerated_options_are_literal_types() -> None:
+    keys = {key for key, _ in _enumerated()}
+    assert keys == {
+        "search.algorithm",
+        "search.test_algorithm",
+        "search.precision",
+        "model.kind",
+        "model.cost_normalization",
+        "training.targets",
+    }
+
+
+@pytest.mark.parametrize(("key", "names"), _enumerated())
+def test_an_enumerated_option_takes_its_names_only(tmp_path: Path, key: str, names: tuple[str, ...]) -> None:
+    path = write(tmp_path, GOOD, "good.yaml")
+    for name in names:
+        if (key, name) == ("model.kind", "tree"):
+            continue  # with search.precision float32 only: below
+        section, field = key.split(".")
+        assert getattr(getattr(load_config(path, [f"{key}={name}"]), section), field) == name
+    assert load_config(path, ["model.kind=tree"]).model.kind == "tree"
+    assert error_of(path, [f"{key}=nope"]) == f"{path}: error: {key}: 'nope' is not one of {', '.join(names)}"
+    assert error_of(path, [f"{key}=3"]) == f"knossos: error: --set {key}: expected text, not 3"

@@ -9,17 +9,22 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from knossos.cli import ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
 from search.spec import ctrl_c_stops_searches
 
 if TYPE_CHECKING:  # imported when a run starts: --help needs no torch
+    from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard.writer import FileWriter
+
     from gnn.config import TrainConfig
     from gnn.metrics import EpochMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The scalars TensorBoard's HParams dashboard shows beside a run's hyperparameters.
+HPARAM_METRICS = ("train/loss", "test/total_cost", "test/mean_ratio_to_start", "test/reached_best_known")
 #: The most parallel runs (--repetitions) or threads per run: more is no machine's.
 MAX_PROCESSES = 256
 
@@ -116,6 +121,8 @@ def train_one(config: TrainConfig, folder: Path, show_progress: bool) -> EpochMe
     if trainer.resume():
         bar.update(trainer.epoch)
     writer = SummaryWriter(log_dir=str(folder / "tensorboard"), purge_step=trainer.epoch + 1)
+    if trainer.epoch == 0:  # a resumed run has them in its first events file
+        write_hyperparameters(writer, config)
 
     def log(metrics: EpochMetrics) -> None:
         step = metrics.epoch
@@ -140,7 +147,45 @@ def train_one(config: TrainConfig, folder: Path, show_progress: bool) -> EpochMe
     try:
         with ctrl_c_stops_searches():  # Ctrl-C stops the run, never cuts one search short
             history = trainer.train(log)
+        events_of(writer).add_summary(hparams_summaries(config)[2])  # the HParams session ended well
     finally:
         writer.close()
         bar.close()
     return history[-1]
+
+
+def hyperparameters(config: TrainConfig) -> dict[str, bool | int | float | str]:
+    """The config's keys, dotted (``search.depth``), as TensorBoard takes hyperparameters: numbers,
+    booleans and text (a list as its text); keys without a value (None) are left out."""
+    from gnn.config import flatten_keys
+
+    out: dict[str, bool | int | float | str] = {}
+    for key, value in flatten_keys(config.to_dict()).items():
+        if value is not None:
+            out[key] = value if isinstance(value, bool | int | float | str) else str(value)
+    return out
+
+
+def hparams_summaries(config: TrainConfig) -> tuple[Any, Any, Any]:
+    """TensorBoard's HParams summaries of a run of ``config``: the experiment (which hyperparameters
+    and metrics), the session's start (the values) and its end (finished)."""
+    from torch.utils.tensorboard.summary import hparams
+
+    return hparams(hyperparameters(config), dict.fromkeys(HPARAM_METRICS, 0.0))  # type: ignore[no-untyped-call,no-any-return]
+
+
+def write_hyperparameters(writer: SummaryWriter, config: TrainConfig) -> None:
+    """The run's config in its TensorBoard log, once: for the HParams dashboard (in the run's own
+    events file: ``SummaryWriter.add_hparams`` would start another run in a subfolder) and as a
+    table of the Text dashboard."""
+    experiment, start, _ = hparams_summaries(config)
+    events = events_of(writer)
+    events.add_summary(experiment)
+    events.add_summary(start)
+    rows = "".join(f"\n|{key}|{value}|" for key, value in hyperparameters(config).items())
+    writer.add_text("hyperparameters", "|key|value|\n|-|-|" + rows)
+
+
+def events_of(writer: SummaryWriter) -> FileWriter:
+    """The writer of ``writer``'s events file (made with it; torch types the attribute as None)."""
+    return cast("FileWriter", writer.file_writer)

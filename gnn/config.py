@@ -282,6 +282,17 @@ def config_dict(section: object) -> dict[str, Any]:
     return out
 
 
+def flatten_keys(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config (:func:`config_dict`) as dotted keys: ``{"search.depth": 10, "data.train.set": ...}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(flatten_keys(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
     """Read ``path`` and apply ``key=value`` overrides; a KsUsageError on any problem."""
     file = str(path)

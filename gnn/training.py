@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
-from gnn.config import TARGET_SCHEMES, SearchName, TargetScheme, TrainConfig, config_dict
+from gnn.config import TARGET_SCHEMES, SearchName, TargetScheme, TrainConfig, config_dict, flatten_keys
 from gnn.data import Target, load_targets
 from gnn.fit import Fitter, Sample
 from gnn.metrics import EpochMetrics, Evaluation, write_metrics
@@ -49,18 +49,7 @@ def _defaults() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for section in dataclasses.fields(TrainConfig):
         if isinstance(section.default_factory, type):  # search, model, training (not data)
-            out.update(_flatten({section.name: config_dict(section.default_factory())}))
-    return out
-
-
-def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested config as dotted keys: ``{"search.depth": 10, "data.train.set": ...}``."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
+            out.update(flatten_keys({section.name: config_dict(section.default_factory())}))
     return out
 
 
@@ -208,7 +197,7 @@ class Trainer:
     def restore(self, state: dict[str, Any]) -> None:
         label = str(self.out / CHECKPOINT)
         # a run may be continued for more epochs; anything else must be as it was
-        mine, theirs = _flatten(self.config.to_dict()), _flatten(state["config"])
+        mine, theirs = flatten_keys(self.config.to_dict()), flatten_keys(state["config"])
         # a key added to the config after the checkpoint was written reads as its default there
         theirs = {**_defaults(), **theirs}
         changed = sorted(

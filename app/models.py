@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from knossos.errors import KsUsageError
 from search.value import ValueFunction, ZeroValue, check_value_scale
 
+if TYPE_CHECKING:  # gnn (torch) is imported only for a model that needs it
+    from gnn.config import Precision
 
-def load_value_function(spec: str, precision: str = "float32", scale: float | None = None) -> ValueFunction:
+
+def load_value_function(spec: str, precision: Precision = "float32", scale: float | None = None) -> ValueFunction:
     """``precision`` (float32 or bfloat16) is the network's inference arithmetic and ``scale`` the
     factor on its values (None: the model's own); zero ignores both."""
     if spec in ("none", "zero"):
@@ -37,7 +41,7 @@ def load_value_function(spec: str, precision: str = "float32", scale: float | No
         from gnn.checkpoint import load_value_function as load_checkpoint
     except ImportError:
         raise KsUsageError(f"{spec}: loading a trained model needs the gnn package (torch)") from None
-    loaded: ValueFunction = load_checkpoint(path, precision, scale)  # type: ignore[arg-type]
+    loaded: ValueFunction = load_checkpoint(path, precision, scale)
     return loaded
 
 

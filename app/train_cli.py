@@ -9,13 +9,22 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from knossos.cli import ArgumentParser, internal_error
 from knossos.errors import KsError, KsUsageError
 from search.spec import ctrl_c_stops_searches
 
+if TYPE_CHECKING:  # imported when a run starts: --help needs no torch
+    from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard.writer import FileWriter
+
+    from gnn.config import TrainConfig
+    from gnn.metrics import EpochMetrics
+
 ROOT = Path(__file__).resolve().parent.parent
+#: The scalars TensorBoard's HParams dashboard shows beside a run's hyperparameters.
+HPARAM_METRICS = ("train/loss", "test/total_cost", "test/mean_ratio_to_start", "test/reached_best_known")
 #: The most parallel runs (--repetitions) or threads per run: more is no machine's.
 MAX_PROCESSES = 256
 
@@ -79,22 +88,24 @@ def run(args: argparse.Namespace) -> int:
         with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
             summary = pool.starmap(_train_in_worker, [(c, f, threads) for c, f in jobs])
     for folder, last in zip(folders, summary, strict=True):
-        test = last.get("test", {})
+        test = last.test
+        total = float("nan") if test is None else test.total_cost
+        reached = None if test is None else test.reached_best_known
         print(
-            f"{folder}: epoch {last['epoch']}, loss {last['loss']:.4g}, test total cost {test.get('total_cost', float('nan')):g}"
-            + (f", best-known reached on {test['reached_best_known']}" if "reached_best_known" in test else "")
+            f"{folder}: epoch {last.epoch}, loss {last.loss:.4g}, test total cost {total:g}"
+            + (f", best-known reached on {reached}" if reached is not None else "")
         )
     return 0
 
 
-def _train_in_worker(config: Any, folder: Path, threads: int) -> dict[str, Any]:
+def _train_in_worker(config: TrainConfig, folder: Path, threads: int) -> EpochMetrics:
     import torch
 
     torch.set_num_threads(threads)
     return train_one(config, folder, show_progress=False)
 
 
-def train_one(config: Any, folder: Path, show_progress: bool) -> dict[str, Any]:
+def train_one(config: TrainConfig, folder: Path, show_progress: bool) -> EpochMetrics:
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
@@ -110,24 +121,25 @@ def train_one(config: Any, folder: Path, show_progress: bool) -> dict[str, Any]:
     if trainer.resume():
         bar.update(trainer.epoch)
     writer = SummaryWriter(log_dir=str(folder / "tensorboard"), purge_step=trainer.epoch + 1)
+    if trainer.epoch == 0:  # a resumed run has them in its first events file
+        write_hyperparameters(writer, config)
 
-    def log(metrics: dict[str, Any]) -> None:
-        step = metrics["epoch"]
-        writer.add_scalar("train/loss", metrics["loss"], step)
-        writer.add_scalar("train/samples", metrics["samples"], step)
-        writer.add_scalar("train/evaluations", metrics["train_evaluations"], step)
-        writer.add_scalar("seconds", metrics["seconds"], step)
-        for name in ("train", "test"):
-            m = metrics.get(name)
+    def log(metrics: EpochMetrics) -> None:
+        step = metrics.epoch
+        writer.add_scalar("train/loss", metrics.loss, step)
+        writer.add_scalar("train/samples", metrics.samples, step)
+        writer.add_scalar("train/evaluations", metrics.train_evaluations, step)
+        writer.add_scalar("seconds", metrics.seconds, step)
+        for name, m in (("train", metrics.train), ("test", metrics.test)):
             if m is None:
                 continue
-            writer.add_scalar(f"{name}/total_cost", m["total_cost"], step)
-            writer.add_scalar(f"{name}/mean_ratio_to_start", m["mean_ratio_to_start"], step)
-            writer.add_scalar(f"{name}/evaluations", m["evaluations"], step)
-            if "mean_ratio_to_best_known" in m:
-                writer.add_scalar(f"{name}/mean_ratio_to_best_known", m["mean_ratio_to_best_known"], step)
-                writer.add_scalar(f"{name}/reached_best_known", m["reached_best_known"], step)
-            for i, c in enumerate(m["best_costs"]):
+            writer.add_scalar(f"{name}/total_cost", m.total_cost, step)
+            writer.add_scalar(f"{name}/mean_ratio_to_start", m.mean_ratio_to_start, step)
+            writer.add_scalar(f"{name}/evaluations", m.evaluations, step)
+            if m.mean_ratio_to_best_known is not None:
+                writer.add_scalar(f"{name}/mean_ratio_to_best_known", m.mean_ratio_to_best_known, step)
+                writer.add_scalar(f"{name}/reached_best_known", m.reached_best_known, step)
+            for i, c in enumerate(m.best_costs):
                 writer.add_scalar(f"{name}/best_cost/{i}", c, step)
         writer.flush()
         bar.update(1)
@@ -135,7 +147,45 @@ def train_one(config: Any, folder: Path, show_progress: bool) -> dict[str, Any]:
     try:
         with ctrl_c_stops_searches():  # Ctrl-C stops the run, never cuts one search short
             history = trainer.train(log)
+        events_of(writer).add_summary(hparams_summaries(config)[2])  # the HParams session ended well
     finally:
         writer.close()
         bar.close()
     return history[-1]
+
+
+def hyperparameters(config: TrainConfig) -> dict[str, bool | int | float | str]:
+    """The config's keys, dotted (``search.depth``), as TensorBoard takes hyperparameters: numbers,
+    booleans and text (a list as its text); keys without a value (None) are left out."""
+    from gnn.config import flatten_keys
+
+    out: dict[str, bool | int | float | str] = {}
+    for key, value in flatten_keys(config.to_dict()).items():
+        if value is not None:
+            out[key] = value if isinstance(value, bool | int | float | str) else str(value)
+    return out
+
+
+def hparams_summaries(config: TrainConfig) -> tuple[Any, Any, Any]:
+    """TensorBoard's HParams summaries of a run of ``config``: the experiment (which hyperparameters
+    and metrics), the session's start (the values) and its end (finished)."""
+    from torch.utils.tensorboard.summary import hparams
+
+    return hparams(hyperparameters(config), dict.fromkeys(HPARAM_METRICS, 0.0))  # type: ignore[no-untyped-call,no-any-return]
+
+
+def write_hyperparameters(writer: SummaryWriter, config: TrainConfig) -> None:
+    """The run's config in its TensorBoard log, once: for the HParams dashboard (in the run's own
+    events file: ``SummaryWriter.add_hparams`` would start another run in a subfolder) and as a
+    table of the Text dashboard."""
+    experiment, start, _ = hparams_summaries(config)
+    events = events_of(writer)
+    events.add_summary(experiment)
+    events.add_summary(start)
+    rows = "".join(f"\n|{key}|{value}|" for key, value in hyperparameters(config).items())
+    writer.add_text("hyperparameters", "|key|value|\n|-|-|" + rows)
+
+
+def events_of(writer: SummaryWriter) -> FileWriter:
+    """The writer of ``writer``'s events file (made with it; torch types the attribute as None)."""
+    return cast("FileWriter", writer.file_writer)

@@ -15,7 +15,10 @@ import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gnn.metrics import EpochMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
@@ -97,7 +100,7 @@ def read_rows(path: Path, program: str) -> list[dict[str, Any]]:
     return rows
 
 
-def run_train(config: str, out: Path, overrides: Iterable[str], quiet: bool = False) -> list[dict[str, Any]]:
+def run_train(config: str, out: Path, overrides: Iterable[str], quiet: bool = False) -> list[EpochMetrics]:
     """``train.py CONFIG --out OUT --resume --set ...``, the entry point users run; its metrics rows.
 
     ``--resume`` makes it carry on from the run's checkpoint if there is one, so that a rerun of an
@@ -115,9 +118,11 @@ def run_train(config: str, out: Path, overrides: Iterable[str], quiet: bool = Fa
     return read_metrics(out)
 
 
-def read_metrics(run: Path) -> list[dict[str, Any]]:
+def read_metrics(run: Path) -> list[EpochMetrics]:
     """The per-epoch metrics a train.py run has written so far (none if it has not started)."""
-    metrics = run / "metrics.jsonl"
+    from gnn.metrics import METRICS, parse_metrics
+
+    metrics = run / METRICS
     if not metrics.is_file():
         return []
-    return [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    return parse_metrics(metrics.read_text().splitlines(), str(metrics))

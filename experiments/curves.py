@@ -178,15 +178,15 @@ def _train_agent(
         metrics = read_metrics(out)
         if not metrics:
             return
-    last = metrics[-1]["epoch"]
+    last = metrics[-1].epoch
     from_weights = list(exp.budgets)
     if agent.test_search is None:  # train.py's own test evaluation gives the first budget, every epoch
         from_weights.remove(first)
         for m in metrics:
-            if "test" in m and not results.has(
-                kind="agent", agent=agent.name, seed=seed, epoch=m["epoch"], budget=first
+            if m.test is not None and not results.has(
+                kind="agent", agent=agent.name, seed=seed, epoch=m.epoch, budget=first
             ):
-                results.add(_row("agent", agent.name, seed, m["epoch"], first, m["test"]["best_costs"]))
+                results.add(_row("agent", agent.name, seed, m.epoch, first, list(m.test.best_costs)))
     from gnn.config import load_config
 
     trained = load_config(ROOT / exp.config, overrides)

@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
+from gnn.config import ModelConfig, Precision
 from gnn.graph import NODE_TYPES
-from gnn.model import ModelConfig
 from gnn.networks import Network, build_network, value_function
 from gnn.tree_value import TreeValue
-from gnn.value import NetworkValue, Precision
+from gnn.value import NetworkValue
 from knossos.atomic import atomic_write
 from knossos.errors import KsUsageError
 from search.value import check_value_scale

@@ -7,18 +7,35 @@ the line.  ``--set key=value`` overrides go through the same checks (the value i
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from knossos.errors import KsUsageError, Pos
 
-SEARCHES = ("astar", "two-phase", "mcts")
+# -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
+#: The searches a training run uses (``search.algorithm``, ``search.test_algorithm``).
+SearchName = Literal["astar", "two-phase", "mcts"]
+SEARCHES: tuple[str, ...] = typing.get_args(SearchName)
+#: The network's inference arithmetic in searches (gnn/value.py).
+Precision = Literal["float32", "bfloat16"]
+PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
+#: The value networks: the paper's GGNN, or the bottom-up tree network of :mod:`gnn.tree_model`.
+ModelKind = Literal["ggnn", "tree"]
+MODEL_KINDS: tuple[str, ...] = typing.get_args(ModelKind)
+#: What the network's outputs measure: cost reductions, or reductions of log(1 + cost)
+#: (:mod:`gnn.normalization`).
+CostNormalization = Literal["none", "log"]
+COST_NORMALIZATIONS: tuple[str, ...] = typing.get_args(CostNormalization)
+#: Which states of a search are fitted (``training.targets``; :func:`gnn.training.samples_of`).
+TargetScheme = Literal["reached", "explored", "explored_and_reached"]
+TARGET_SCHEMES: tuple[str, ...] = typing.get_args(TargetScheme)
 
 
 @dataclass
@@ -41,9 +58,9 @@ class DataConfig:
 
 @dataclass
 class SearchConfig:
-    algorithm: str = "astar"
+    algorithm: SearchName = "astar"
     #: The search used to evaluate on the train and test sets.
-    test_algorithm: str = "astar"
+    test_algorithm: SearchName = "astar"
     depth: int = 10
     #: Value-function evaluations per search while training.
     budget: int = 5000
@@ -52,25 +69,77 @@ class SearchConfig:
     batch_size: int = 16
     #: The network's inference arithmetic in searches (gnn/value.py): float32, or bfloat16 (about
     #: twice as fast on CPUs with AMX/AVX512-BF16; fitting stays in float32).
-    precision: str = "float32"
+    precision: Precision = "float32"
     #: Every value of the network is multiplied by this in the searches (gnn/value.py): 1 is the
     #: paper's A*; less shrinks a noisy network's estimates towards greedy search's order.
     value_scale: float = 1.0
 
 
-@dataclass
-class ModelSettings:
+#: The metadata key of a field that is no key of its YAML section: where its value comes from.
+FILLED_FROM = "filled_from"
+
+
+class SettingError(ValueError):
+    """A bad value of one setting: ``key`` (dotted within its section) and ``reason``, what is wrong
+    with it.  The config loader reports ``section.key: reason``; the message alone reads
+    ``section key in words: reason`` (``model cost normalization: 'sqrt' is not one of none, log``)."""
+
+    def __init__(self, key: str, reason: str, section: str = "") -> None:
+        words = key.replace("_", " ")
+        super().__init__(f"{section} {words}: {reason}" if section else f"{words}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The value network: the config's ``model:`` section, and a checkpoint's ``model_config``.
+
+    ``depth`` is no key of the section: a training config takes it from ``search.depth``.
+    """
+
+    #: Features per node (Table 2: 200).
     hidden: int = 200
+    #: Propagation steps T (Table 2: 10); 0 is the NoGNN ablation.
     steps: int = 10
+    #: Outputs: per-step values for 1..depth steps left.
+    depth: int = field(default=10, metadata={FILLED_FROM: "search.depth"})
+    #: The paper's MLP head instead of a single dense output layer.
     mlp_head: bool = False
     dropout: float = 0.2
+    #: Put the squashed value of constants in the last input feature (not in the paper).
     constant_values: bool = True
-    #: "ggnn" (the paper's network) or "tree" (bottom-up, embeds each interned node once: see
-    #: gnn/tree_model.py).
-    kind: str = "ggnn"
-    #: "none" (the paper's): fit cost reductions; "log": reductions of log(1 + cost), for programs
-    #: whose costs span many orders of magnitude (gnn/normalization.py).
-    cost_normalization: str = "none"
+    #: Which network (:data:`MODEL_KINDS`): "ggnn" (the paper's) or "tree" (bottom-up, embeds each
+    #: interned node once: see gnn/tree_model.py); the tree network ignores steps, mlp_head, dropout
+    #: and constant_values.
+    kind: ModelKind = "ggnn"
+    #: What the outputs measure: cost reductions ("none", the paper's) or reductions of
+    #: log(1 + cost) ("log", for programs whose costs span many orders of magnitude); see
+    #: gnn/normalization.py.
+    cost_normalization: CostNormalization = "none"
+
+    def __post_init__(self) -> None:
+        from gnn.graph import NUM_NODE_TYPES
+
+        def bad(key: str, reason: str) -> SettingError:
+            return SettingError(key, reason, "model")
+
+        if self.hidden < 1:
+            raise bad("hidden", f"must be at least 1, not {self.hidden}")
+        if self.hidden < NUM_NODE_TYPES + 1:
+            raise bad("hidden", f"must be at least {NUM_NODE_TYPES + 1} (one feature per node type, + 1)")
+        if not 0.0 <= self.dropout < 1.0:
+            raise bad("dropout", f"must be in [0, 1), not {self.dropout}")
+        if self.steps < 0:
+            raise bad("steps", f"must be at least 0, not {self.steps}")
+        if self.depth < 1:
+            raise bad("depth", f"must be at least 1, not {self.depth}")
+        if self.kind not in MODEL_KINDS:
+            raise bad("kind", f"'{self.kind}' is not one of {', '.join(MODEL_KINDS)}")
+        if self.cost_normalization not in COST_NORMALIZATIONS:
+            raise bad(
+                "cost_normalization", f"'{self.cost_normalization}' is not one of {', '.join(COST_NORMALIZATIONS)}"
+            )
 
 
 @dataclass
@@ -98,7 +167,7 @@ class TrainingConfig:
     #: paper's Algorithm 2) or "explored" (every expanded state, at each number of steps up to how
     #: deep the search looked below it: how the reference implementation builds its datasets), or
     #: "explored_and_reached" (those, and the states reached but never expanded, as "reached").
-    targets: str = "reached"
+    targets: TargetScheme = "reached"
     #: With best_targets: also fit, each epoch, up to this many remembered states that this epoch's
     #: searches did not visit, those whose best known target the network underestimates most.
     replay_best: int = 0
@@ -125,20 +194,25 @@ class TrainConfig:
     rules: str
     data: DataConfig
     search: SearchConfig = field(default_factory=SearchConfig)
-    model: ModelSettings = field(default_factory=ModelSettings)
+    #: Its depth is search.depth (filled in here).
+    model: ModelConfig = field(default_factory=ModelConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
+
+    def __post_init__(self) -> None:
+        try:
+            self.model = dataclasses.replace(self.model, depth=self.search.depth)
+        except SettingError as err:
+            raise SettingError("search.depth", err.reason) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as nested dicts of its YAML keys (as checkpoints keep it)."""
+        return config_dict(self)
 
     def validate(self, file: str) -> None:
         def bad(key: str, msg: str) -> KsUsageError:
             return KsUsageError(f"{key}: {msg}", None, file)  # checked after overrides: no line
 
-        for key, name in (
-            ("search.algorithm", self.search.algorithm),
-            ("search.test_algorithm", self.search.test_algorithm),
-        ):
-            if name not in SEARCHES:
-                raise bad(key, f"'{name}' is not one of {', '.join(SEARCHES)}")
-        from gnn.value import PRECISIONS
+        # the enumerated options were checked when they were read (their Literal types)
         from search.value import check_value_scale
 
         try:
@@ -146,12 +220,6 @@ class TrainConfig:
         except ValueError as err:
             raise bad("search.value_scale", str(err)) from None
 
-        if self.search.precision not in PRECISIONS:
-            raise bad("search.precision", f"'{self.search.precision}' is not one of {', '.join(PRECISIONS)}")
-        from gnn.training import TARGET_SCHEMES
-
-        if self.training.targets not in TARGET_SCHEMES:
-            raise bad("training.targets", f"'{self.training.targets}' is not one of {', '.join(TARGET_SCHEMES)}")
         for key, count in (
             ("training.warmup_epochs", self.training.warmup_epochs),
             ("training.warmup_budget", self.training.warmup_budget),
@@ -175,29 +243,10 @@ class TrainConfig:
             ("training.replay_epochs", self.training.replay_epochs),
             ("training.batch_size", self.training.batch_size),
             ("training.eval_every", self.training.eval_every),
-            ("model.hidden", self.model.hidden),
         ):
             if value < 1:
                 raise bad(key, f"must be at least 1, not {value}")
-        from gnn.graph import NUM_NODE_TYPES
-
-        if self.model.hidden < NUM_NODE_TYPES + 1:
-            raise bad("model.hidden", f"must be at least {NUM_NODE_TYPES + 1} (one feature per node type, + 1)")
-        if not 0.0 <= self.model.dropout < 1.0:
-            raise bad("model.dropout", f"must be in [0, 1), not {self.model.dropout}")
-        if self.model.steps < 0:
-            raise bad("model.steps", f"must be at least 0, not {self.model.steps}")
-        from gnn.model import MODEL_KINDS
-
-        if self.model.kind not in MODEL_KINDS:
-            raise bad("model.kind", f"'{self.model.kind}' is not one of {', '.join(MODEL_KINDS)}")
-        from gnn.normalization import COST_NORMALIZATIONS
-
-        if self.model.cost_normalization not in COST_NORMALIZATIONS:
-            raise bad(
-                "model.cost_normalization",
-                f"'{self.model.cost_normalization}' is not one of {', '.join(COST_NORMALIZATIONS)}",
-            )
+        # the model's own checks are ModelConfig's (made when the section is read)
         if self.model.kind == "tree" and self.search.precision != "float32":
             raise bad("search.precision", "the tree network runs in float32 only")
         from search.limits import MAX_BUDGET, MAX_DEPTH
@@ -219,6 +268,29 @@ class TrainConfig:
         for key, src in (("data.train", self.data.train), ("data.test", self.data.test)):
             if (src.set is None) == (src.file is None):
                 raise bad(key, "give exactly one of 'set' or 'file'")
+
+
+def config_dict(section: object) -> dict[str, Any]:
+    """A config section (a dataclass) as nested dicts of its YAML keys: fields filled from
+    elsewhere (:data:`FILLED_FROM`) are left out."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(section):  # type: ignore[arg-type]
+        if FILLED_FROM in f.metadata:
+            continue
+        value = getattr(section, f.name)
+        out[f.name] = config_dict(value) if dataclasses.is_dataclass(value) else copy.copy(value)
+    return out
+
+
+def flatten_keys(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config (:func:`config_dict`) as dotted keys: ``{"search.depth": 10, "data.train.set": ...}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(flatten_keys(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
@@ -294,7 +366,7 @@ def _build(cls: type, raw: object, prefix: str, where: _Where) -> Any:
     if not isinstance(raw, dict):
         raise where.error(section, f"{section}: expected a mapping of keys, not {raw!r}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if FILLED_FROM not in f.metadata}
     for key in raw:
         if key not in fields:
             known = ", ".join(fields)
@@ -307,7 +379,10 @@ def _build(cls: type, raw: object, prefix: str, where: _Where) -> Any:
                 raise KsUsageError(f"missing key '{key}'", None, where.file)
             continue
         values[name] = _convert(hints[name], raw[name], key, where)
-    return cls(**values)
+    try:
+        return cls(**values)
+    except SettingError as err:  # a section's own check (ModelConfig's)
+        raise KsUsageError(f"{prefix}{err.key}: {err.reason}", None, where.file) from None
 
 
 def _convert(hint: Any, value: object, key: str, where: _Where) -> Any:
@@ -325,6 +400,13 @@ def _convert(hint: Any, value: object, key: str, where: _Where) -> Any:
         if not isinstance(value, list):
             raise where.error(key, f"{key}: expected a list, not {value!r}")
         return [_convert(item, v, key, where) for v in value]
+    if origin is Literal:  # one of a few names: said as validate() says what is out of range
+        options = typing.get_args(hint)
+        if not isinstance(value, str):
+            raise where.error(key, f"{key}: expected text, not {value!r}")
+        if value not in options:
+            raise KsUsageError(f"{key}: '{value}' is not one of {', '.join(options)}", None, where.file)
+        return value
     if hint is bool:
         if not isinstance(value, bool):
             raise where.error(key, f"{key}: expected true or false, not {value!r}")

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from gnn.config import CostNormalization
 from gnn.networks import Network
 from gnn.normalization import to_network
 from gnn.ranking import SiblingGroup, ranking_loss
@@ -32,7 +33,7 @@ class Sample:
     #: Targets for 1 .. steps_left - 1 steps, fitted too (empty: only ``steps_left``'s is).
     shorter: tuple[float, ...] = ()
 
-    def fitted(self, depth: int, normalization: str = "none") -> list[tuple[int, float]]:
+    def fitted(self, depth: int, normalization: CostNormalization = "none") -> list[tuple[int, float]]:
         """(steps, normalised target) of every column this sample fits, for a network of ``depth``
         whose outputs measure cost reductions as ``normalization`` says (:mod:`gnn.normalization`)."""
         top = min(self.steps_left, depth)

@@ -263,7 +263,12 @@ def graph_cache_info() -> tuple[int, int]:
 # -- batches -----------------------------------------------------------------------------------------
 @dataclass
 class GraphBatch:
-    """A batch of graphs as one disjoint graph (the PyG convention), node ids offset per graph."""
+    """A batch of graphs as one disjoint graph (the PyG convention), node ids offset per graph.
+
+    It holds what a ``torch_geometric.data.Batch`` would, under the same names (``edge_index``,
+    ``batch``, ``num_graphs``, ``num_nodes``), without importing PyG: see
+    :class:`gnn.model.GatedGraphConv` for what that import costs search.
+    """
 
     #: long ``[sum N]``
     node_type: torch.Tensor

@@ -17,60 +17,29 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gnn.config import ModelConfig
 from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, GraphBatch, batch_graphs
-from gnn.normalization import check_normalization
 from knossos.expr import Expr
 
 #: Edges sorted by type: (sources, targets, boundaries of each type's run).
 EdgeGroups = tuple[Tensor, Tensor, list[int]]
 
 
-#: The value networks: the paper's GGNN, or the bottom-up tree network of :mod:`gnn.tree_model`.
-MODEL_KINDS: tuple[str, ...] = ("ggnn", "tree")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    #: Features per node (Table 2: 200).
-    hidden: int = 200
-    #: Propagation steps T (Table 2: 10); 0 is the NoGNN ablation.
-    steps: int = 10
-    #: Outputs: per-step values for 1..depth steps left.
-    depth: int = 10
-    #: The paper's MLP head instead of a single dense output layer.
-    mlp_head: bool = False
-    dropout: float = 0.2
-    #: Put the squashed value of constants in the last input feature (not in the paper).
-    constant_values: bool = True
-    #: Which network (:data:`MODEL_KINDS`); the tree network ignores steps, mlp_head, dropout and
-    #: constant_values.
-    kind: str = "ggnn"
-    #: What the outputs measure: cost reductions ("none") or reductions of log(1 + cost) ("log");
-    #: see :mod:`gnn.normalization`.
-    cost_normalization: str = "none"
-
-    def __post_init__(self) -> None:
-        check_normalization(self.cost_normalization)
-        if self.kind not in MODEL_KINDS:
-            raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}, not {self.kind!r}")
-        if self.hidden < NUM_NODE_TYPES + 1:
-            raise ValueError(f"hidden must be at least {NUM_NODE_TYPES + 1} (node types + 1), not {self.hidden}")
-        if self.steps < 0 or self.depth < 1:
-            raise ValueError("steps must be >= 0 and depth >= 1")
-
-
 class GatedGraphConv(nn.Module):
     r"""One propagation step of a gated graph neural network with typed edges (Li et al., 2016).
 
     .. math::
-        \mathbf{m}_v = \sum_{p} \sum_{u \in \mathcal{N}_p(v)} \mathbf{W}_p \mathbf{h}_u + \mathbf{b}_p,
-        \qquad \mathbf{h}'_v = \mathrm{GRU}(\mathbf{m}_v, \mathbf{h}_v)
+        \mathbf{m}_v = \sum_{p} \sum_{u \in \mathcal{N}_p(v)} \left( \mathbf{W}_p^\top \mathbf{h}_u
+        + \mathbf{b}_p \right), \qquad \mathbf{h}'_v = \mathrm{GRU}(\mathbf{m}_v, \mathbf{h}_v)
+
+    where :math:`\mathcal{N}_p(v)` are the nodes with an edge of type :math:`p` into :math:`v`
+    (equation 4 of the paper; the GRU cell is ``torch.nn.GRUCell``, with the message as its input and
+    the node's state as its hidden state).
 
     Args:
         channels: node feature size (input and output).
@@ -78,18 +47,27 @@ class GatedGraphConv(nn.Module):
 
     Shapes:
         - **input:** node features ``(N, channels)``, edge indices ``(2, E)`` (source, target),
-          edge types ``(E,)``
+          edge types ``(E,)``; optionally the edges grouped by type (:meth:`group_edges`)
         - **output:** node features ``(N, channels)``
 
     Messages are computed per edge, grouped by type: one ``(E_p, channels) x (channels, channels)``
     product per edge type, ``E * channels^2`` work in all, rather than projecting every node for
     every type (``N * P * channels^2``, about three times more on expression graphs).
 
-    The layer has PyTorch Geometric's shape (``forward``, ``message``, ``reset_parameters``, the
-    PyG batch convention) but is a plain ``nn.Module`` that sums messages with ``index_add_``:
-    importing ``torch_geometric`` takes about 2.5 s (it imports ``torch._dynamo``), longer than a
-    whole search at 300 evaluations, and its ``propagate`` adds nothing for one sum per node.  A test
-    checks that a ``MessagePassing`` layer written with ``propagate`` gives the same output.
+    The layer has PyTorch Geometric's shape (``forward``, ``message(x_j, ...)``,
+    ``reset_parameters``, ``__repr__``, the PyG batch convention) but is a plain ``nn.Module``
+    that sums the messages with ``index_add_``, without ``MessagePassing.propagate``:
+
+    - importing ``torch_geometric`` takes 1.4 s after torch (it imports ``torch._dynamo``), more
+      than torch itself (1.0 s) and five times a whole A* search at 300 evaluations with the shipped
+      GGNN (0.26 s; ``optimize.py --model ggnn`` takes 1.8 s in all), and search never needs it;
+    - ``propagate`` with the same grouped ``message`` is no faster: 0.93-1.05 times this layer's
+      graphs per second on bindgen batches of 16 and 64 and on gemm, paper size, one thread (with
+      the per-edge ``bmm`` message that typed-edge PyG layers use, 0.03 times);
+    - it would only gather ``x_j`` and sum per node, two lines here.
+
+    A test checks that a ``MessagePassing`` layer written with ``propagate`` gives the same output,
+    and one that inference never imports ``torch_geometric``.
     """
 
     def __init__(self, channels: int, num_edge_types: int) -> None:
@@ -102,6 +80,8 @@ class GatedGraphConv(nn.Module):
         self._reset_messages()
 
     def reset_parameters(self) -> None:
+        """New weights: the GRU cell's as ``nn.GRUCell`` draws them, each ``W_p`` uniform in
+        ``+-1/sqrt(channels)``, the biases ``b_p`` zero."""
         self.gru.reset_parameters()
         self._reset_messages()
 
@@ -122,7 +102,8 @@ class GatedGraphConv(nn.Module):
         return out
 
     def message(self, x_j: Tensor, bounds: list[int]) -> Tensor:
-        """``W_p h_u + b_p`` for every edge ``u -> v``, the edges sorted by type ``p`` (runs ``bounds``)."""
+        """``W_p^T h_u + b_p`` (``x_j @ W_p + b_p``) for every edge ``u -> v``, the edges sorted by type
+        ``p`` (its run is ``bounds[p]:bounds[p + 1]``)."""
         parts = [
             torch.addmm(self.bias[p], x_j[start:stop], self.weight[p])
             for p, (start, stop) in enumerate(itertools.pairwise(bounds))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Union
 
-from gnn.model import ModelConfig, ValueNetwork
+from gnn.config import ModelConfig, Precision
+from gnn.model import ValueNetwork
 from gnn.tree_model import TreeValueNetwork
 from gnn.tree_value import TreeValue
-from gnn.value import NetworkValue, Precision
+from gnn.value import NetworkValue
 
 Network = Union[ValueNetwork, TreeValueNetwork]
 

@@ -11,11 +11,9 @@ count as 0 (``log1p`` of them is not defined; the MDP's costs are not negative).
 
 from __future__ import annotations
 
-from typing import Final
-
 import numpy as np
 
-COST_NORMALIZATIONS: Final = ("none", "log")
+from gnn.config import COST_NORMALIZATIONS, CostNormalization
 
 
 def check_normalization(name: str) -> str:
@@ -24,7 +22,7 @@ def check_normalization(name: str) -> str:
     return name
 
 
-def to_network(name: str, cost: float, reduction: float) -> float:
+def to_network(name: CostNormalization, cost: float, reduction: float) -> float:
     """The target the network fits for a state of ``cost`` from which ``reduction`` is reachable."""
     if name == "none":
         return reduction
@@ -32,7 +30,7 @@ def to_network(name: str, cost: float, reduction: float) -> float:
     return float(np.log1p(c) - np.log1p(max(c - reduction, 0.0)))
 
 
-def from_network(name: str, costs: np.ndarray, table: np.ndarray) -> np.ndarray:
+def from_network(name: CostNormalization, costs: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Cost reductions from the network's values ``table`` (rows: the states of ``costs``)."""
     if name == "none":
         return table

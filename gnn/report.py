@@ -7,24 +7,11 @@ the seeds of ``--repetitions``) are shown side by side.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from gnn.metrics import read_metrics
 from knossos.errors import KsError, KsUsageError
-
-
-def read_metrics(run: Path) -> list[dict[str, Any]]:
-    path = run / "metrics.jsonl" if run.is_dir() else run
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        raise KsUsageError("no metrics.jsonl here (is it a train.py run folder?)", None, str(run)) from None
-    try:
-        return [json.loads(line) for line in lines if line.strip()]
-    except json.JSONDecodeError as err:
-        raise KsUsageError(f"metrics.jsonl is not JSON lines: {err.msg}", None, str(path)) from None
 
 
 def table(runs: list[Path]) -> str:
@@ -39,14 +26,12 @@ def table(runs: list[Path]) -> str:
                 row += " |" + " " * 47
                 continue
             m = h[i]
-            t = m.get("test")
+            t = m.test
             if t is None:
-                row += f" | {'':>22} {m['loss']:.4f} {'-':>6} {'-':>7} {'-':>5}"
+                row += f" | {'':>22} {m.loss:.4f} {'-':>6} {'-':>7} {'-':>5}"
             else:
-                reached = t.get("reached_best_known", "-")
-                row += (
-                    f" | {'':>22} {m['loss']:.4f} {t['total_cost']:>6.1f} {reached!s:>7} {t['mean_ratio_to_start']:.3f}"
-                )
+                reached = "-" if t.reached_best_known is None else t.reached_best_known
+                row += f" | {'':>22} {m.loss:.4f} {t.total_cost:>6.1f} {reached!s:>7} {t.mean_ratio_to_start:.3f}"
         out.append(row)
     return "\n".join(out)
 

@@ -9,7 +9,6 @@ run killed at any point and resumed ends with the same numbers as an uninterrupt
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,12 +18,11 @@ import numpy as np
 import torch
 
 from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
-from gnn.config import TrainConfig
+from gnn.config import TARGET_SCHEMES, SearchName, TargetScheme, TrainConfig, config_dict, flatten_keys
 from gnn.data import Target, load_targets
 from gnn.fit import Fitter, Sample
-from gnn.model import ModelConfig
+from gnn.metrics import EpochMetrics, Evaluation, write_metrics
 from gnn.networks import build_network, value_function
-from knossos.atomic import atomic_write_text
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
@@ -35,31 +33,10 @@ from search.spec import SearchSpec
 from search.value import ValueFunction, ZeroValue
 
 CHECKPOINT = "checkpoint.pt"
-METRICS = "metrics.jsonl"
 WEIGHTS = "weights"
 
 #: Reports progress: (what, done, total).
 Progress = Callable[[str, int, int], None]
-
-
-def model_config(config: TrainConfig) -> ModelConfig:
-    m = config.model
-    return ModelConfig(
-        hidden=m.hidden,
-        steps=m.steps,
-        depth=config.search.depth,
-        mlp_head=m.mlp_head,
-        dropout=m.dropout,
-        constant_values=m.constant_values,
-        kind=m.kind,
-        cost_normalization=m.cost_normalization,
-    )
-
-
-def write_metrics(run: Path, history: list[dict[str, Any]]) -> None:
-    """RUN/metrics.jsonl from a checkpointed history, replaced whole (so a resumed run has no gaps
-    and no repeats)."""
-    atomic_write_text(run / METRICS, "".join(json.dumps(m) + "\n" for m in history))
 
 
 def weights_path(run: Path, epoch: int) -> Path:
@@ -72,18 +49,7 @@ def _defaults() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for section in dataclasses.fields(TrainConfig):
         if isinstance(section.default_factory, type):  # search, model, training (not data)
-            out.update(_flatten({section.name: dataclasses.asdict(section.default_factory())}))
-    return out
-
-
-def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested config as dotted keys: ``{"search.depth": 10, "data.train.set": ...}``."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
+            out.update(flatten_keys({section.name: config_dict(section.default_factory())}))
     return out
 
 
@@ -149,12 +115,8 @@ class BestTargets:
         )
 
 
-#: Which states a search's targets are fitted for (config ``training.targets``).
-TARGET_SCHEMES = ("reached", "explored", "explored_and_reached")
-
-
 def samples_of(
-    result: SearchResult, scheme: str = "reached", limit: int = 0, rng: np.random.Generator | None = None
+    result: SearchResult, scheme: TargetScheme = "reached", limit: int = 0, rng: np.random.Generator | None = None
 ) -> list[Sample]:
     """Algorithm 2's targets of a search, as samples to fit.
 
@@ -205,24 +167,24 @@ class Trainer:
         self.rules = get_rule_set(config.rules)
         torch.manual_seed(config.training.seed)
         self.rng = np.random.default_rng(config.training.seed)
-        self.network = build_network(model_config(config))
+        self.network = build_network(config.model)
         self.fitter = Fitter(self.network, lr=config.training.lr, batch_size=config.training.batch_size)
         self.epoch = 0  # epochs completed
-        self.history: list[dict[str, Any]] = []
+        self.history: list[EpochMetrics] = []
         self.replay: list[list[Sample]] = []
         self.best = BestTargets(config.search.depth)
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return {
-            "config": dataclasses.asdict(self.config),
+            "config": self.config.to_dict(),
             "model_config": dataclasses.asdict(self.network.config),
             "model": self.network.state_dict(),
             "optimizer": self.fitter.optimizer.state_dict(),
             "numpy_rng": self.rng.bit_generator.state,
             "torch_rng": torch.get_rng_state(),
             "epoch": self.epoch,
-            "history": self.history,
+            "history": [m.to_json() for m in self.history],
             "replay": self.replay,
             "best_targets": self.best.table,
             "best_horizons": self.best.horizon,
@@ -235,7 +197,7 @@ class Trainer:
     def restore(self, state: dict[str, Any]) -> None:
         label = str(self.out / CHECKPOINT)
         # a run may be continued for more epochs; anything else must be as it was
-        mine, theirs = _flatten(dataclasses.asdict(self.config)), _flatten(state["config"])
+        mine, theirs = flatten_keys(self.config.to_dict()), flatten_keys(state["config"])
         # a key added to the config after the checkpoint was written reads as its default there
         theirs = {**_defaults(), **theirs}
         changed = sorted(
@@ -256,7 +218,7 @@ class Trainer:
         self.rng.bit_generator.state = state["numpy_rng"]
         torch.set_rng_state(state["torch_rng"])
         self.epoch = state["epoch"]
-        self.history = state["history"]
+        self.history = [EpochMetrics.from_json(m) for m in state["history"]]
         self.replay = state["replay"]
         self.best.table = state.get("best_targets", {})
         self.best.horizon = state.get("best_horizons", {})
@@ -283,9 +245,9 @@ class Trainer:
         # a search does not change the network, so a bfloat16 copy per search is exact enough
         s = self.config.search
         scale = s.value_scale if scaled else 1.0
-        return value_function(self.network, precision=s.precision, scale=scale)  # type: ignore[arg-type]
+        return value_function(self.network, precision=s.precision, scale=scale)
 
-    def search(self, target: Target, algorithm: str, budget: int, guided: bool = True) -> SearchResult:
+    def search(self, target: Target, algorithm: SearchName, budget: int, guided: bool = True) -> SearchResult:
         """``guided=False``: with the zero value function instead of the network (warm-up epochs)."""
         s = self.config.search
         spec = SearchSpec(
@@ -298,7 +260,7 @@ class Trainer:
         )
         return get_search(algorithm)(target.expr, spec)
 
-    def run_epoch(self) -> dict[str, Any]:
+    def run_epoch(self) -> EpochMetrics:
         cfg = self.config
         started = time.perf_counter()
         k = min(cfg.training.exprs_per_epoch, len(self.train_set))
@@ -322,40 +284,36 @@ class Trainer:
             fitted = {s.expr for s in fit_set}
             replayed = self.best.underestimated(self.value_function(scaled=False), fitted, cfg.training.replay_best)
         self._report("fit", 0, 1)
-        plateau: dict[str, Any] = {}
+        plateau = None
         if cfg.training.fit_patience:
-            report = self.fitter.fit_to_plateau(
+            plateau = self.fitter.fit_to_plateau(
                 fit_set + replayed, cfg.training.fit_passes, cfg.training.fit_patience, self.rng
             )
-            loss = report.loss
-            plateau = {
-                "fit_passes": report.passes,
-                "fit_best_pass": report.best_pass,
-                "held_out_loss": report.held_out_loss,
-            }
+            loss = plateau.loss
         else:
             loss = self.fitter.fit(fit_set + replayed, cfg.training.fit_passes, self.rng)
-        metrics: dict[str, Any] = {
-            "epoch": self.epoch + 1,
-            "loss": loss,
-            "samples": len(samples),
-            "train_exprs": [self.train_set[i].name for i in chosen],
-            "train_evaluations": evaluations,
-            **plateau,
-        }
-        if cfg.training.replay_best:
-            metrics["replayed"] = len(replayed)
+        on_train = on_test = None
         last = self.epoch + 1 == cfg.training.epochs
         if (self.epoch + 1) % cfg.training.eval_every == 0 or last:
-            sets = [("test", self.test_set)]
             if cfg.training.eval_train:
-                sets.insert(0, ("train", self.train_set))
-            for name, targets in sets:
-                metrics[name] = self.evaluate(targets, name)
-        metrics["seconds"] = time.perf_counter() - started
-        return metrics
+                on_train = self.evaluate(self.train_set, "train")
+            on_test = self.evaluate(self.test_set, "test")
+        return EpochMetrics(
+            epoch=self.epoch + 1,
+            loss=loss,
+            samples=len(samples),
+            train_exprs=tuple(self.train_set[i].name for i in chosen),
+            train_evaluations=evaluations,
+            fit_passes=None if plateau is None else plateau.passes,
+            fit_best_pass=None if plateau is None else plateau.best_pass,
+            held_out_loss=None if plateau is None else plateau.held_out_loss,
+            replayed=len(replayed) if cfg.training.replay_best else None,
+            train=on_train,
+            test=on_test,
+            seconds=time.perf_counter() - started,
+        )
 
-    def evaluate(self, targets: list[Target], label: str) -> dict[str, Any]:
+    def evaluate(self, targets: list[Target], label: str) -> Evaluation:
         costs, evaluations = [], 0
         for n, t in enumerate(targets):
             self._report(f"eval {label}", n, len(targets))
@@ -364,18 +322,20 @@ class Trainer:
             evaluations += r.evaluations
         starts = [t.expr.cost for t in targets]
         known = [t.best_known for t in targets]
-        out: dict[str, Any] = {
-            "best_costs": costs,
-            "total_cost": float(sum(costs)),
-            "mean_ratio_to_start": float(np.mean([c / s for c, s in zip(costs, starts, strict=True)])),
-            "evaluations": evaluations,
-        }
+        ratio_to_best, reached = None, None
         if all(k is not None for k in known):
-            out["mean_ratio_to_best_known"] = float(np.mean([c / k for c, k in zip(costs, known, strict=True)]))  # type: ignore[operator]
-            out["reached_best_known"] = int(sum(c <= k + 1e-9 for c, k in zip(costs, known, strict=True)))  # type: ignore[operator]
-        return out
+            ratio_to_best = float(np.mean([c / k for c, k in zip(costs, known, strict=True)]))  # type: ignore[operator]
+            reached = int(sum(c <= k + 1e-9 for c, k in zip(costs, known, strict=True)))  # type: ignore[operator]
+        return Evaluation(
+            best_costs=tuple(costs),
+            total_cost=float(sum(costs)),
+            mean_ratio_to_start=float(np.mean([c / s for c, s in zip(costs, starts, strict=True)])),
+            evaluations=evaluations,
+            mean_ratio_to_best_known=ratio_to_best,
+            reached_best_known=reached,
+        )
 
-    def train(self, on_epoch: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    def train(self, on_epoch: Callable[[EpochMetrics], None] | None = None) -> list[EpochMetrics]:
         with fewer_gc_pauses():
             while self.epoch < self.config.training.epochs:
                 metrics = self.run_epoch()

@@ -28,11 +28,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Literal, get_args
 
 import numpy as np
 import torch
 
+from gnn.config import PRECISIONS, CostNormalization, Precision
 from gnn.graph import batch_graphs, padded
 from gnn.model import ValueNetwork
 from gnn.normalization import from_network
@@ -42,8 +42,6 @@ from search.value import check_value_scale
 DEFAULT_NODE_BUDGET = 20_000
 #: Forward passes over at most this many nodes run on one thread.
 ONE_THREAD_NODES = 4096
-Precision = Literal["float32", "bfloat16"]
-PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 class NetworkValue:
@@ -93,7 +91,7 @@ class NetworkValue:
 
 
 def values_table(
-    exprs: Sequence[Expr], per_step: np.ndarray, depth: int, scale: float, normalization: str = "none"
+    exprs: Sequence[Expr], per_step: np.ndarray, depth: int, scale: float, normalization: CostNormalization = "none"
 ) -> np.ndarray:
     """Values for ``0..depth`` steps left from a network's per-step outputs ``(n, D)``: ``t`` times
     the output for ``t`` (the output for ``D`` beyond it), as cost reductions (see

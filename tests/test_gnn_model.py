@@ -170,6 +170,53 @@ def test_conv_reset_parameters_draws_new_weights() -> None:
     assert torch.equal(after["bias"], torch.zeros_like(after["bias"]))
 
 
+def test_conv_on_a_four_node_graph_with_fixed_weights_is_the_equations_written_out() -> None:
+    """Equation 4 by hand (a loop over the edges, the GRU's gates written out) on nodes 0 -> 1 -> 2 -> 3
+    and 3 -> 1, with weights set to fixed values (no random draw)."""
+    channels = 6
+    conv = GatedGraphConv(channels, 3)
+    with torch.no_grad():
+        for i, (_, p) in enumerate(sorted(conv.named_parameters(), key=lambda item: item[0])):
+            p.copy_(torch.linspace(-1, 1, p.numel()).reshape(p.shape) * (0.3 + 0.1 * i))
+    x = torch.linspace(-2, 2, 4 * channels).reshape(4, channels)
+    edge_index = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 1]])
+    edge_type = torch.tensor([0, 1, 2, 0])
+    with torch.no_grad():
+        got = conv(x, edge_index, edge_type)
+        m = torch.zeros(4, channels)
+        for (u, v), p in zip(edge_index.t().tolist(), edge_type.tolist(), strict=True):
+            m[v] += conv.weight[p].t() @ x[u] + conv.bias[p]
+        g = conv.gru
+        r_i, z_i, n_i = (m @ g.weight_ih.t() + g.bias_ih).chunk(3, dim=1)
+        r_h, z_h, n_h = (x @ g.weight_hh.t() + g.bias_hh).chunk(3, dim=1)
+        r, z = torch.sigmoid(r_i + r_h), torch.sigmoid(z_i + z_h)
+        want = (1 - z) * torch.tanh(n_i + r * n_h) + z * x
+    assert torch.allclose(got, want, atol=1e-5)
+    assert torch.equal(got[0], conv.gru(torch.zeros(1, channels), x[:1])[0])  # node 0 receives nothing
+
+
+#: The shipped GGNN (gnn/models/ggnn.pt) on EXPRS: its per-step values for 1..10 steps left, as the
+#: layer computed them before it was documented and tested as PyG layers are (issue 19): unchanged.
+GGNN_VALUES = [
+    [0.294750, 0.322946, 0.297352, 0.242853, 0.243088, 0.169693, 0.185387, 0.088001, 0.165332, 0.180085],
+    [0.720322, 0.957652, 0.807697, 0.718149, 0.661845, 0.740093, 0.600129, 0.435277, 0.258500, 0.352166],
+    [0.311834, 0.340290, 0.302002, 0.260786, 0.271212, 0.217733, 0.144954, 0.119765, 0.193989, 0.130998],
+    [0.148041, 0.238046, 0.229423, 0.190012, 0.179399, 0.130877, 0.103584, 0.064281, 0.200598, 0.143639],
+    [0.105124, 0.230802, 0.184249, 0.157605, 0.146559, 0.113737, 0.057974, 0.073508, 0.147071, 0.055984],
+]
+
+
+def test_the_shipped_ggnn_gives_the_values_it_gave(exprs: list[Expr]) -> None:
+    from gnn.checkpoint import load_checkpoint, network_from, shipped_model
+
+    path = shipped_model("ggnn")
+    assert path is not None
+    network = network_from(load_checkpoint(path), str(path))
+    with torch.no_grad():
+        got = network.predict(exprs)
+    assert np.allclose(got.numpy(), np.array(GGNN_VALUES), atol=1e-5)
+
+
 # -- ValueNetwork ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 5])
 def test_network_output_shape(exprs: list[Expr], n: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,9 +12,15 @@ from gnn.report import main, table
 from knossos.errors import KsUsageError
 
 
-def write_run(folder: Path, rows: list[dict[str, object]]) -> Path:
+def write_run(folder: Path, rows: list[dict[str, Any]]) -> Path:
+    """A run folder whose epochs are ``rows``, with what the table does not show filled in."""
     folder.mkdir()
-    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    epoch = {"samples": 10, "train_exprs": ["a"], "train_evaluations": 30, "seconds": 1.0}
+    test = {"best_costs": [1.0], "evaluations": 30}
+    for r in rows:
+        if "test" in r:
+            r["test"] = {**test, **r["test"]}
+    (folder / "metrics.jsonl").write_text("".join(json.dumps({**epoch, **r}) + "\n" for r in rows))
     return folder
 
 
@@ -46,3 +53,12 @@ def test_missing_run_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureF
     assert main([str(tmp_path / "nothing")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "metrics.jsonl" in err[0]
+
+
+def test_a_run_of_another_kind_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "offline"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "loss": 0.5, "validation": {}}) + "\n")
+    assert main([str(run)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "metrics.jsonl:1:1: error: not the metrics of a train.py epoch" in err[0]

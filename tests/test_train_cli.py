@@ -106,6 +106,53 @@ def test_run_writes_checkpoint_metrics_and_tensorboard(first_run: Path) -> None:
     assert not list(first_run.glob("*.tmp"))
 
 
+def hyperparameters_logged(folder: Path) -> tuple[dict[str, object], list[str], list[str]]:
+    """From a run's TensorBoard events: the HParams session's values, the HParams session statuses
+    and the text summaries' tags."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    values: dict[str, object] = {}
+    statuses: list[str] = []
+    texts: list[str] = []
+    for path in sorted((folder / "tensorboard").glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for v in event.summary.value:
+                if v.metadata.plugin_data.plugin_name == "hparams":
+                    data = plugin_data_pb2.HParamsPluginData.FromString(v.metadata.plugin_data.content)
+                    if data.HasField("session_start_info"):
+                        for key, value in data.session_start_info.hparams.items():
+                            values[key] = getattr(value, value.WhichOneof("kind"))
+                    if data.HasField("session_end_info"):
+                        statuses.append(str(data.session_end_info.status))
+                elif v.metadata.plugin_data.plugin_name == "text":
+                    texts.append(v.tag)
+    return values, statuses, texts
+
+
+def test_the_config_is_in_tensorboard_as_hyperparameters(first_run: Path) -> None:
+    values, statuses, texts = hyperparameters_logged(first_run)
+    assert values["search.depth"] == 10 and values["model.hidden"] == 48 and values["training.epochs"] == 2
+    assert values["search.algorithm"] == "astar" and values["data.train.set"] == "binding_simplify_8"
+    assert values["rules"] == "binding_simplify_rules" and values["name"] == "bootstrap"
+    assert "model.depth" not in values and "data.train.file" not in values  # filled in; None
+    assert len(statuses) == 1  # the run finished
+    assert [t for t in texts if t.startswith("hyperparameters")]
+
+
+def keys(row: dict[str, Any]) -> list[object]:
+    """A metrics line's keys, in order, with those of its evaluations."""
+    return [(k, list(v)) if isinstance(v, dict) else k for k, v in row.items()]
+
+
+def test_metrics_lines_have_the_keys_of_the_committed_runs(first_run: Path) -> None:
+    """The lines a run writes now are those train.py has always written (same keys, same order):
+    the committed bootstrap run's, made with the same config."""
+    committed = ROOT / "experiments" / "results" / "training" / "bootstrap_h64" / "metrics.jsonl"
+    before = {json.dumps(keys(json.loads(line))) for line in committed.read_text().splitlines()}
+    assert {json.dumps(keys(m)) for m in metrics(first_run)} == before
+
+
 def test_checkpoint_contents(first_run: Path) -> None:
     state = torch.load(first_run / "checkpoint.pt", map_location="cpu", weights_only=False)
     assert state["epoch"] == 2
@@ -173,6 +220,8 @@ def test_resume_may_add_epochs(first_run: Path, tmp_path: Path) -> None:
     done = run(train_cmd(out, "--resume", "--set", "training.epochs=3"))
     assert done.returncode == 0, done.stderr
     assert [m["epoch"] for m in metrics(out)] == [1, 2, 3]
+    values, statuses, _ = hyperparameters_logged(out)
+    assert values["training.epochs"] == 2 and len(statuses) == 2  # logged by the first session only
 
 
 #: Resume determinism runs: epoch 1 without evaluation (fast), epoch 2 with a slower one, to be killed in;

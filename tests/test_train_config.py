@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,63 @@ def test_dropout_out_of_range_is_a_config_error(tmp_path: Path) -> None:
     (a traceback from train.py) instead of a one-line config error."""
     msg = error_of(write(tmp_path, GOOD, "good.yaml"), ["model.mlp_head=true", "model.dropout=1.5"])
     assert "model.dropout" in msg
+
+
+def test_the_model_section_is_the_network_config_with_the_search_depth(tmp_path: Path) -> None:
+    from gnn.config import ModelConfig
+
+    path = write(tmp_path, GOOD, "good.yaml")
+    c = load_config(path, ["model.hidden=48"])
+    assert c.model == ModelConfig(hidden=48, depth=5)  # depth: search.depth
+    assert dataclasses.replace(c, search=dataclasses.replace(c.search, depth=7)).model.depth == 7
+    # a checkpoint's config keeps the YAML keys: no model.depth (it is search.depth)
+    assert "depth" not in c.to_dict()["model"] and c.to_dict()["search"]["depth"] == 5
+    assert list(c.to_dict()["model"]) == [
+        "hidden",
+        "steps",
+        "mlp_head",
+        "dropout",
+        "constant_values",
+        "kind",
+        "cost_normalization",
+    ]
+    assert "unknown key 'model.depth'" in error_of(path, ["model.depth=3"])
+
+
+def _enumerated() -> list[tuple[str, tuple[str, ...]]]:
+    """Every config key whose value is one of a few names (a Literal type), with the names."""
+    import typing
+
+    from gnn.config import ModelConfig, SearchConfig, TrainingConfig
+
+    out = []
+    for section, cls in (("search", SearchConfig), ("model", ModelConfig), ("training", TrainingConfig)):
+        for name, hint in typing.get_type_hints(cls).items():
+            if typing.get_origin(hint) is typing.Literal:
+                out.append((f"{section}.{name}", typing.get_args(hint)))
+    return out
+
+
+def test_the_enumerated_options_are_literal_types() -> None:
+    keys = {key for key, _ in _enumerated()}
+    assert keys == {
+        "search.algorithm",
+        "search.test_algorithm",
+        "search.precision",
+        "model.kind",
+        "model.cost_normalization",
+        "training.targets",
+    }
+
+
+@pytest.mark.parametrize(("key", "names"), _enumerated())
+def test_an_enumerated_option_takes_its_names_only(tmp_path: Path, key: str, names: tuple[str, ...]) -> None:
+    path = write(tmp_path, GOOD, "good.yaml")
+    for name in names:
+        if (key, name) == ("model.kind", "tree"):
+            continue  # with search.precision float32 only: below
+        section, field = key.split(".")
+        assert getattr(getattr(load_config(path, [f"{key}={name}"]), section), field) == name
+    assert load_config(path, ["model.kind=tree"]).model.kind == "tree"
+    assert error_of(path, [f"{key}=nope"]) == f"{path}: error: {key}: 'nope' is not one of {', '.join(names)}"
+    assert error_of(path, [f"{key}=3"]) == f"knossos: error: --set {key}: expected text, not 3"

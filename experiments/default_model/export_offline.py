@@ -12,7 +12,6 @@ settings and a reader finds how it was made.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     except KsError as err:
         raise SystemExit(err.render("export_offline.py")) from None
     state = load_checkpoint(source)
-    state["config"] = dataclasses.asdict(config)
+    state["config"] = config.to_dict()
     state["offline"] = json.loads((args.run / PROVENANCE).read_text())
     state["averaged"] = [str(source)]
     with tempfile.TemporaryDirectory() as tmp:

@@ -36,9 +36,10 @@ from gnn.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from gnn.config import DataSource, load_config  # noqa: E402
 from gnn.data import Target, load_targets  # noqa: E402
 from gnn.fit import Fitter, Sample  # noqa: E402
+from gnn.metrics import write_metrics  # noqa: E402
 from gnn.networks import build_network, value_function  # noqa: E402
 from gnn.ranking import SiblingGroup  # noqa: E402
-from gnn.training import BestTargets, model_config, weights_path, write_metrics  # noqa: E402
+from gnn.training import BestTargets, weights_path  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
@@ -108,10 +109,69 @@ def read_data(paths: list[Path], exclude: set[str]) -> Data:
     return Data(out, costs, files, groups)
 
 
-def validate(network: Any, scales: list[float], budget: int, sets: dict[str, list[Target]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Validation:
+    """A* with a pass's weights on one validation set at one value scale."""
+
+    #: The sum of the searches' best costs (to 4 decimals).
+    total_cost: float
+    #: How many searches reached the best known cost.
+    hits: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total_cost": self.total_cost, "hits": self.hits}
+
+
+@dataclass(frozen=True)
+class PassMetrics:
+    """One pass of the fit: a line of RUN/metrics.jsonl (a checkpoint's history has their dicts)."""
+
+    #: 1-based.
+    epoch: int
+    #: Mean training loss of the pass, and the loss on the expressions held out.
+    loss: float
+    held_out_loss: float
+    #: Samples fitted.
+    samples: int
+    #: With --rank-weight: the mean ranking loss and the sibling groups it was over.
+    rank_loss: float | None
+    groups: int | None
+    #: By "SET SCALE" (e.g. "validation 0.2"), as :func:`validate` gives them.
+    validation: dict[str, Validation]
+    #: Wall-clock seconds of the pass (to 0.1).
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "epoch": self.epoch,
+            "loss": self.loss,
+            "held_out_loss": self.held_out_loss,
+            "samples": self.samples,
+        }
+        if self.rank_loss is not None:
+            out |= {"rank_loss": self.rank_loss, "groups": self.groups}
+        out["validation"] = {name: v.to_json() for name, v in self.validation.items()}
+        out["seconds"] = self.seconds
+        return out
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> PassMetrics:
+        return cls(
+            epoch=row["epoch"],
+            loss=row["loss"],
+            held_out_loss=row["held_out_loss"],
+            samples=row["samples"],
+            rank_loss=row.get("rank_loss"),
+            groups=row.get("groups"),
+            validation={name: Validation(**v) for name, v in row["validation"].items()},
+            seconds=row["seconds"],
+        )
+
+
+def validate(network: Any, scales: list[float], budget: int, sets: dict[str, list[Target]]) -> dict[str, Validation]:
     """Per value scale and validation set: total best cost and hits (at the best known cost) of A*."""
     rules = get_rule_set(RULES)
-    out: dict[str, Any] = {}
+    out: dict[str, Validation] = {}
     for scale in scales:
         value = value_function(network, scale=scale)
         for name, targets in sets.items():
@@ -122,7 +182,7 @@ def validate(network: Any, scales: list[float], budget: int, sets: dict[str, lis
                     value.clear()
             known = [(c, t.best_known) for c, t in zip(costs, targets, strict=True) if t.best_known is not None]
             hits = sum(c <= k + 1e-9 for c, k in known)
-            out[f"{name} {scale:g}"] = {"total_cost": round(sum(costs), 4), "hits": int(hits)}
+            out[f"{name} {scale:g}"] = Validation(total_cost=round(sum(costs), 4), hits=int(hits))
     return out
 
 
@@ -211,23 +271,23 @@ def main(argv: list[str] | None = None) -> None:
         )
     lr = config.training.lr if args.lr is None else args.lr
 
-    network = build_network(model_config(config))
+    network = build_network(config.model)
     fitter = Fitter(network, lr=lr, batch_size=config.training.batch_size)
     done = 0
-    history: list[dict[str, Any]] = []
+    history: list[PassMetrics] = []
     if state is not None:
         network.load_state_dict(state["model"])
         fitter.optimizer.load_state_dict(state["optimizer"])
         rng.bit_generator.state = state["numpy_rng"]
         torch.set_rng_state(state["torch_rng"])
         done = int(state["epoch"])
-        history = state["history"]
+        history = [PassMetrics.from_json(m) for m in state["history"]]
     args.run.mkdir(parents=True, exist_ok=True)
     made_of = {**fitted_to, "data": data.files, "passes": args.passes, "cosine": args.cosine, "lr": lr}
     if args.rank_weight > 0:
         made_of |= {"rank_weight": args.rank_weight, "rank_temperature": args.rank_temperature}
     (args.run / PROVENANCE).write_text(json.dumps(made_of) + "\n")
-    saved_config = dataclasses.asdict(config)
+    saved_config = config.to_dict()
     if args.init is not None and done == 0:
         network.load_state_dict(load_checkpoint(args.init)["model"])
     for n in range(done + 1, args.passes + 1):
@@ -243,11 +303,17 @@ def main(argv: list[str] | None = None) -> None:
                 loss = fitter.fit(train, 1, rng)
             held_out = fitter.held_out_loss(check)
             network.eval()
-            metrics: dict[str, Any] = {"epoch": n, "loss": loss, "held_out_loss": held_out, "samples": len(train)}
-            if rank_loss is not None:
-                metrics |= {"rank_loss": rank_loss, "groups": len(data.groups)}
-            metrics["validation"] = validate(network, scales, args.validation, sets)
-        metrics["seconds"] = round(time.perf_counter() - started, 1)
+            validated = validate(network, scales, args.validation, sets)
+        metrics = PassMetrics(
+            epoch=n,
+            loss=loss,
+            held_out_loss=held_out,
+            samples=len(train),
+            rank_loss=rank_loss,
+            groups=None if rank_loss is None else len(data.groups),
+            validation=validated,
+            seconds=round(time.perf_counter() - started, 1),
+        )
         history.append(metrics)
         kept = {
             "model": network.state_dict(),
@@ -264,12 +330,12 @@ def main(argv: list[str] | None = None) -> None:
                 "optimizer": fitter.optimizer.state_dict(),
                 "numpy_rng": rng.bit_generator.state,
                 "torch_rng": torch.get_rng_state(),
-                "history": history,
+                "history": [m.to_json() for m in history],
                 "fitted_to": fitted_to,
             },
         )
         write_metrics(args.run, history)
-        print(json.dumps(metrics), file=sys.stderr)
+        print(json.dumps(metrics.to_json()), file=sys.stderr)
 
 
 if __name__ == "__main__":

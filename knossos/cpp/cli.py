@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, located, same_file
 from knossos.cpp.driver import driver_source
 from knossos.cpp.emit import emit_program
@@ -41,7 +41,7 @@ def cmd_cpp(args: argparse.Namespace) -> int:
         sys.stdout.write(source)
         return 0
     try:
-        Path(args.out).write_text(source, encoding="utf-8")
+        atomic_write_text(args.out, source)  # a failed write leaves an existing output as it was
     except OSError as err:
         raise KsUsageError(f"cannot write: {err.strerror}", None, args.out) from None
     return 0

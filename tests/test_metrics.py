@@ -16,8 +16,8 @@ from conftest import ROOT
 
 RESULTS = ROOT / "experiments" / "results"
 #: The metrics files train.py runs wrote (the offline fits' files have their own lines: below).
-TRAINED = sorted(p for p in RESULTS.rglob("*metrics.jsonl") if "offline_fit" not in p.name)
-OFFLINE = sorted(RESULTS.rglob("offline_fit*_metrics.jsonl"))
+TRAINED = sorted(p for p in RESULTS.rglob("*metrics.jsonl") if not p.name.startswith("offline_"))
+OFFLINE = sorted(RESULTS.rglob("offline_*_metrics.jsonl"))
 
 
 def lines(path: Path) -> list[str]:

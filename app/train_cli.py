@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         raise KsUsageError(
             f"--repetitions must be at least 1 and at most {MAX_PROCESSES} (one process each), not {args.repetitions}"
         )
+    if args.repetitions > 1 and config.training.executor != "local":
+        raise KsUsageError("--repetitions runs each seed in a process of its own: use it with training.executor: local")
     out: Path = args.out or ROOT / "runs" / config.name
     folders = (
         [out] if args.repetitions == 1 else [out / f"seed{config.training.seed + k}" for k in range(args.repetitions)]

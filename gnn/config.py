@@ -117,6 +117,12 @@ class TrainingConfig:
     #: At most this many samples from each training search, drawn at random, half of them expanded
     #: states and half passed over where there are enough of both (0: all).
     samples_per_search: int = 0
+    #: Where each epoch's searches run: "local" (one after another in this process) or "processes"
+    #: (a pool of training.workers processes).  The same seed gives the same numbers under each
+    #: (gnn/executors.py).
+    executor: str = "local"
+    #: processes: how many (0: one per CPU).
+    workers: int = 0
 
 
 @dataclass
@@ -152,11 +158,16 @@ class TrainConfig:
 
         if self.training.targets not in TARGET_SCHEMES:
             raise bad("training.targets", f"'{self.training.targets}' is not one of {', '.join(TARGET_SCHEMES)}")
+        from gnn.executors import EXECUTORS
+
+        if self.training.executor not in EXECUTORS:
+            raise bad("training.executor", f"'{self.training.executor}' is not one of {', '.join(EXECUTORS)}")
         for key, count in (
             ("training.warmup_epochs", self.training.warmup_epochs),
             ("training.warmup_budget", self.training.warmup_budget),
             ("training.samples_per_search", self.training.samples_per_search),
             ("training.fit_patience", self.training.fit_patience),
+            ("training.workers", self.training.workers),
         ):
             if count < 0:
                 raise bad(key, f"must be at least 0, not {count}")
@@ -211,6 +222,7 @@ class TrainConfig:
             ("model.steps", self.model.steps, 1000, "each step is a pass over every graph"),
             ("model.hidden", self.model.hidden, 8192, "the weights grow with its square"),
             ("training.batch_size", self.training.batch_size, 100_000, "a batch is one graph in memory"),
+            ("training.workers", self.training.workers, 1024, "a process each"),
         ):
             if value > most:
                 raise bad(key, f"must be at most {most} ({why}), not {value}")

@@ -296,6 +296,8 @@ KEYS = [
     "training.lr",
     "training.targets",
     "training.replay_best",
+    "training.executor",
+    "training.workers",
     "data.train.set",
     "data.train",
     "data",

@@ -117,12 +117,14 @@ class TrainingConfig:
     #: At most this many samples from each training search, drawn at random, half of them expanded
     #: states and half passed over where there are enough of both (0: all).
     samples_per_search: int = 0
-    #: Where each epoch's searches run: "local" (one after another in this process) or "processes"
-    #: (a pool of training.workers processes).  The same seed gives the same numbers under each
-    #: (gnn/executors.py).
+    #: Where each epoch's searches run: "local" (one after another in this process), "processes"
+    #: (a pool of training.workers processes) or "ray" (Ray tasks: pip install -e '.[ray]').  The
+    #: same seed gives the same numbers under each (gnn/executors.py).
     executor: str = "local"
     #: processes: how many (0: one per CPU).
     workers: int = 0
+    #: ray: the address of the cluster (null: Ray started on this machine, or RAY_ADDRESS's).
+    ray_address: str | None = None
 
 
 @dataclass
@@ -162,6 +164,11 @@ class TrainConfig:
 
         if self.training.executor not in EXECUTORS:
             raise bad("training.executor", f"'{self.training.executor}' is not one of {', '.join(EXECUTORS)}")
+        if self.training.ray_address is not None and self.training.executor != "ray":
+            raise bad(
+                "training.ray_address",
+                f"(train.py --ray-address) is for training.executor: ray, not {self.training.executor}",
+            )
         for key, count in (
             ("training.warmup_epochs", self.training.warmup_epochs),
             ("training.warmup_budget", self.training.warmup_budget),

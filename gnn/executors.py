@@ -1,5 +1,6 @@
 """Where an epoch's searches run (config ``training.executor``): ``local``, one after another in
-this process; ``processes``, a pool of processes on this machine.
+this process; ``processes``, a pool of processes on this machine; ``ray``, Ray tasks on this
+machine or a cluster (gnn/ray_executor.py).
 
 Every executor takes the value network and a list of :class:`~gnn.search_jobs.SearchJob` and
 yields the outcomes in the jobs' order.  The others send the network's weights once per version
@@ -28,7 +29,7 @@ from gnn.networks import Network
 from gnn.search_jobs import Outcome, SearchJob, SearchSettings, WorkerCache, pack_weights, run_search
 from rules.rule_set import RuleSet
 
-EXECUTORS = ("local", "processes")
+EXECUTORS = ("local", "processes", "ray")
 
 
 class Executor(Protocol):
@@ -57,6 +58,10 @@ def make_executor(config: TrainConfig, rules: RuleSet) -> Executor:
         return LocalExecutor(settings, rules)
     if kind == "processes":
         return ProcessExecutor(settings, config.training.workers)
+    if kind == "ray":
+        from gnn.ray_executor import RayExecutor
+
+        return RayExecutor(settings, config.training.ray_address)
     raise ValueError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
 
 

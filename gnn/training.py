@@ -44,7 +44,7 @@ METRICS = "metrics.jsonl"
 WEIGHTS = "weights"
 #: The config keys a resumed run may change: more epochs, and where the searches run (which
 #: changes no number).
-MAY_CHANGE = ("training.epochs", "training.executor", "training.workers")
+MAY_CHANGE = ("training.epochs", "training.executor", "training.workers", "training.ray_address")
 
 #: Reports progress: (what, done, total).
 Progress = Callable[[str, int, int], None]

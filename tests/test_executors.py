@@ -1,10 +1,16 @@
-"""training.executor: the searches of each epoch run in this process or in a pool of processes,
-and the same seed gives the same metrics and weights under each; bad settings are one-line errors."""
+"""training.executor: the searches of each epoch run in this process, in a pool of processes or as
+Ray tasks, and the same seed gives the same metrics and weights under each; bad settings and a
+missing Ray are one-line errors."""
 
 from __future__ import annotations
 
 import json
+import logging
+import socket
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -72,11 +78,36 @@ def local_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {name: train(tmp_path_factory.mktemp(f"local_{name}"), *o) for name, o in VARIANTS.items()}
 
 
+@pytest.fixture(scope="module")
+def ray_started() -> Iterator[ModuleType]:
+    """Ray on this machine (2 CPUs), for the module; a skip, with its reason, only where Ray is not
+    installed or cannot start here."""
+    try:
+        import ray
+    except ImportError as err:
+        pytest.skip(f"Ray is not installed ({err}): pip install -e '.[ray]'")
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    except Exception as err:
+        pytest.skip(f"Ray cannot start on this machine: {type(err).__name__}: {err}")
+    yield ray
+    ray.shutdown()
+
+
 # -- the same numbers everywhere ----------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_processes_give_the_same_metrics_and_weights(variant: str, local_runs: dict[str, Any], tmp_path: Path) -> None:
     found = train(tmp_path, *VARIANTS[variant], "training.executor=processes", "training.workers=2")
     assert_same(found, local_runs[variant])
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_ray_gives_the_same_metrics_and_weights(
+    variant: str, local_runs: dict[str, Any], ray_started: ModuleType, tmp_path: Path
+) -> None:
+    found = train(tmp_path, *VARIANTS[variant], "training.executor=ray")
+    assert_same(found, local_runs[variant])
+    assert ray_started.is_initialized()  # Ray started by the caller is left running
 
 
 def test_a_run_resumes_under_another_executor(local_runs: dict[str, Any], tmp_path: Path) -> None:
@@ -111,7 +142,7 @@ def one_line_error(overrides: list[str]) -> str:
 
 def test_unknown_executor() -> None:
     msg = one_line_error(["training.executor=dask"])
-    assert msg.endswith("error: training.executor: 'dask' is not one of local, processes"), msg
+    assert msg.endswith("error: training.executor: 'dask' is not one of local, processes, ray"), msg
 
 
 @pytest.mark.parametrize(
@@ -120,6 +151,28 @@ def test_unknown_executor() -> None:
 )
 def test_workers_out_of_range(override: str, fragment: str) -> None:
     assert f"training.workers: {fragment}" in one_line_error([override])
+
+
+def test_ray_address_is_for_the_ray_executor(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "training.ray_address" in one_line_error(["training.ray_address=auto"])
+    code, _, err = run_cli(train_main, capsys, BOOTSTRAP, "--ray-address", "auto")
+    assert code == 1 and err.count("\n") == 1
+    assert "(train.py --ray-address) is for training.executor: ray, not local" in err
+    config = load_config(BOOTSTRAP, ["training.executor=ray", 'training.ray_address="10.0.0.1:6379"'])
+    assert config.training.ray_address == "10.0.0.1:6379"
+
+
+def test_without_ray_choosing_it_is_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(KsUsageError, match=r"pip install -e '\.\[ray\]'"):
+        Trainer(load_config(BOOTSTRAP, [*TINY, "training.executor=ray"]), tmp_path)
+    out = tmp_path / "run"
+    code, _, err = run_cli(train_main, capsys, BOOTSTRAP, "--out", str(out), "--set", "training.executor=ray")
+    assert code == 1 and err.count("\n") == 1, err
+    assert "training.executor: ray needs Ray, which is not installed (pip install -e '.[ray]')" in err
+    assert not out.exists()
 
 
 def test_repetitions_run_locally_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -148,3 +201,17 @@ def test_an_outcome_travels_as_one_wire_form() -> None:
     )
     one_by_one = sum(len(pickle.dumps(s.expr)) for s in outcome.expanded + outcome.passed_over)
     assert len(blob) < one_by_one / 2
+
+
+def test_a_ray_address_that_takes_no_connection_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
+    with socket.socket() as s:  # a port of this machine that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [BOOTSTRAP, "--out", str(tmp_path / "run"), "--set", "training.executor=ray"]
+    argv += [arg for o in TINY for arg in ("--set", o)]
+    code, _, err = run_cli(train_main, capsys, *argv, "--ray-address", f"127.0.0.1:{port}")
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"error: training.ray_address: cannot reach Ray at 127.0.0.1:{port}: Connection refused" in err

@@ -298,6 +298,7 @@ KEYS = [
     "training.replay_best",
     "training.executor",
     "training.workers",
+    "training.ray_address",
     "data.train.set",
     "data.train",
     "data",

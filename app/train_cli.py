@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import multiprocessing
 import os
 import sys
@@ -38,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="with training.executor: ray, the Ray cluster to run the searches on (default: Ray started here)",
+    )
+    p.add_argument(
         "--threads", type=int, default=1, help="torch threads per run (1: expression graphs are small; default)"
     )
     return p
@@ -60,11 +66,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     from gnn.config import load_config
 
-    config = load_config(args.config, args.overrides)
+    ray = [f"training.ray_address={json.dumps(args.ray_address)}"] if args.ray_address is not None else []
+    config = load_config(args.config, [*args.overrides, *ray])
     if not 1 <= args.repetitions <= MAX_PROCESSES:
         raise KsUsageError(
             f"--repetitions must be at least 1 and at most {MAX_PROCESSES} (one process each), not {args.repetitions}"
         )
+    if config.training.executor == "ray":
+        from gnn.ray_executor import import_ray
+
+        import_ray()  # without Ray, a one-line error before anything is written
+    if args.repetitions > 1 and config.training.executor != "local":
+        raise KsUsageError("--repetitions runs each seed in a process of its own: use it with training.executor: local")
     out: Path = args.out or ROOT / "runs" / config.name
     folders = (
         [out] if args.repetitions == 1 else [out / f"seed{config.training.seed + k}" for k in range(args.repetitions)]

@@ -186,6 +186,14 @@ class TrainingConfig:
     #: At most this many samples from each training search, drawn at random, half of them expanded
     #: states and half passed over where there are enough of both (0: all).
     samples_per_search: int = 0
+    #: Where each epoch's searches run: "local" (one after another in this process), "processes"
+    #: (a pool of training.workers processes) or "ray" (Ray tasks: pip install -e '.[ray]').  The
+    #: same seed gives the same numbers under each (gnn/executors.py).
+    executor: str = "local"
+    #: processes: how many (0: one per CPU).
+    workers: int = 0
+    #: ray: the address of the cluster (null: Ray started on this machine, or RAY_ADDRESS's).
+    ray_address: str | None = None
 
 
 @dataclass
@@ -220,11 +228,21 @@ class TrainConfig:
         except ValueError as err:
             raise bad("search.value_scale", str(err)) from None
 
+        from gnn.executors import EXECUTORS
+
+        if self.training.executor not in EXECUTORS:
+            raise bad("training.executor", f"'{self.training.executor}' is not one of {', '.join(EXECUTORS)}")
+        if self.training.ray_address is not None and self.training.executor != "ray":
+            raise bad(
+                "training.ray_address",
+                f"(train.py --ray-address) is for training.executor: ray, not {self.training.executor}",
+            )
         for key, count in (
             ("training.warmup_epochs", self.training.warmup_epochs),
             ("training.warmup_budget", self.training.warmup_budget),
             ("training.samples_per_search", self.training.samples_per_search),
             ("training.fit_patience", self.training.fit_patience),
+            ("training.workers", self.training.workers),
         ):
             if count < 0:
                 raise bad(key, f"must be at least 0, not {count}")
@@ -260,6 +278,7 @@ class TrainConfig:
             ("model.steps", self.model.steps, 1000, "each step is a pass over every graph"),
             ("model.hidden", self.model.hidden, 8192, "the weights grow with its square"),
             ("training.batch_size", self.training.batch_size, 100_000, "a batch is one graph in memory"),
+            ("training.workers", self.training.workers, 1024, "a process each"),
         ):
             if value > most:
                 raise bad(key, f"must be at most {most} ({why}), not {value}")

@@ -3,7 +3,9 @@ targets the searches found, evaluate; epoch after epoch, checkpointed so that a 
 
 Everything random comes from the config's seed (numpy for choosing expressions and shuffling,
 torch for initialisation and dropout), and both generators' states are in each checkpoint, so a
-run killed at any point and resumed ends with the same numbers as an uninterrupted one.
+run killed at any point and resumed ends with the same numbers as an uninterrupted one.  The
+searches run where ``training.executor`` says (gnn/executors.py); the generator draws their seeds
+before them and their samples after them, in order, so the numbers are the same wherever they ran.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +21,26 @@ import numpy as np
 import torch
 
 from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
-from gnn.config import TARGET_SCHEMES, SearchName, TargetScheme, TrainConfig, config_dict, flatten_keys
+from gnn.config import TrainConfig, config_dict, flatten_keys
 from gnn.data import Target, load_targets
+from gnn.executors import make_executor
 from gnn.fit import Fitter, Sample
 from gnn.metrics import EpochMetrics, Evaluation, write_metrics
 from gnn.networks import build_network, value_function
+from gnn.samples import limit_samples
+from gnn.samples import samples_of as samples_of
+from gnn.search_jobs import SearchJob
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
 from rules.sets import get_rule_set
-from search.registry import get_search
-from search.result import SearchResult
-from search.spec import SearchSpec
-from search.value import ValueFunction, ZeroValue
+from search.value import ValueFunction
 
 CHECKPOINT = "checkpoint.pt"
 WEIGHTS = "weights"
+#: The config keys a resumed run may change: more epochs, and where the searches run (which
+#: changes no number).
+MAY_CHANGE = ("training.epochs", "training.executor", "training.workers", "training.ray_address")
 
 #: Reports progress: (what, done, total).
 Progress = Callable[[str, int, int], None]
@@ -115,48 +122,6 @@ class BestTargets:
         )
 
 
-def samples_of(
-    result: SearchResult, scheme: TargetScheme = "reached", limit: int = 0, rng: np.random.Generator | None = None
-) -> list[Sample]:
-    """Algorithm 2's targets of a search, as samples to fit.
-
-    ``reached`` (the paper's Algorithm 2 as written): every state reached with steps left, fitted
-    for its steps left.  Most of those states were never expanded, so their target is zero only
-    because nothing below them was looked at.  ``explored`` (as the reference implementation
-    builds its datasets from the search's episodes): every expanded state, fitted for each number
-    of steps ``1..h`` where ``h`` is how deep the search looked below it (see
-    ``SearchGraph.value_targets``), all from one forward pass.  ``explored_and_reached``: those, and
-    the states reached but never expanded as ``reached`` has them (the siblings a search passed
-    over: without them the network never sees what a search did not choose).
-
-    ``limit`` (with ``rng``): at most that many samples, drawn at random, half of them expanded
-    states and half passed over where there are enough of both (a search reaches ten times more
-    states than it expands).
-    """
-    if scheme not in TARGET_SCHEMES:
-        raise ValueError(f"unknown target scheme {scheme!r} (known: {', '.join(TARGET_SCHEMES)})")
-    vt = result.graph.value_targets()
-    expanded: list[Sample] = []
-    passed_over: list[Sample] = []
-    for i, (e, t, h) in enumerate(zip(vt.exprs, vt.steps_left, vt.explored, strict=True)):
-        if scheme != "reached" and h > 0:
-            expanded.append(Sample(e, int(h), float(vt.table[i, h]), tuple(float(x) for x in vt.table[i, 1:h])))
-        elif scheme != "explored" and t > 0:
-            passed_over.append(Sample(e, int(t), float(vt.table[i, t])))
-    if limit and rng is not None and len(expanded) + len(passed_over) > limit:
-        half = max(limit // 2, limit - len(passed_over))
-        expanded = _draw(expanded, half, rng)
-        passed_over = _draw(passed_over, limit - len(expanded), rng)
-    return expanded + passed_over
-
-
-def _draw(samples: list[Sample], k: int, rng: np.random.Generator) -> list[Sample]:
-    """``k`` of ``samples`` at random, in their order (all of them if there are no more)."""
-    if len(samples) <= k:
-        return samples
-    return [samples[i] for i in sorted(rng.choice(len(samples), size=k, replace=False).tolist())]
-
-
 class Trainer:
     def __init__(self, config: TrainConfig, out: Path, progress: Progress | None = None) -> None:
         self.config = config
@@ -173,6 +138,7 @@ class Trainer:
         self.history: list[EpochMetrics] = []
         self.replay: list[list[Sample]] = []
         self.best = BestTargets(config.search.depth)
+        self.executor = make_executor(config, self.rules)
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -200,9 +166,7 @@ class Trainer:
         mine, theirs = flatten_keys(self.config.to_dict()), flatten_keys(state["config"])
         # a key added to the config after the checkpoint was written reads as its default there
         theirs = {**_defaults(), **theirs}
-        changed = sorted(
-            k for k in mine.keys() | theirs.keys() if k != "training.epochs" and mine.get(k) != theirs.get(k)
-        )
+        changed = sorted(k for k in mine.keys() | theirs.keys() if k not in MAY_CHANGE and mine.get(k) != theirs.get(k))
         if changed:
             raise KsUsageError(
                 f"the checkpoint was written with a different config ({', '.join(changed)}); "
@@ -247,18 +211,10 @@ class Trainer:
         scale = s.value_scale if scaled else 1.0
         return value_function(self.network, precision=s.precision, scale=scale)
 
-    def search(self, target: Target, algorithm: SearchName, budget: int, guided: bool = True) -> SearchResult:
-        """``guided=False``: with the zero value function instead of the network (warm-up epochs)."""
-        s = self.config.search
-        spec = SearchSpec(
-            rules=self.rules,
-            depth=s.depth,
-            budget=budget,
-            value=self.value_function() if guided else ZeroValue(),
-            seed=int(self.rng.integers(2**31)) if algorithm == "mcts" else 0,
-            batch_size=s.batch_size,
-        )
-        return get_search(algorithm)(target.expr, spec)
+    def seeds(self, algorithm: str, n: int) -> list[int]:
+        """The seeds of ``n`` searches by ``algorithm``, drawn before they run (only MCTS's are
+        drawn: the other searches use none)."""
+        return [int(self.rng.integers(2**31)) if algorithm == "mcts" else 0 for _ in range(n)]
 
     def run_epoch(self) -> EpochMetrics:
         cfg = self.config
@@ -269,11 +225,18 @@ class Trainer:
         evaluations = 0
         guided = self.epoch >= cfg.training.warmup_epochs
         budget = cfg.search.budget if guided or not cfg.training.warmup_budget else cfg.training.warmup_budget
-        for n, i in enumerate(chosen):
-            self._report("search", n, len(chosen))
-            result = self.search(self.train_set[i], cfg.search.algorithm, budget, guided)
-            samples.extend(samples_of(result, cfg.training.targets, cfg.training.samples_per_search, self.rng))
-            evaluations += result.evaluations
+        # every seed first, then each search's samples drawn in order: the same draws wherever the
+        # searches run (as before executors, but for MCTS with samples_per_search, whose seeds and
+        # draws alternated)
+        seeds = self.seeds(cfg.search.algorithm, len(chosen))
+        jobs = [
+            SearchJob(self.train_set[i].expr, cfg.search.algorithm, budget, seed, cfg.training.targets)
+            for i, seed in zip(chosen, seeds, strict=True)
+        ]
+        for n, found in enumerate(self.executor.map(self.network if guided else None, jobs)):
+            self._report("search", n, len(jobs))
+            samples.extend(limit_samples(found.expanded, found.passed_over, cfg.training.samples_per_search, self.rng))
+            evaluations += found.evaluations
         if cfg.training.best_targets:
             samples = self.best.merge(samples)
         self.replay = [*self.replay, samples][-cfg.training.replay_epochs :]
@@ -315,9 +278,13 @@ class Trainer:
 
     def evaluate(self, targets: list[Target], label: str) -> Evaluation:
         costs, evaluations = [], 0
-        for n, t in enumerate(targets):
+        s = self.config.search
+        seeds = self.seeds(s.test_algorithm, len(targets))
+        jobs = [
+            SearchJob(t.expr, s.test_algorithm, s.test_budget, seed) for t, seed in zip(targets, seeds, strict=True)
+        ]
+        for n, r in enumerate(self.executor.map(self.network, jobs)):
             self._report(f"eval {label}", n, len(targets))
-            r = self.search(t, self.config.search.test_algorithm, self.config.search.test_budget)
             costs.append(r.best_cost)
             evaluations += r.evaluations
         starts = [t.expr.cost for t in targets]
@@ -336,7 +303,7 @@ class Trainer:
         )
 
     def train(self, on_epoch: Callable[[EpochMetrics], None] | None = None) -> list[EpochMetrics]:
-        with fewer_gc_pauses():
+        with fewer_gc_pauses(), closing(self.executor):  # the executor's workers stop with the run
             while self.epoch < self.config.training.epochs:
                 metrics = self.run_epoch()
                 self.epoch += 1

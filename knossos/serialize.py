@@ -6,6 +6,7 @@ post-order, each as ``(op, data, type, child numbers)``; shared subterms are lis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from knossos import expr as E
@@ -16,8 +17,19 @@ Wire = list[tuple[int, Any, Type | None, tuple[int, ...]]]
 
 
 def expr_to_wire(root: E.Expr) -> Wire:
+    return exprs_to_wire([root])[0]
+
+
+def exprs_to_wire(roots: Sequence[E.Expr]) -> tuple[Wire, list[int]]:
+    """Several expressions as one wire form (a subterm any of them share is listed once: a search's
+    states differ in a few nodes each), and the number of each root in it."""
     numbers: dict[int, int] = {}
     out: Wire = []
+    return out, [_add(root, numbers, out) for root in roots]
+
+
+def _add(root: E.Expr, numbers: dict[int, int], out: Wire) -> int:
+    """List the nodes of ``root`` not yet in ``out``, post-order; its number."""
     stack: list[tuple[E.Expr, bool]] = [(root, False)]
     while stack:
         node, expanded = stack.pop()
@@ -30,10 +42,20 @@ def expr_to_wire(root: E.Expr) -> Wire:
         leaf_type = node.type if node.op in (Op.CONST, Op.VAR) else None
         out.append((int(node.op), node.data, leaf_type, tuple(numbers[id(a)] for a in node.args)))
         numbers[id(node)] = len(out) - 1
-    return out
+    return numbers[id(root)]
 
 
 def expr_from_wire(wire: Wire) -> E.Expr:
+    return _build(wire)[-1]
+
+
+def exprs_from_wire(wire: Wire, roots: Sequence[int]) -> list[E.Expr]:
+    """The expressions :func:`exprs_to_wire` listed."""
+    built = _build(wire)
+    return [built[i] for i in roots]
+
+
+def _build(wire: Wire) -> list[E.Expr]:
     built: list[E.Expr] = []
     for op_code, data, leaf_type, children in wire:
         op = Op(op_code)
@@ -44,4 +66,4 @@ def expr_from_wire(wire: Wire) -> E.Expr:
             built.append(E.var(data, leaf_type))
         else:
             built.append(E.make(op, tuple(built[i] for i in children), data))
-    return built[-1]
+    return built

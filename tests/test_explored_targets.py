@@ -159,21 +159,24 @@ def test_training_with_replayed_best_targets_resumes_identically(tmp_path: Path)
 
 
 def test_warmup_epochs_search_with_the_zero_value_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gnn import executors
+    from gnn.networks import Network
+    from gnn.search_jobs import Outcome, SearchJob, SearchSettings
     from gnn.training import Trainer
+    from rules.rule_set import RuleSet
 
     overrides = ["training.warmup_epochs=1", "training.epochs=2", "training.exprs_per_epoch=2"]
     overrides += ["search.budget=30", "search.test_budget=10", "model.hidden=40", "model.steps=1"]
     trainer = Trainer(load_config("configs/bootstrap.yaml", overrides), tmp_path)
     used: list[tuple[int, str]] = []
-    search = Trainer.search
+    search = executors.run_search
 
-    def recording(self: Trainer, target: object, algorithm: str, budget: int, guided: bool = True) -> object:
-        result = search(self, target, algorithm, budget, guided)  # type: ignore[arg-type]
-        if budget == 30:  # a training search, not an evaluation
-            used.append((self.epoch, "network" if guided else "zero"))
-        return result
+    def recording(job: SearchJob, settings: SearchSettings, rules: RuleSet, network: Network | None) -> Outcome:
+        if job.budget == 30:  # a training search, not an evaluation
+            used.append((trainer.epoch, "network" if network is not None else "zero"))
+        return search(job, settings, rules, network)
 
-    monkeypatch.setattr(Trainer, "search", recording)
+    monkeypatch.setattr(executors, "run_search", recording)
     trainer.train()
     assert used == [(0, "zero"), (0, "zero"), (1, "network"), (1, "network")]
     with pytest.raises(KsUsageError, match=r"training.warmup_epochs: must be at least 0"):

@@ -197,13 +197,13 @@ class TableRule(Rule):
             if unknown:
                 raise ValueError(f"rule {name}: condition {c.text} names unbound hole(s) {unknown}")
         #: A numeric literal on the right takes the node's type, which must then be a scalar number.
-        self._needs_scalar = _has_numeric_literal(self.rhs)
+        self.needs_scalar = _has_numeric_literal(self.rhs)
 
     def match(self, site: Site) -> Bindings | None:
         b = match_pattern(self.lhs, site.node)
         if b is None:
             return None
-        if self._needs_scalar and not site.node.type.is_number:
+        if self.needs_scalar and not site.node.type.is_number:
             return None
         for c in self.conditions:
             if not c.holds(b):

@@ -139,7 +139,7 @@ def rewrite(r: TableRule) -> Rewrite:
     assert isinstance(r.lhs, Node)
     holes: dict[str, int] = {}
     args = tuple(_compile(a, holes) for a in r.lhs.args)
-    return Rewrite(r, r.lhs, _has_number(r.rhs), args, holes)
+    return Rewrite(r, r.lhs, r.needs_scalar, args, holes)
 
 
 def _has_binder(p: Pattern) -> bool:
@@ -149,17 +149,6 @@ def _has_binder(p: Pattern) -> bool:
         if isinstance(q, Node):
             if q.op in BINDERS:
                 return True
-            stack.extend(q.args)
-    return False
-
-
-def _has_number(p: Pattern) -> bool:
-    stack = [p]
-    while stack:
-        q = stack.pop()
-        if isinstance(q, Lit) and not isinstance(q.value, bool):
-            return True
-        if isinstance(q, Node):
             stack.extend(q.args)
     return False
 

@@ -73,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=0, help="for random, mcts (0)")
     p.add_argument(
-        "--model", default="none", metavar="CKPT", help="value function: none, default, or a train.py checkpoint"
+        "--model",
+        default="none",
+        metavar="CKPT",
+        help="value function: none, a shipped model's name (default, ggnn, ...: gnn/models/), or a checkpoint file",
     )
     p.add_argument(
         "--precision",

@@ -124,7 +124,7 @@ def run_searches(
     """Every (model, set, budget, expression) not yet in ``results``; the first ``limit`` expressions of each set."""
     rules = get_rule_set(RULES)
     for model in models:
-        value = load_value_function(model)
+        value: Any = load_value_function(model)  # the tree network also counts the nodes it embeds
         for set_name in sets:
             targets = load_targets(DataSource(set=set_name), "--sets")[:limit]
             for budget in budgets:

@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from app.models import value_scale  # noqa: E402
+from benchmarks.bench_default_model import best_known  # noqa: E402
 from experiments.common import RESULTS, ResultsFile  # noqa: E402
 from experiments.default_model.dataset import written_lines  # noqa: E402
 from gnn.checkpoint import average_weights, load_checkpoint, network_from  # noqa: E402
@@ -93,14 +94,12 @@ def train_tail(data: list[Path]) -> list[Target]:
 
 def heldout() -> list[Target]:
     targets = load_targets(DataSource(set="generated_heldout"), "generated_heldout")
-    known = {i: t.best_known for i, t in enumerate(targets)}
-    if BENCHMARK.is_file():
-        for line in BENCHMARK.read_text().splitlines():
-            r = json.loads(line)
-            if r["set"] == "generated_heldout":
-                old = known.get(r["index"])
-                known[r["index"]] = r["best_cost"] if old is None else min(old, r["best_cost"])
-    return [dataclasses.replace(t, best_known=known[i]) for i, t in enumerate(targets)]
+    rows = [json.loads(line) for line in BENCHMARK.read_text().splitlines()] if BENCHMARK.is_file() else []
+    known = best_known([r for r in rows if r["set"] == "generated_heldout"])  # as the benchmark counts hits
+    return [
+        dataclasses.replace(t, best_known=known.get(("generated_heldout", i), t.best_known))
+        for i, t in enumerate(targets)
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,9 +7,10 @@ import sys
 
 if __name__ == "__main__":
     try:
-        from app.train_cli import main
-    except KeyboardInterrupt:  # Ctrl-C while starting up: no traceback
+        from app.startup import load_main
+    except KeyboardInterrupt:  # Ctrl-C in the first milliseconds
         sys.exit(130)
+    main = load_main("app.train_cli")  # Ctrl-C while importing the rest: exit 130, no traceback
     status = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # done: Ctrl-C while the interpreter shuts down changes nothing
     sys.exit(status)

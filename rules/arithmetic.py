@@ -29,6 +29,11 @@ def _floats_only(hole: str = "?a") -> Condition:
 _FLOAT_LEAVES = frozenset({Kind.FLOAT})
 
 
+def _scalar(hole: str) -> Condition:
+    """A Float or an Integer (``sub`` of a literal and a vector is not in the language)."""
+    return condition("scalar", lambda a: a.type in (FLOAT, INTEGER), hole, shallow=True)
+
+
 ALGEBRAIC: list[TableRule] = [
     rule("add_zero", "(add 0 ?a)", "?a"),  # exact up to the sign of a zero (0.0 + -0.0 is 0.0)
     rule("mul_zero", "(mul 0 ?a)", "0", domain="a is finite (0 * inf is NaN); up to the sign of zero"),
@@ -36,6 +41,8 @@ ALGEBRAIC: list[TableRule] = [
     rule("sub_zero", "(sub ?a 0)", "?a"),
     rule("div_one", "(div ?a 1)", "?a"),
     rule("add_neg_to_sub", "(add ?a (mul ?b -1))", "(sub ?a ?b)"),
+    # Not the paper's: the reference's parser read (neg x) as (sub 0.0 x), so its rules saw a sub there
+    rule("neg_to_sub", "(neg ?a)", "(sub 0 ?a)", _scalar("?a")),  # up to the sign of zero, as add_zero
     rule("commute_mul", "(mul ?a ?b)", "(mul ?b ?a)"),
     rule("commute_add", "(add ?a ?b)", "(add ?b ?a)"),
     rule("sub_self", "(sub ?a ?a)", "0", domain="a is finite (inf - inf is NaN)"),

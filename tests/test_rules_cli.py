@@ -23,7 +23,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_rules_listing(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "rules")
-    assert code == 0 and "ml_rules (62 rules)" in out and "simplify_rules (34 rules)" in out
+    assert code == 0 and "ml_rules (63 rules)" in out and "simplify_rules (35 rules)" in out
     code, out, _ = run(capsys, "rules", "--set", "binding_rules", "--json")
     listed = json.loads(out)["binding_rules"]
     assert [r["name"] for r in listed] == [
@@ -39,8 +39,8 @@ def test_rules_listing(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_rule_set_sizes_and_names() -> None:
     sizes = {name: len(s) for name, s in RULE_SETS.items()}
-    assert sizes["simplify_rules"] == 34 and sizes["binding_rules"] == 6 and sizes["ml_rules"] == 62
-    assert sizes["ml_rules_no_bind"] == 58
+    assert sizes["simplify_rules"] == 35 and sizes["binding_rules"] == 6 and sizes["ml_rules"] == 63
+    assert sizes["ml_rules_no_bind"] == 59
     assert "new_bind" not in RULE_SETS["ml_rules_no_bind"] and "inline_call" in RULE_SETS["ml_rules"]
     for s in RULE_SETS.values():
         names = [r.name for r in s]

@@ -110,6 +110,8 @@ GOLDEN: list[Golden] = [
     Golden("div_one", "(div n 1)", "n"),
     Golden("add_neg_to_sub", "(add x (mul y -1.0))", "(sub x y)"),
     Golden("add_neg_to_sub", "(add v (mul w -1.0))", "(sub v w)"),
+    Golden("neg_to_sub", "(neg x)", "(sub 0.0 x)"),
+    Golden("neg_to_sub", "(neg n)", "(sub 0 n)"),
     Golden("commute_mul", "(mul x (exp y))", "(mul (exp y) x)"),
     Golden("commute_mul", "(mul v x)", "(mul x v)"),
     Golden("commute_add", "(add x (exp y))", "(add (exp y) x)"),
@@ -330,6 +332,7 @@ class Blocked:
 
 NEGATIVE: list[Blocked] = [
     Blocked("add_zero", "(add x 0.0)", "only a zero on the left"),
+    Blocked("neg_to_sub", "(neg v)", "scalars only: sub of a literal and a vector is not in the language"),
     Blocked("mul_zero", "(mul 0.0 v)", "the result is a vector: the literal 0 has no vector type"),
     Blocked("sub_self", "(sub v v)", "the result is a vector"),
     Blocked("sub_self", "(sub x y)", "different operands"),

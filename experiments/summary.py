@@ -189,21 +189,22 @@ def default_model_training_table() -> str:
 
 def blas_test_table() -> str:
     """experiments/blas_test/run.py's searches: per def of blas_test, the reference's start and best
-    known whole-def costs, and each model's best cost and seconds."""
-    from experiments.blas_test.run import best_known
+    known whole-def costs, and each run's (value function, search, budget, depth) best cost and seconds."""
+    from experiments.blas_test.run import KEY, best_known
 
     path = RESULTS / "blas_test" / "searches.jsonl"
     if not path.is_file():
         return "_No results yet: run experiments/blas_test/run.py._\n"
-    rows = list(ResultsFile(path, ("def_", "model", "budget", "depth")))
+    rows = list(ResultsFile(path, KEY))
     known = best_known()
-    runs = list(dict.fromkeys((r["model"], r["budget"], r["depth"]) for r in rows))
-    by_run = {(r["model"], r["budget"], r["depth"], r["def_"]): r for r in rows}
-    names = ["plain A*" if m == "none" else f"`--model {m}`" for m, _, _ in runs]
-    header = "| def | start | best known (by) | " + " | ".join(
-        f"{n} @ {b}, depth {d} | s" for n, (_, b, d) in zip(names, runs, strict=True)
-    )
-    lines = [header + " |", "|---|---|---|" + "---|---|" * len(runs)]
+    runs = list(dict.fromkeys((r["model"], r["search"], r["budget"], r["depth"]) for r in rows))
+    by_run = {(r["model"], r["search"], r["budget"], r["depth"], r["def_"]): r for r in rows}
+    names = [
+        ("plain" if m == "none" else f"`--model {m}`") + f" {'A*' if s == 'astar' else s} @ {b}, depth {d}"
+        for m, s, b, d in runs
+    ]
+    lines = ["| def | start | best known (by) | " + " | ".join(f"{n} | s" for n in names) + " |"]
+    lines.append("|---|---|---|" + "---|---|" * len(runs))
     reached = {run: [0, 0] for run in runs}
     for name, k in known.items():
         cells = []
@@ -220,9 +221,9 @@ def blas_test_table() -> str:
     rlo = sum(k.by == "rlo" for k in known.values())
     lines.append("")
     for name, run in zip(names, runs, strict=True):
-        mine = [r for r in rows if (r["model"], r["budget"], r["depth"]) == run]
+        mine = [r for r in rows if (r["model"], r["search"], r["budget"], r["depth"]) == run]
         lines.append(
-            f"{name} at {run[1]} evaluations, depth {run[2]}: best known reached on {reached[run][0]} of {len(known)} defs, "
+            f"{name}: best known reached on {reached[run][0]} of {len(known)} defs, "
             f"{reached[run][1]} of the {rlo} the reference's agent found; {sum(r['seconds'] for r in mine):.1f} s of search."
         )
         lines.append("")

@@ -49,7 +49,7 @@ def test_every_shipped_config_is_listed() -> None:
     assert names == [
         "arith_generalisation.yaml",
         "blas.yaml",
-        "blas_deep.yaml",
+        "blas_beam.yaml",
         "blas_tree.yaml",
         "bootstrap.yaml",
         "cnn.yaml",

@@ -1,10 +1,11 @@
 """Search every def of blas_test.kso and compare with the reference's best-known costs.
 
-Run:  python experiments/blas_test/run.py [--models none,blas] [--budget 5000] [--depth 30] [--quick]
+Run:  python experiments/blas_test/run.py [--models none,blas] [--search astar] [--budget 5000] [--depth 30] [--quick]
 
-A* with each value function (``none``: plain A*; shipped model names or checkpoints), depth 30,
-``ml_rules_no_bind``, on each of the 49 defs of ``experiments/data/programs/blas_test.kso``.  Rows
-(def, model, start and best cost of the def, seconds) are appended to
+A search (A* unless ``--search``) with each value function (``none``: the zero value function;
+shipped model names or checkpoints), depth 30, ``ml_rules_no_bind``, on each of the 49 defs of
+``experiments/data/programs/blas_test.kso``.  Rows (def, model, search, start and best cost of the
+def, seconds) are appended to
 ``experiments/results/blas_test/searches.jsonl`` as each search ends, so an interrupted run carries
 on where it stopped; ``python -m experiments.summary --write`` turns them into the README's table
 (per def: start, best known and who found it, each model's cost and seconds; how many reach the best
@@ -36,13 +37,15 @@ from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
+from search.registry import SEARCHES, get_search  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 PROGRAM = ROOT / "experiments" / "data" / "programs" / "blas_test.kso"
 BEST_KNOWN = ROOT / "experiments" / "data" / "best_known_costs_programs.txt"
 SECTION = "== ksc/blas/blas_test.kso ml_rules_no_bind"
 RULES = "ml_rules_no_bind"
+#: What identifies a row: the def and the run (value function, search, budget, depth).
+KEY = ("def_", "model", "search", "budget", "depth")
 LINE = re.compile(r"\s*(?P<name>\S+)\s+start=\s*(?P<start>\S+)\s+best=\s*(?P<best>\S+)\s+by=(?P<by>\S+)")
 
 
@@ -72,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--models", default="none", help="value functions, comma-separated (none, shipped names, checkpoints)"
     )
+    ap.add_argument("--search", default="astar", choices=[s for s in SEARCHES if s != "egraph"])
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--depth", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="3 defs at 50 evaluations, into runs/quick/")
@@ -82,23 +86,23 @@ def main(argv: list[str] | None = None) -> None:
     folder = RESULTS / "blas_test"
     if args.quick:
         defs, args.budget, folder = defs[:3], 50, QUICK / "blas_test"
-    results = ResultsFile(args.out or folder / "searches.jsonl", ("def_", "model", "budget", "depth"))
+    results = ResultsFile(args.out or folder / "searches.jsonl", KEY)
+    search = get_search(args.search)
     rules = get_rule_set(RULES)
     with fewer_gc_pauses():
         for model in [m.strip() for m in args.models.split(",") if m.strip()]:
             value = load_value_function(model)
-            todo = [d for d in defs if not results.has(def_=d.name, model=model, budget=args.budget, depth=args.depth)]
+            run = {"model": model, "search": args.search, "budget": args.budget, "depth": args.depth}
+            todo = [d for d in defs if not results.has(def_=d.name, **run)]
             for d in tqdm(todo, desc=f"blas_test {model}", unit="def", file=sys.stderr):
                 if hasattr(value, "clear"):
                     value.clear()
-                r = astar(d.body, SearchSpec(rules, args.depth, args.budget, value=value))
+                r = search(d.body, SearchSpec(rules, args.depth, args.budget, value=value))
                 offset = program.def_cost(d.name) - d.body.cost  # best-known costs are whole-def costs
                 results.add(
                     {
                         "def_": d.name,
-                        "model": model,
-                        "budget": args.budget,
-                        "depth": args.depth,
+                        **run,
                         "start_cost": round(r.start_cost + offset, 6),
                         "best_cost": round(r.best_cost + offset, 6),
                         "best_body_cost": round(r.best_cost, 6),

@@ -1,10 +1,13 @@
-"""The program model that ships as ``--model blas`` (gnn/models/blas.pt, configs/blas_tree.yaml)."""
+"""The program models that ship as ``--model blas`` (gnn/models/blas.pt, configs/blas_beam.yaml) and
+``--model blas_astar`` (gnn/models/blas_astar.pt, configs/blas_tree.yaml)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+
+import pytest
 
 from gnn.checkpoint import load_checkpoint, load_value_function, shipped_model
 from knossos.parser import load_program
@@ -14,16 +17,18 @@ from conftest import ROOT
 PROGRAMS = ROOT / "experiments" / "data" / "programs"
 
 
-def test_the_blas_model_loads_with_its_search_defaults() -> None:
-    path = shipped_model("blas")
+@pytest.mark.parametrize(("name", "search", "depth"), [("blas", "beam", 60), ("blas_astar", "astar", 30)])
+def test_the_blas_models_load_with_their_search_defaults(name: str, search: str, depth: int) -> None:
+    path = shipped_model(name)
     assert path is not None
     state = load_checkpoint(path)
     assert state["model_config"]["kind"] == "tree" and state["model_config"]["cost_normalization"] == "log"
-    assert load_value_function(path).trained_for == {"depth": 30, "search": "astar"}
+    assert load_value_function(path).trained_for == {"depth": depth, "search": search}
 
 
-def test_the_blas_model_never_saw_a_def_that_is_only_in_blas_test() -> None:
-    path = shipped_model("blas")
+@pytest.mark.parametrize("name", ["blas", "blas_astar"])
+def test_the_blas_models_never_saw_a_def_that_is_only_in_blas_test(name: str) -> None:
+    path = shipped_model(name)
     assert path is not None
     data = load_checkpoint(path)["config"]["data"]
     assert data["train"]["file"] == "experiments/data/programs/blas_train.kso"
@@ -33,7 +38,7 @@ def test_the_blas_model_never_saw_a_def_that_is_only_in_blas_test() -> None:
     assert data["test"]["file"] == data["train"]["file"]  # epochs were chosen on training defs
 
 
-def test_optimize_with_the_blas_model_uses_its_depth() -> None:
+def test_optimize_with_the_blas_model_uses_its_search_and_depth() -> None:
     command = [sys.executable, "optimize.py", str(PROGRAMS / "blas_test.kso"), "--def", "scal"]
     done = subprocess.run(
         [*command, "--rules", "ml_rules_no_bind", "--model", "blas", "--budget", "200", "--json", "--quiet"],
@@ -44,5 +49,5 @@ def test_optimize_with_the_blas_model_uses_its_depth() -> None:
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["depth"] == 30 and report["search"] == "astar"
+    assert report["depth"] == 60 and report["search"] == "beam"
     assert report["best_cost"] < report["start_cost"]

@@ -4,19 +4,44 @@ configs/blas.yaml (ml_rules_no_bind, depth 30, two-phase search: the phase-1 rul
 steps, then all; 6 primitives per epoch, 5000 evaluations per search, 5 epochs as in the paper's
 text) with the 64-feature network.  The cost of gemm against epoch for the trained value function,
 the same two-phase search with the zero value function, the start cost and the ksc-style baseline
-simplifier's cost (rules/baseline.py).
+simplifier's cost (rules/baseline.py).  A second agent is this project's training for programs
+(docs/programs.md): the tree network with log-scale targets, trained and tested with beam search,
+each epoch fitted to a plateau; beside it plain beam search.
 """
 
 from __future__ import annotations
 
 from experiments.curves import Agent, Baseline, CurveExperiment
 
+#: configs/blas_beam.yaml's training on top of configs/blas.yaml (same depth, data and epochs).
+TREE_BEAM = (
+    "model.kind=tree",
+    "model.cost_normalization=log",
+    "search.algorithm=beam",
+    "search.test_algorithm=beam",
+    "search.value_scale=0.5",
+    "training.fit_passes=30",
+    "training.fit_patience=5",
+    "training.lr=5e-4",
+    "training.batch_size=64",
+    "training.targets=explored_and_reached",
+    "training.best_targets=true",
+    "training.samples_per_search=600",
+    "training.replay_epochs=3",
+)
+
 EXPERIMENT = CurveExperiment(
     figure="fig6_blas",
-    title="BLAS: train on 11 primitives, test on gemm (two-phase search, depth 30)",
+    title="BLAS: train on 11 primitives, test on gemm (depth 30; two-phase A* or beam search)",
     config="configs/blas.yaml",
-    agents=(Agent("ggnn", "two-phase A* + GGNN (this project)"),),
-    baselines=(Baseline("zero", "two-phase A*, zero value function", "two-phase"),),
+    agents=(
+        Agent("ggnn", "two-phase A* + GGNN (this project)"),
+        Agent("tree_beam", "beam search + tree network, log targets (this project)", overrides=TREE_BEAM),
+    ),
+    baselines=(
+        Baseline("zero", "two-phase A*, zero value function", "two-phase"),
+        Baseline("beam", "beam search, zero value function", "beam"),
+    ),
     budgets=(5000,),
     repetitions=3,
     overrides=("model.hidden=64",),

@@ -12,23 +12,7 @@ each epoch fitted to a plateau; beside it plain beam search.
 from __future__ import annotations
 
 from experiments.curves import Agent, Baseline, CurveExperiment
-
-#: configs/blas_beam.yaml's training on top of configs/blas.yaml (same depth, data and epochs).
-TREE_BEAM = (
-    "model.kind=tree",
-    "model.cost_normalization=log",
-    "search.algorithm=beam",
-    "search.test_algorithm=beam",
-    "search.value_scale=0.5",
-    "training.fit_passes=30",
-    "training.fit_patience=5",
-    "training.lr=5e-4",
-    "training.batch_size=64",
-    "training.targets=explored_and_reached",
-    "training.best_targets=true",
-    "training.samples_per_search=600",
-    "training.replay_epochs=3",
-)
+from experiments.tree_beam import TREE_BEAM
 
 EXPERIMENT = CurveExperiment(
     figure="fig6_blas",

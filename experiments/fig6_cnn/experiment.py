@@ -2,19 +2,27 @@
 
 configs/cnn.yaml (ml_rules_no_bind, depth 40, two-phase search, 30000 evaluations per search) with
 the 64-feature network.  The cost of rev$conv1d against epoch for the trained value function, the same
-search with the zero value function, the start cost and the ksc-style baseline simplifier's cost.
+search with the zero value function, the start cost and the ksc-style baseline simplifier's cost;
+and this project's training for programs (experiments/tree_beam.py) beside plain beam search.
 """
 
 from __future__ import annotations
 
 from experiments.curves import Agent, Baseline, CurveExperiment
+from experiments.tree_beam import TREE_BEAM
 
 EXPERIMENT = CurveExperiment(
     figure="fig6_cnn",
-    title="CNN: train on conv1d training programs, test on rev$conv1d (two-phase search, depth 40)",
+    title="CNN: train on conv1d training programs, test on rev$conv1d (depth 40; two-phase A* or beam search)",
     config="configs/cnn.yaml",
-    agents=(Agent("ggnn", "two-phase A* + GGNN (this project)"),),
-    baselines=(Baseline("zero", "two-phase A*, zero value function", "two-phase"),),
+    agents=(
+        Agent("ggnn", "two-phase A* + GGNN (this project)"),
+        Agent("tree_beam", "beam search + tree network, log targets (this project)", overrides=TREE_BEAM),
+    ),
+    baselines=(
+        Baseline("zero", "two-phase A*, zero value function", "two-phase"),
+        Baseline("beam", "beam search, zero value function", "beam"),
+    ),
     budgets=(30000,),
     repetitions=1,
     overrides=("model.hidden=64", "training.epochs=10"),

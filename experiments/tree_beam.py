@@ -1,0 +1,19 @@
+"""This project's training for programs, as train.py overrides on top of a figure's config: the tree
+network with log-scale targets, trained and tested with beam search, each epoch fitted to a plateau
+(configs/blas_beam.yaml's settings; see docs/programs.md).  Figures 6a and 6b add it as an agent."""
+
+TREE_BEAM: tuple[str, ...] = (
+    "model.kind=tree",
+    "model.cost_normalization=log",
+    "search.algorithm=beam",
+    "search.test_algorithm=beam",
+    "search.value_scale=0.5",
+    "training.fit_passes=30",
+    "training.fit_patience=5",
+    "training.lr=5e-4",
+    "training.batch_size=64",
+    "training.targets=explored_and_reached",
+    "training.best_targets=true",
+    "training.samples_per_search=600",
+    "training.replay_epochs=3",
+)

@@ -1,6 +1,9 @@
 """This project's training for programs, as train.py overrides on top of a figure's config: the tree
 network with log-scale targets, trained and tested with beam search, each epoch fitted to a plateau
-(configs/blas_beam.yaml's settings; see docs/programs.md).  Figures 6a and 6b add it as an agent."""
+(configs/blas_beam.yaml's settings; see docs/programs.md).  Figures 6a and 6b add it as an agent,
+beside plain beam search as a baseline."""
+
+from experiments.curves import Agent, Baseline
 
 TREE_BEAM: tuple[str, ...] = (
     "model.kind=tree",
@@ -17,3 +20,6 @@ TREE_BEAM: tuple[str, ...] = (
     "training.samples_per_search=600",
     "training.replay_epochs=3",
 )
+
+TREE_BEAM_AGENT = Agent("tree_beam", "beam search + tree network, log targets (this project)", overrides=TREE_BEAM)
+BEAM_BASELINE = Baseline("beam", "beam search, zero value function", "beam")

@@ -31,7 +31,7 @@ _FLOAT_LEAVES = frozenset({Kind.FLOAT})
 
 def _scalar(hole: str) -> Condition:
     """A Float or an Integer (``sub`` of a literal and a vector is not in the language)."""
-    return condition("scalar", lambda a: a.type in (FLOAT, INTEGER), hole, shallow=True)
+    return condition("scalar", lambda a: a.type.is_number, hole, shallow=True)
 
 
 ALGEBRAIC: list[TableRule] = [

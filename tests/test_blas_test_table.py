@@ -21,18 +21,23 @@ def test_best_known_costs_of_blas_test() -> None:
     assert known["gemm"].start == 31904.4 and known["gemm"].best == 30501.7 and known["gemm"].by == "expert"
 
 
+def run_quick(*argv: str) -> None:
+    """experiments/blas_test/run.py --quick with ``argv``; it must succeed."""
+    done = subprocess.run(
+        [sys.executable, "experiments/blas_test/run.py", "--quick", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_quick_run_records_each_def_once() -> None:
     out = ROOT / "runs" / "quick" / "blas_test" / "searches.jsonl"
     out.unlink(missing_ok=True)
     for _ in range(2):  # the second run finds everything done
-        done = subprocess.run(
-            [sys.executable, "experiments/blas_test/run.py", "--quick"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr
+        run_quick()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["def_"] for r in rows] == ["float_matrix_multiply", "matrix_matrix_multiply", "vector_vector_add"]
     known = best_known()
@@ -60,13 +65,6 @@ def test_the_committed_table_counts_reached_defs() -> None:
 def test_a_run_with_another_search_is_recorded_beside_astar(tmp_path: Path) -> None:
     out = tmp_path / "searches.jsonl"
     for search in ("astar", "beam"):
-        done = subprocess.run(
-            [sys.executable, "experiments/blas_test/run.py", "--quick", "--search", search, "--out", str(out)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr
+        run_quick("--search", search, "--out", str(out))
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["search"] for r in rows] == ["astar"] * 3 + ["beam"] * 3

@@ -12,7 +12,7 @@ each epoch fitted to a plateau; beside it plain beam search.
 from __future__ import annotations
 
 from experiments.curves import Agent, Baseline, CurveExperiment
-from experiments.tree_beam import TREE_BEAM
+from experiments.tree_beam import BEAM_BASELINE, TREE_BEAM_AGENT
 
 EXPERIMENT = CurveExperiment(
     figure="fig6_blas",
@@ -20,11 +20,11 @@ EXPERIMENT = CurveExperiment(
     config="configs/blas.yaml",
     agents=(
         Agent("ggnn", "two-phase A* + GGNN (this project)"),
-        Agent("tree_beam", "beam search + tree network, log targets (this project)", overrides=TREE_BEAM),
+        TREE_BEAM_AGENT,
     ),
     baselines=(
         Baseline("zero", "two-phase A*, zero value function", "two-phase"),
-        Baseline("beam", "beam search, zero value function", "beam"),
+        BEAM_BASELINE,
     ),
     budgets=(5000,),
     repetitions=3,

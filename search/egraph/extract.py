@@ -42,27 +42,36 @@ def _parents_of(g: EGraph, cls: int) -> set[int]:
     return {g.find(p) for _, p in g.classes[cls].parents}
 
 
-def tree_choice(g: EGraph) -> tuple[Choice, dict[int, Expr]]:
-    """Per e-class, the e-node with the cheapest tree, and that tree."""
-    best: dict[int, Expr] = {}
-    choice: Choice = {}
+def _relax(g: EGraph, ready: Callable[[int], bool], improve: Callable[[int, ENode], bool]) -> None:
+    """Offer every e-node whose children are all ``ready`` to ``improve`` (which says whether it
+    bettered its e-class), revisiting the parents of each bettered e-class, until nothing changes."""
     todo = set(g.classes)
     while todo:
         after: set[int] = set()
         for cls in sorted(todo):
             improved = False
             for node in g.classes[cls].nodes:
-                kids = node[2]
-                if any(k not in best for k in kids):
-                    continue
-                e = _node_expr(node, tuple(best[k] for k in kids))
-                current = best.get(cls)
-                if current is None or e.cost < current.cost:
-                    best[cls], choice[cls] = e, node
+                if all(ready(k) for k in node[2]) and improve(cls, node):
                     improved = True
             if improved:
                 after |= _parents_of(g, cls)
         todo = after
+
+
+def tree_choice(g: EGraph) -> tuple[Choice, dict[int, Expr]]:
+    """Per e-class, the e-node with the cheapest tree, and that tree."""
+    best: dict[int, Expr] = {}
+    choice: Choice = {}
+
+    def improve(cls: int, node: ENode) -> bool:
+        e = _node_expr(node, tuple(best[k] for k in node[2]))
+        current = best.get(cls)
+        if current is None or e.cost < current.cost:
+            best[cls], choice[cls] = e, node
+            return True
+        return False
+
+    _relax(g, best.__contains__, improve)
     return choice, best
 
 
@@ -75,30 +84,24 @@ def dag_choice(g: EGraph, trees: dict[int, Expr]) -> Choice:
     totals: dict[int, float] = {}
     choice: Choice = {}
     own: dict[ENode, float] = {}
-    todo = set(g.classes)
-    while todo:
-        after: set[int] = set()
-        for cls in sorted(todo):
-            improved = False
-            for node in g.classes[cls].nodes:
-                kids = node[2]
-                if any(k not in sets for k in kids):
-                    continue
-                merged: dict[int, float] = {}
-                for k in kids:
-                    merged.update(sets[k])
-                if cls in merged:  # the e-class in its own sub-DAG: a cycle
-                    continue
-                if node not in own:
-                    own[node] = _node_expr(node, tuple(trees[k] for k in kids)).cost - sum(trees[k].cost for k in kids)
-                merged[cls] = own[node]
-                total = math.fsum(merged.values())
-                if total < totals.get(cls, math.inf) - 1e-12:
-                    sets[cls], totals[cls], choice[cls] = merged, total, node
-                    improved = True
-            if improved:
-                after |= _parents_of(g, cls)
-        todo = after
+
+    def improve(cls: int, node: ENode) -> bool:
+        kids = node[2]
+        merged: dict[int, float] = {}
+        for k in kids:
+            merged.update(sets[k])
+        if cls in merged:  # the e-class in its own sub-DAG: a cycle
+            return False
+        if node not in own:
+            own[node] = _node_expr(node, tuple(trees[k] for k in kids)).cost - sum(trees[k].cost for k in kids)
+        merged[cls] = own[node]
+        total = math.fsum(merged.values())
+        if total < totals.get(cls, math.inf) - 1e-12:
+            sets[cls], totals[cls], choice[cls] = merged, total, node
+            return True
+        return False
+
+    _relax(g, sets.__contains__, improve)
     return choice
 
 

@@ -36,6 +36,9 @@ COST_NORMALIZATIONS: tuple[str, ...] = typing.get_args(CostNormalization)
 #: Which states of a search are fitted (``training.targets``; :func:`gnn.training.samples_of`).
 TargetScheme = Literal["reached", "explored", "explored_and_reached"]
 TARGET_SCHEMES: tuple[str, ...] = typing.get_args(TargetScheme)
+#: Where an epoch's searches run (``training.executor``; :mod:`gnn.executors`).
+ExecutorName = Literal["local", "processes", "ray"]
+EXECUTORS: tuple[str, ...] = typing.get_args(ExecutorName)
 
 
 @dataclass
@@ -189,7 +192,7 @@ class TrainingConfig:
     #: Where each epoch's searches run: "local" (one after another in this process), "processes"
     #: (a pool of training.workers processes) or "ray" (Ray tasks: pip install -e '.[ray]').  The
     #: same seed gives the same numbers under each (gnn/executors.py).
-    executor: str = "local"
+    executor: ExecutorName = "local"
     #: processes: how many (0: one per CPU).
     workers: int = 0
     #: ray: the address of the cluster (null: Ray started on this machine, or RAY_ADDRESS's).
@@ -228,10 +231,6 @@ class TrainConfig:
         except ValueError as err:
             raise bad("search.value_scale", str(err)) from None
 
-        from gnn.executors import EXECUTORS
-
-        if self.training.executor not in EXECUTORS:
-            raise bad("training.executor", f"'{self.training.executor}' is not one of {', '.join(EXECUTORS)}")
         if self.training.ray_address is not None and self.training.executor != "ray":
             raise bad(
                 "training.ray_address",

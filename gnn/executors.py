@@ -24,12 +24,10 @@ from typing import Protocol
 
 import torch
 
-from gnn.config import TrainConfig
+from gnn.config import EXECUTORS, TrainConfig
 from gnn.networks import Network
 from gnn.search_jobs import Outcome, SearchJob, SearchSettings, WorkerCache, pack_weights, run_search
 from rules.rule_set import RuleSet
-
-EXECUTORS = ("local", "processes", "ray")
 
 
 class Executor(Protocol):

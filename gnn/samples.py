@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnn.config import TARGET_SCHEMES
+from gnn.config import TARGET_SCHEMES, TargetScheme
 from gnn.fit import Sample
 from search.result import SearchResult
 
 
 def samples_of(
-    result: SearchResult, scheme: str = "reached", limit: int = 0, rng: np.random.Generator | None = None
+    result: SearchResult, scheme: TargetScheme = "reached", limit: int = 0, rng: np.random.Generator | None = None
 ) -> list[Sample]:
     """Algorithm 2's targets of a search, as samples to fit.
 
@@ -37,7 +37,7 @@ def samples_of(
     return limit_samples(expanded, passed_over, limit, rng)
 
 
-def split_samples(result: SearchResult, scheme: str) -> tuple[list[Sample], list[Sample]]:
+def split_samples(result: SearchResult, scheme: TargetScheme) -> tuple[list[Sample], list[Sample]]:
     """Every sample of ``result`` under ``scheme`` (see :func:`samples_of`): those of expanded
     states, and those of states passed over, each in the search graph's order."""
     if scheme not in TARGET_SCHEMES:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gnn.checkpoint import network_from
+from gnn.config import Precision, SearchName, TargetScheme
 from gnn.fit import Sample
 from gnn.networks import Network, value_function
 from gnn.samples import split_samples
@@ -36,7 +37,7 @@ class SearchSettings:
     rules: str
     depth: int
     batch_size: int
-    precision: str
+    precision: Precision
     value_scale: float
     threads: int = 1
 
@@ -44,13 +45,13 @@ class SearchSettings:
 @dataclass(frozen=True)
 class SearchJob:
     expr: Expr
-    algorithm: str
+    algorithm: SearchName
     budget: int
     #: MCTS's seed (drawn by the trainer; other searches ignore it).
     seed: int = 0
     #: The target scheme whose samples to send back (config ``training.targets``); None: none
     #: (an evaluation, which needs only the cost).
-    targets: str | None = None
+    targets: TargetScheme | None = None
 
 
 @dataclass

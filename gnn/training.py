@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
-from gnn.config import TrainConfig, config_dict, flatten_keys
+from gnn.config import SearchName, TrainConfig, config_dict, flatten_keys
 from gnn.data import Target, load_targets
 from gnn.executors import make_executor
 from gnn.fit import Fitter, Sample
@@ -211,7 +211,7 @@ class Trainer:
         scale = s.value_scale if scaled else 1.0
         return value_function(self.network, precision=s.precision, scale=scale)
 
-    def seeds(self, algorithm: str, n: int) -> list[int]:
+    def seeds(self, algorithm: SearchName, n: int) -> list[int]:
         """The seeds of ``n`` searches by ``algorithm``, drawn before they run (only MCTS's are
         drawn: the other searches use none)."""
         return [int(self.rng.integers(2**31)) if algorithm == "mcts" else 0 for _ in range(n)]

@@ -360,6 +360,7 @@ def test_the_enumerated_options_are_literal_types() -> None:
         "model.kind",
         "model.cost_normalization",
         "training.targets",
+        "training.executor",
     }
 
 

@@ -1,5 +1,5 @@
 """The code base stays clean: ruff (lint and format), mypy --strict on the core packages, and the
-packages' layers (import-linter's contracts in pyproject.toml; no private name imported across modules)."""
+packages' layers (import-linter's contracts in pyproject.toml; no private name of one module used in another)."""
 
 from __future__ import annotations
 
@@ -43,22 +43,79 @@ def test_layers() -> None:
     assert " 0 broken" in done.stdout, done.stdout
 
 
+#: The packages whose modules are checked, and whose private names no other module may use.
+PACKAGES = ("knossos", "rules", "search", "gnn", "app", "envs", "experiments", "benchmarks")
+
+
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_no_private_names_across_modules() -> None:
-    """What one module uses of another is public: ``from X import _name`` is for tests only."""
+def _is_module(name: str) -> bool:
+    """Whether ``name`` (dotted) is a module or package of this repository."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(path: Path, module: str) -> list[str]:
+    """In ``path``, the source of ``module``: ``from X import _name``, and ``M._name`` where ``M`` is
+    another module of this repository (``import a.b as M``, ``from a import b as M``, ``import a``
+    then ``a.b._name``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
     found = []
-    for folder in ("knossos", "rules", "search", "gnn", "app", "experiments", "benchmarks"):
+    modules: dict[str, str] = {}  # local name -> the module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                modules[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module not in (None, "__future__"):
+            for alias in node.names:
+                if _private(alias.name) and (module, node.module, alias.name) not in PRIVATE_IMPORTS_ALLOWED:
+                    found.append(f"{where}:{node.lineno}: from {node.module} import {alias.name}")
+                if _is_module(f"{node.module}.{alias.name}"):
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _private(node.attr):
+            continue
+        base = ast.unparse(node.value).split(".")
+        if base[0] not in modules:
+            continue
+        owner = ".".join([modules[base[0]], *base[1:]])
+        if owner != module and _is_module(owner) and (module, owner, node.attr) not in PRIVATE_IMPORTS_ALLOWED:
+            found.append(f"{where}:{node.lineno}: {ast.unparse(node)} (a private name of {owner})")
+    return found
+
+
+def test_no_private_names_across_modules() -> None:
+    """What one module uses of another is public: ``from X import _name`` and ``X._name`` are for tests only."""
+    found = []
+    for folder in PACKAGES:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            module = _module_name(path)
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if not isinstance(node, ast.ImportFrom) or node.level or node.module == "__future__":
-                    continue
-                for alias in node.names:
-                    private = alias.name.startswith("_") and not alias.name.startswith("__")
-                    if private and (module, node.module, alias.name) not in PRIVATE_IMPORTS_ALLOWED:
-                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import {alias.name}")
+            found += _private_uses(path, _module_name(path))
     assert not found, "\n".join(found)
+
+
+def test_the_private_names_check_sees_module_attributes(tmp_path: Path) -> None:
+    """The check finds ``E._name`` and ``knossos.expr._name`` as well as ``from ... import _name``."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import knossos.expr\n"
+        "from knossos import expr as E\n"
+        "from knossos.expr import _exact_key\n"
+        "print(E._table, knossos.expr._alpha_table, E.make)\n",
+        encoding="utf-8",
+    )
+    found = _private_uses(probe, "app.probe")
+    assert [line.split(": ", 1)[1] for line in found] == [
+        "from knossos.expr import _exact_key",
+        "E._table (a private name of knossos.expr)",
+        "knossos.expr._alpha_table (a private name of knossos.expr)",
+    ]

@@ -52,14 +52,22 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 #: The key of a checkpoint's node-type vocabulary (absent from checkpoints written before it was stored).
 NODE_TYPES_KEY = "node_types"
+#: The vocabulary of a checkpoint that stores none (the shipped ggnn, blas_astar and tree_online among
+#: them): the order of :class:`~knossos.ops.Op` they were trained with, Op's first and only order so
+#: far.  Written out here, so that reordering Op refuses them as well.
+UNSTORED_NODE_TYPES: tuple[str, ...] = (
+    "CONST", "VAR", "LET", "LAM", "BUILD", "SUMBUILD", "IF", "ASSERT", "TUPLE", "GET", "INDEX", "SIZE", "SUM",
+    "CONSTVEC", "DELTAVEC", "CALL", "APPLY", "ADD", "SUB", "MUL", "DIV", "NEG", "EXP", "LOG", "EQ", "NE", "GT",
+    "GTE", "LT", "LTE", "OR", "AND", "TO_FLOAT", "ABS", "MAX", "POW", "TANH",
+)  # fmt: skip
 
 
 def check_node_types(state: dict[str, Any], label: str) -> None:
     """Refuse a checkpoint whose node-type vocabulary is not this code's (its weights would read other
-    ops' inputs).  One without a vocabulary was written before it was stored, with today's order."""
+    ops' inputs); one that stores none has :data:`UNSTORED_NODE_TYPES`."""
     stored = state.get(NODE_TYPES_KEY)
     if stored is None:
-        return
+        stored = UNSTORED_NODE_TYPES
     if not isinstance(stored, list | tuple) or tuple(stored) != NODE_TYPES:
         raise KsUsageError(
             "the checkpoint's node types are not this code's ("

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnn.checkpoint import NODE_TYPES_KEY, load_checkpoint, load_value_function, save_checkpoint, shipped_model
+from gnn import checkpoint
+from gnn.checkpoint import (
+    NODE_TYPES_KEY,
+    UNSTORED_NODE_TYPES,
+    load_checkpoint,
+    load_value_function,
+    save_checkpoint,
+    shipped_model,
+)
 from gnn.graph import NODE_TYPE_INDEX, NODE_TYPES
 from gnn.model import ModelConfig, ValueNetwork
 from knossos.errors import KsUsageError
@@ -50,6 +58,25 @@ def test_shipped_models_written_before_the_vocabulary_load_with_todays_order(nam
 
 def test_a_checkpoint_without_a_vocabulary_loads(tmp_path: Path) -> None:
     load_value_function(write_raw(tmp_path / "old.pt", small_state()))
+
+
+def test_a_checkpoint_without_a_vocabulary_has_the_order_it_was_trained_with() -> None:
+    """Op's order when the checkpoints that store no vocabulary were written: today's."""
+    assert UNSTORED_NODE_TYPES == NODE_TYPES
+
+
+def test_reordering_op_refuses_the_checkpoints_without_a_vocabulary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reordered = (NODE_TYPES[1], NODE_TYPES[0], *NODE_TYPES[2:])
+    monkeypatch.setattr(checkpoint, "NODE_TYPES", reordered)  # as if VAR came before CONST in Op
+    message = r"node types are not this code's.*another order: type 0 is CONST there, VAR here"
+    with pytest.raises(KsUsageError, match=message):
+        load_checkpoint(write_raw(tmp_path / "old.pt", small_state()))
+    ggnn = shipped_model("ggnn")
+    assert ggnn is not None
+    with pytest.raises(KsUsageError, match=message):
+        load_checkpoint(ggnn)
 
 
 def test_a_reordered_vocabulary_is_refused(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile, revision  # noqa: E402
 from gnn.config import DataSource  # noqa: E402
 from gnn.data import load_targets  # noqa: E402
+from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         "startup": {m: startup_seconds(m, args.startup_repeat) for m in models},
         "busy_machine": {m: busy_machine_seconds(m, sets[0], 2 if args.quick else 20) for m in models[1:]},
     }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(folder / "summary.json", json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary) if args.json else format_table(summary))
 
 

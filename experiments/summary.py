@@ -20,6 +20,7 @@ from typing import Any
 
 from experiments.common import RESULTS, ROOT, ResultsFile
 from experiments.curves import unique_rows
+from knossos.atomic import atomic_write_text
 
 README = ROOT / "experiments" / "README.md"
 #: The files that hold marked tables (each table in exactly one of them).
@@ -322,7 +323,7 @@ def main() -> None:
             text = readme.read_text()
             new = rewrite(text)
             if new != text:
-                readme.write_text(new)
+                atomic_write_text(readme, new)
             print(f"{readme}: tables up to date")
         return
     for figure, make in TABLES.items():

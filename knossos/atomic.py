@@ -3,7 +3,10 @@ over the target, so that the file is always either the old one or the new one, n
 (by an interrupted run, a full disk or a crash), and a reader never sees it being written.
 
 Every file the package and its scripts rewrite goes through :func:`atomic_write`: programs and C++
-written by optimize.py, the C++ compile cache, checkpoints and metrics, experiment results.
+written by optimize.py, the C++ compile cache, checkpoints and metrics, experiment results and the
+tables in the documentation; a file that another program writes (the compiler's executable) goes
+through :func:`atomic_output`.  (The plots' PNGs are matplotlib's to write: they are drawn again
+from the results at any time.)
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -57,11 +61,36 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+@contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A fresh name beside ``path`` for another program to write (``cc -o NAME``): when the block ends
+    the file is flushed to disk and renamed over ``path``; if the block raises (or writes nothing) the
+    file is removed, the old ``path`` is left as it was and the error propagates."""
+    target = Path(os.path.realpath(path))
+    tmp = _temporary_name(target)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _temporary_name(target: Path) -> Path:
+    """A hidden name in the folder of ``target`` (48 random bits: a clash is as good as impossible)."""
+    return target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+
+
 def _create_beside(target: Path) -> tuple[int, Path]:
     """A new, empty, hidden file in the folder of ``target``, open for writing, with the mode a new file
     gets (the umask applies: unlike :func:`tempfile.mkstemp`, which makes it private)."""
     for _ in range(_TRIES):
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        tmp = _temporary_name(target)
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
         except FileExistsError:

@@ -40,6 +40,7 @@ from gnn.metrics import write_metrics  # noqa: E402
 from gnn.networks import build_network, value_function  # noqa: E402
 from gnn.ranking import SiblingGroup  # noqa: E402
 from gnn.training import BestTargets, weights_path  # noqa: E402
+from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     made_of = {**fitted_to, "data": data.files, "passes": args.passes, "cosine": args.cosine, "lr": lr}
     if args.rank_weight > 0:
         made_of |= {"rank_weight": args.rank_weight, "rank_temperature": args.rank_temperature}
-    (args.run / PROVENANCE).write_text(json.dumps(made_of) + "\n")
+    atomic_write_text(args.run / PROVENANCE, json.dumps(made_of) + "\n")
     saved_config = config.to_dict()
     if args.init is not None and done == 0:
         network.load_state_dict(load_checkpoint(args.init)["model"])

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from knossos.atomic import atomic_write_text
+from knossos.atomic import atomic_output, atomic_write_text
 from knossos.errors import KsUsageError
 
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-ffp-contract=off")  # no FMA: IEEE as the interpreter
@@ -143,28 +143,28 @@ def compile_cpp(source: str, extra_flags: Sequence[str] = (), *, shared: bool = 
         src = folder / "source.cpp"
         log = folder / "compile.log"
         atomic_write_text(src, source)
-        tmp_out = folder / f".{out.name}.{os.getpid()}.tmp"
-        cmd = [cxx, *flags, "-o", str(tmp_out), str(src)]
-        command_line = " ".join(shlex.quote(c) for c in cmd)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False)
-        except FileNotFoundError:
-            atomic_write_text(log, f"{command_line}\n\nthe C++ compiler '{cxx}' was not found\n")
-            raise KsCompileError(
-                f"the C++ compiler '{cxx}' was not found (install g++ or set KNOSSOS_CXX); details in {log}"
-            ) from None
-        except OSError as err:
-            atomic_write_text(log, f"{command_line}\n\ncannot run the C++ compiler: {err}\n")
-            raise KsCompileError(f"cannot run the C++ compiler '{cxx}': {err.strerror}; details in {log}") from None
-        except subprocess.TimeoutExpired:
-            atomic_write_text(log, f"{command_line}\n\ntimed out after {COMPILE_TIMEOUT:.0f} s\n")
-            raise KsCompileError(f"C++ compilation took more than {COMPILE_TIMEOUT:.0f} s; details in {log}") from None
-        atomic_write_text(log, f"{command_line}\n\n{proc.stdout}{proc.stderr}")
-        if proc.returncode != 0:
-            tmp_out.unlink(missing_ok=True)
-            first = _first_error(proc.stdout + proc.stderr)
-            summary = f": {first}" if first else f" (exit status {proc.returncode})"
-            raise KsCompileError(f"C++ compilation failed{summary}; the full compiler output is in {log}")
-        os.replace(tmp_out, out)
+        with atomic_output(out) as tmp_out:  # the executable appears whole or not at all
+            cmd = [cxx, *flags, "-o", str(tmp_out), str(src)]
+            command_line = " ".join(shlex.quote(c) for c in cmd)
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False)
+            except FileNotFoundError:
+                atomic_write_text(log, f"{command_line}\n\nthe C++ compiler '{cxx}' was not found\n")
+                raise KsCompileError(
+                    f"the C++ compiler '{cxx}' was not found (install g++ or set KNOSSOS_CXX); details in {log}"
+                ) from None
+            except OSError as err:
+                atomic_write_text(log, f"{command_line}\n\ncannot run the C++ compiler: {err}\n")
+                raise KsCompileError(f"cannot run the C++ compiler '{cxx}': {err.strerror}; details in {log}") from None
+            except subprocess.TimeoutExpired:
+                atomic_write_text(log, f"{command_line}\n\ntimed out after {COMPILE_TIMEOUT:.0f} s\n")
+                raise KsCompileError(
+                    f"C++ compilation took more than {COMPILE_TIMEOUT:.0f} s; details in {log}"
+                ) from None
+            atomic_write_text(log, f"{command_line}\n\n{proc.stdout}{proc.stderr}")
+            if proc.returncode != 0:
+                first = _first_error(proc.stdout + proc.stderr)
+                summary = f": {first}" if first else f" (exit status {proc.returncode})"
+                raise KsCompileError(f"C++ compilation failed{summary}; the full compiler output is in {log}")
         stats.compilations += 1
         return out

@@ -20,6 +20,7 @@ from typing import Any
 
 from experiments.common import RESULTS, ROOT, ResultsFile
 from experiments.curves import unique_rows
+from experiments.default_model.passes import PassMetrics
 from knossos.atomic import atomic_write_text
 
 README = ROOT / "experiments" / "README.md"
@@ -174,16 +175,16 @@ def default_model_training_table() -> str:
     path = RESULTS / "default_model" / "offline_fitA_metrics.jsonl"
     if not path.is_file():
         return "_No results yet: run experiments/default_model/fit_offline.py._\n"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    passes = [PassMetrics.from_json(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
     lines = [
         "| pass | samples | held-out loss | validation total, scale 0.2 | 0.5 | train tail at best cost, scale 0.2 | 0.5 |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        v = r["validation"]
+    for p in passes:
+        v = p.validation
         lines.append(
-            f"| {r['epoch']} | {r['samples']} | {r['held_out_loss']:.4f} | {v['validation 0.2']['total_cost']:.1f} | "
-            f"{v['validation 0.5']['total_cost']:.1f} | {v['train_tail 0.2']['hits']}/200 | {v['train_tail 0.5']['hits']}/200 |"
+            f"| {p.epoch} | {p.samples} | {p.held_out_loss:.4f} | {v['validation 0.2'].total_cost:.1f} | "
+            f"{v['validation 0.5'].total_cost:.1f} | {v['train_tail 0.2'].hits}/200 | {v['train_tail 0.5'].hits}/200 |"
         )
     return "\n".join(lines) + "\n"
 

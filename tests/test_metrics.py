@@ -39,7 +39,7 @@ def test_a_committed_train_run_reads_and_writes_back_the_same_lines(path: Path, 
 @pytest.mark.parametrize("path", OFFLINE, ids=lambda p: p.name)
 def test_a_committed_offline_fit_reads_and_writes_back_the_same_lines(path: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from experiments.default_model.fit_offline import PassMetrics
+    from experiments.default_model.passes import PassMetrics
 
     for line in lines(path):
         assert json.dumps(PassMetrics.from_json(json.loads(line)).to_json()) == line

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from experiments.common import RESULTS, read_rows  # noqa: E402
+from experiments.default_model.passes import PassMetrics  # noqa: E402
 
 FOLDER = RESULTS / "default_model"
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fit = read_rows(FOLDER / "offline_fitA_metrics.jsonl", "plot.py")
+    fit = [PassMetrics.from_json(r) for r in read_rows(FOLDER / "offline_fitA_metrics.jsonl", "plot.py")]
     selection = read_rows(FOLDER / "selection.jsonl", "plot.py")
     summary_path = FOLDER / "summary.json"
     if not summary_path.is_file():
@@ -48,11 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     summary = json.loads(summary_path.read_text())
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    passes = [r["epoch"] for r in fit]
+    passes = [p.epoch for p in fit]
     for scale, style in (("0.2", "o-"), ("0.5", "^-")):
-        left.plot(
-            passes, [r["validation"][f"validation {scale}"]["total_cost"] for r in fit], style, label=f"scale {scale}"
-        )
+        left.plot(passes, [p.validation[f"validation {scale}"].total_cost for p in fit], style, label=f"scale {scale}")
     for r in (r for r in selection if r["candidate"] == "plain A*"):
         color = "grey" if r["budget"] == 300 else "black"
         left.axhline(r["total_cost"], ls="--", color=color, label=f"plain A* @ {r['budget']}")

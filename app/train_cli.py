@@ -73,9 +73,11 @@ def run(args: argparse.Namespace) -> int:
             f"--repetitions must be at least 1 and at most {MAX_PROCESSES} (one process each), not {args.repetitions}"
         )
     if config.training.executor == "ray":
-        from gnn.ray_executor import import_ray
+        from gnn.ray_executor import check_reachable, import_ray
 
         import_ray()  # without Ray, a one-line error before anything is written
+        if config.training.ray_address is not None:
+            check_reachable(config.training.ray_address)  # as is an address that takes no connection
     if args.repetitions > 1 and config.training.executor != "local":
         raise KsUsageError("--repetitions runs each seed in a process of its own: use it with training.executor: local")
     out: Path = args.out or ROOT / "runs" / config.name

@@ -67,7 +67,7 @@ class RayExecutor:
     def _start(self) -> Any:
         ray = self._ray
         if self._task is None and self.address is not None:
-            _check_reachable(self.address)
+            check_reachable(self.address)
         if not ray.is_initialized():
             here = self.address is None and "RAY_ADDRESS" not in os.environ  # a new Ray on this machine
             # whose workers import this code, even where it is not installed (python train.py in a checkout)
@@ -90,7 +90,7 @@ class RayExecutor:
         return self._shared
 
 
-def _check_reachable(address: str) -> None:
+def check_reachable(address: str) -> None:
     """A one-line error at once where ``host:port`` (or ``ray://host:port``) takes no connection
     (Ray itself retries for minutes); other forms (``auto``) are left to Ray."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")

@@ -4,9 +4,12 @@ missing Ray are one-line errors."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +31,7 @@ from rules.sets import get_rule_set
 from search.astar import astar
 from search.spec import SearchSpec
 
-from conftest import run_cli, without_seconds
+from conftest import ROOT, run_cli, without_seconds
 
 BOOTSTRAP = "configs/bootstrap.yaml"
 TINY = [
@@ -101,13 +104,46 @@ def test_processes_give_the_same_metrics_and_weights(variant: str, local_runs: d
     assert_same(found, local_runs[variant])
 
 
+def test_train_py_starts_ray_here_by_default_and_gives_the_same_numbers(
+    local_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """No address: the executor starts Ray on this machine itself (not the test's Ray: a process of its
+    own), its workers import this checkout, and it stops Ray when training ends."""
+    pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
+    out = tmp_path / "run"
+    argv = [sys.executable, "train.py", BOOTSTRAP, "--out", str(out), "--quiet", "--threads", "1"]
+    argv += [arg for o in [*TINY, *VARIANTS["astar"], "training.executor=ray"] for arg in ("--set", o)]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode and "cannot start or reach Ray on this machine" in done.stderr:
+        pytest.skip(f"Ray cannot start on this machine: {done.stderr.strip()}")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert_same((without_seconds(metrics), load_checkpoint(out / "checkpoint.pt")["model"]), local_runs["astar"])
+
+
+#: Versions of the weights that go to the searches: astar's first epoch is unguided, then the weights
+#: after each fit; mcts's also the first weights.  One ``ray.put`` each, never one per search.
+VERSIONS = {"astar": 2, "mcts": 3}
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_ray_gives_the_same_metrics_and_weights(
-    variant: str, local_runs: dict[str, Any], ray_started: ModuleType, tmp_path: Path
+    variant: str, local_runs: dict[str, Any], ray_started: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    put = ray_started.put
+    shipped: list[str] = []
+
+    def counted_put(value: Any, **kwargs: Any) -> Any:
+        if isinstance(value, bytes):  # the weights, as pack_weights gives them
+            shipped.append(hashlib.sha256(value).hexdigest())
+        return put(value, **kwargs)
+
+    monkeypatch.setattr(ray_started, "put", counted_put)
     found = train(tmp_path, *VARIANTS[variant], "training.executor=ray")
     assert_same(found, local_runs[variant])
     assert ray_started.is_initialized()  # Ray started by the caller is left running
+    assert len(shipped) == len(set(shipped)) == VERSIONS[variant], shipped
 
 
 def test_a_run_resumes_under_another_executor(local_runs: dict[str, Any], tmp_path: Path) -> None:
@@ -215,3 +251,4 @@ def test_a_ray_address_that_takes_no_connection_is_a_one_line_error(
     code, _, err = run_cli(train_main, capsys, *argv, "--ray-address", f"127.0.0.1:{port}")
     assert code == 1 and err.count("\n") == 1, err
     assert f"error: training.ray_address: cannot reach Ray at 127.0.0.1:{port}: Connection refused" in err
+    assert not (tmp_path / "run").exists()  # said before anything is written

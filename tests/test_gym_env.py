@@ -56,6 +56,24 @@ def test_make_with_an_expression_and_with_a_file_and_def() -> None:
     assert (info["start"], info["cost"], obs["steps_left"]) == ("f", 12.0, 4)
 
 
+def test_the_observation_is_the_graph_the_value_network_sees() -> None:
+    """Node types, edge links, edge types and constants' values: batch_graphs of the expression alone,
+    at every step."""
+    from gnn.graph import batch_graphs
+
+    env = make(program="(add (mul 2.0 (div x 1.0)) (let (a (mul x y)) (add a a)))", rules="binding_simplify_rules")
+    obs, _ = env.reset()
+    for _ in range(3):
+        seen = batch_graphs([env.expression])
+        graph = obs["graph"]
+        np.testing.assert_array_equal(graph.nodes, seen.node_type.numpy())
+        np.testing.assert_array_equal(graph.edges, seen.edge_type.numpy())
+        np.testing.assert_array_equal(graph.edge_links, seen.edge_index.numpy().T)
+        np.testing.assert_array_equal(obs["node_value"][:, 0], seen.node_value.numpy())
+        assert graph.edges.size > 0 and obs["node_value"].any()  # a constant (2.0) is on the way
+        obs, _, _, _, _ = env.step(0)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

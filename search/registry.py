@@ -10,6 +10,7 @@ from search.astar import astar, greedy
 from search.beam import beam
 from search.egraph import egraph
 from search.exhaustive import exhaustive
+from search.lazy_astar import lazy_astar
 from search.mcts import mcts
 from search.random_search import random_search
 from search.result import SearchResult
@@ -20,6 +21,7 @@ Search = Callable[[Expr, SearchSpec], SearchResult]
 
 SEARCHES: dict[str, Search] = {
     "astar": astar,
+    "lazy-astar": lazy_astar,
     "greedy": greedy,
     "beam": beam,
     "mcts": mcts,

@@ -28,6 +28,7 @@ from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.astar import astar, greedy
 from search.exhaustive import exhaustive
+from search.lazy_astar import lazy_astar
 from search.mdp import Transitions
 from search.random_search import random_search
 from search.registry import SEARCHES, get_search
@@ -217,7 +218,7 @@ ARITHMETIC_CASES = [
     ("(add (div (div 1.0 x) (add (div 1.0 x) 1.0)) (div 1.0 x))", "binding_simplify_rules", 5),
 ]
 #: The searches sure to find the improvements of ARITHMETIC_CASES with budget 300.
-SYSTEMATIC = ("astar", "greedy", "beam", "exhaustive")
+SYSTEMATIC = ("astar", "lazy-astar", "greedy", "beam", "exhaustive")
 
 
 def budget_for(name: str) -> int:
@@ -236,7 +237,7 @@ def test_arithmetic_results_replay_and_keep_meaning(name: str, text: str, rules:
     assert len(result.steps) <= spec.depth and result.best_cost <= result.start_cost
     if name in SYSTEMATIC or rules == "binding_simplify_rules":
         assert result.best_cost < result.start_cost
-    if name in ("astar", "greedy", "exhaustive"):
+    if name in ("astar", "lazy-astar", "greedy", "exhaustive"):
         assert result.best_cost == pytest.approx(brute_force_best(start, rules, depth), abs=1e-12)
     replay(result)
     replay_graph(result)
@@ -525,8 +526,60 @@ def test_unknown_search_name() -> None:
 
     with pytest.raises(KsUsageError, match="unknown search 'nope'"):
         get_search("nope")
-    assert set(SEARCHES) == {"astar", "greedy", "beam", "mcts", "random", "exhaustive", "two-phase", "egraph"}
+    assert set(SEARCHES) == {
+        "astar",
+        "lazy-astar",
+        "greedy",
+        "beam",
+        "mcts",
+        "random",
+        "exhaustive",
+        "two-phase",
+        "egraph",
+    }
     assert all(get_search(n) is SEARCHES[n] for n in SEARCHES)
+
+
+# -- lazy A* ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("budget", [1, 2, 9, 100, 1000])
+def test_lazy_astar_evaluates_only_states_at_the_top(budget: int) -> None:
+    """Every state it expands was evaluated first, batches hold at most 8 new states, and the
+    budget counts them as in eager A*."""
+    rec = Recording()
+    result = lazy_astar(
+        expr(FIRST), SearchSpec(rules=get_rule_set("binding_rules"), depth=10, budget=budget, value=rec)
+    )
+    assert result.evaluations == sum(rec.batches) == len(set(rec.seen)) == budget
+    assert rec.batches[0] == 1 and max(rec.batches) <= 8
+    assert set(result.graph.edges) <= set(rec.seen)
+    replay(result)
+
+
+def test_lazy_astar_one_at_a_time_expands_about_one_state_per_evaluation() -> None:
+    """Eager A* spends an evaluation on every child; evaluated one at a time, nearly every state
+    evaluated is expanded (in larger batches, the top's other states are often siblings that wait)."""
+    spec = SearchSpec(rules=get_rule_set("binding_rules"), depth=10, budget=300, value=Recording())
+    eager, lazy = astar(expr(FIRST), spec), lazy_astar(expr(FIRST), replace(spec, value=Recording()), batch=1)
+    assert eager.evaluations == lazy.evaluations == 300
+    assert lazy.expanded >= 0.8 * 300 > 2 * eager.expanded
+
+
+def test_lazy_astar_follows_a_states_own_value_once_it_is_evaluated() -> None:
+    """The start's five children cost the same and are queued at its estimate (zero here). The last
+    of them, once evaluated, is worth 100 within its steps left: it is the next state expanded.
+    Worth 100 only with no steps left, it waits its turn."""
+    start = expr(FIRST)
+    target = [c for _, c in Transitions(get_rule_set("binding_rules")).successors(start)][-1]
+    spec = SearchSpec(rules=get_rule_set("binding_rules"), depth=4, budget=40, value=Favour(target))
+    favoured = list(lazy_astar(start, spec, batch=1).graph.edges)
+    assert favoured[:2] == [start, target]
+    waiting = list(lazy_astar(start, replace(spec, value=Favour(target, columns=[0])), batch=1).graph.edges)
+    assert waiting.index(target) > 5
+
+
+def test_lazy_astar_batch_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        lazy_astar(expr(FIRST), SearchSpec(rules=get_rule_set("binding_rules"), depth=3, budget=10), batch=0)
 
 
 # -- termination --------------------------------------------------------------------------------------
@@ -543,7 +596,7 @@ def test_search_ends_when_the_space_is_smaller_than_the_budget(name: str, text: 
     result = run_search(name, start, spec, seconds=2.0)
     assert result.evaluations <= len(result.graph.states) + 1
     assert result.best_cost >= optimum - 1e-12
-    if name in ("astar", "greedy", "beam"):
+    if name in ("astar", "lazy-astar", "greedy", "beam"):
         assert result.best_cost == pytest.approx(optimum, abs=1e-12)
     replay(result)
 

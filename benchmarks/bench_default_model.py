@@ -1,10 +1,12 @@
 """Is the default model worth its time?  A* with it against plain A*, at the same budgets, on unseen expressions.
 
 Run:  python benchmarks/bench_default_model.py [--sets generated_heldout,bindgen_test] [--budgets 300,1000,5000]
-                                              [--models default,ggnn] [--json] [--quick]
+                                              [--models default,ggnn,none:lazy-astar,default:lazy-astar]
+                                              [--json] [--quick]
 
-For each set, budget and value function (``none``: plain A*; each of ``--models``: A* guided by it), every
-expression is searched (binding_simplify_rules, depth 10) and compared with its best known cost.
+For each set, budget and run (``none``: plain A*; each of ``--models``: A* guided by that value function,
+``NAME:lazy-astar`` with the evaluations deferred, see search/lazy_astar.py), every expression is
+searched (binding_simplify_rules, depth 10) and compared with its best known cost.
 Reported per row: expressions at the best known cost (hits), the total best cost, and the seconds
 of search (the sum over the set; the value function's start-up is not in it).  Start-up is measured
 apart, in fresh processes: the seconds from the interpreter's start to a loaded value function
@@ -45,9 +47,14 @@ from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
+from search.registry import get_search  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
+#: The searches a run may name (``MODEL:SEARCH``; plain MODEL is A*).
+RUN_SEARCHES = ("astar", "lazy-astar")
+#: A run: (value function, search).
+Run = tuple[str, str]
 EXAMPLE = "(div (div 1.0 x) (add 1.0 (div 1.0 x)))"
 #: What a fresh process runs to get a value function, timed from the interpreter's start.
 STARTUP_SNIPPET = (
@@ -119,29 +126,51 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
     return out
 
 
+def parse_runs(text: str) -> list[Run]:
+    """``MODEL[:SEARCH],...`` as (model, search) pairs, plain A* first."""
+    runs: list[Run] = [("none", "astar")]
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        model, _, search = item.partition(":")
+        if (search or "astar") not in RUN_SEARCHES:
+            raise SystemExit(
+                f"bench_default_model.py: error: search '{search}' is not one of {', '.join(RUN_SEARCHES)}"
+            )
+        if (model, search or "astar") not in runs:
+            runs.append((model, search or "astar"))
+    return runs
+
+
 def run_searches(
-    results: ResultsFile, sets: list[str], budgets: list[int], models: list[str], limit: int | None = None
+    results: ResultsFile, sets: list[str], budgets: list[int], runs: list[Run], limit: int | None = None
 ) -> None:
-    """Every (model, set, budget, expression) not yet in ``results``; the first ``limit`` expressions of each set."""
+    """Every (model, search, set, budget, expression) not yet in ``results``; the first ``limit`` expressions
+    of each set."""
     rules = get_rule_set(RULES)
-    for model in models:
-        value: Any = load_value_function(model)  # the tree network also counts the nodes it embeds
+    loaded: dict[str, Any] = {}
+    for model, search_name in runs:
+        if model not in loaded:
+            loaded[model] = load_value_function(model)  # the tree network also counts the nodes it embeds
+        value, search = loaded[model], get_search(search_name)
         for set_name in sets:
             targets = load_targets(DataSource(set=set_name), "--sets")[:limit]
             for budget in budgets:
                 todo = [
                     (i, t)
                     for i, t in enumerate(targets)
-                    if not results.has(set=set_name, model=model, budget=budget, index=i)
+                    if not results.has(set=set_name, model=model, search=search_name, budget=budget, index=i)
                 ]
-                for i, t in tqdm(todo, desc=f"{set_name} {model} @ {budget}", unit="expr", file=sys.stderr):
+                label = f"{set_name} {model}:{search_name} @ {budget}"
+                for i, t in tqdm(todo, desc=label, unit="expr", file=sys.stderr):
                     if hasattr(value, "clear"):  # each search starts with no embeddings cached, as optimize.py does
                         value.clear()
                     embedded = getattr(value, "nodes_embedded", None)
-                    r = astar(t.expr, SearchSpec(rules, DEPTH, budget, value=value))
+                    r = search(t.expr, SearchSpec(rules, DEPTH, budget, value=value))
                     row = {
                         "set": set_name,
                         "model": model,
+                        "search": search_name,
                         "budget": budget,
                         "index": i,
                         "start_cost": r.start_cost,
@@ -155,20 +184,23 @@ def run_searches(
                     results.add(row)
 
 
-def summarise(
-    rows: list[dict[str, Any]], sets: list[str], budgets: list[int], models: list[str]
-) -> list[dict[str, Any]]:
+def summarise(rows: list[dict[str, Any]], sets: list[str], budgets: list[int], runs: list[Run]) -> list[dict[str, Any]]:
     known = best_known(rows)
     out = []
     for set_name in sets:
         for budget in budgets:
-            for model in models:
-                mine = [r for r in rows if (r["set"], r["model"], r["budget"]) == (set_name, model, budget)]
+            for model, search in runs:
+                mine = [
+                    r
+                    for r in rows
+                    if (r["set"], r["model"], r["search"], r["budget"]) == (set_name, model, search, budget)
+                ]
                 if not mine:
                     continue
                 row = {
                     "set": set_name,
                     "model": model,
+                    "search": search,
                     "budget": budget,
                     "expressions": len(mine),
                     "hits": sum(r["best_cost"] <= known[r["set"], r["index"]] + 1e-9 for r in mine),
@@ -195,11 +227,12 @@ def best_known(rows: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
 
 
 def format_table(summary: dict[str, Any]) -> str:
-    lines = [f"{'set':<20} {'budget':>6} {'model':<10} {'hits':>9} {'total cost':>11} {'seconds':>8}"]
+    lines = [f"{'set':<20} {'budget':>6} {'model':<10} {'search':<10} {'hits':>9} {'total cost':>11} {'seconds':>8}"]
     for r in summary["searches"]:
         hits = f"{r['hits']}/{r['expressions']}"
         lines.append(
-            f"{r['set']:<20} {r['budget']:>6} {r['model']:<10} {hits:>9} {r['total_cost']:>11.1f} {r['seconds']:>8.2f}"
+            f"{r['set']:<20} {r['budget']:>6} {r['model']:<10} {r['search']:<10} {hits:>9} {r['total_cost']:>11.1f} "
+            f"{r['seconds']:>8.2f}"
         )
     for model, s in summary["startup"].items():
         lines.append(
@@ -221,15 +254,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--budgets", default="300,1000,5000")
     ap.add_argument(
         "--models",
-        default="default,ggnn",
-        help="the value functions to compare with plain A*, comma-separated (shipped names or checkpoints)",
+        default="default,ggnn,none:lazy-astar,default:lazy-astar",
+        help="the runs to compare with plain A*, comma-separated: MODEL (shipped name or checkpoint, or none) for "
+        "A* with it, MODEL:lazy-astar for lazy A*",
     )
     ap.add_argument("--startup-repeat", type=int, default=3)
     ap.add_argument(
         "--searches-of",
-        metavar="MODEL",
-        help="only run the searches of this value function (none or the model) and stop: two such runs side by "
-        "side fill the results file on two cores; a run without it then reports",
+        metavar="MODEL[:SEARCH]",
+        help="only run the searches of this run (none or a model, A* or lazy-astar) and stop: two such runs side "
+        "by side fill the results file on two cores; a run without it then reports",
     )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--quick", action="store_true", help="2 expressions of bindgen_test at 20 and 50 evaluations")
@@ -239,19 +273,21 @@ def main(argv: list[str] | None = None) -> None:
     folder = RESULTS / "default_model"
     if args.quick:
         sets, budgets, args.startup_repeat, folder = ["bindgen_test"], [20, 50], 1, QUICK / "default_model"
-    models = ["none", *(m.strip() for m in args.models.split(",") if m.strip())]
-    results = ResultsFile(folder / "searches.jsonl", ("set", "model", "budget", "index"))
+    runs = parse_runs(args.models)
+    models = list(dict.fromkeys(model for model, _ in runs))
+    # rows from before runs named their search were A*'s
+    results = ResultsFile(folder / "searches.jsonl", ("set", "model", "search", "budget", "index"), {"search": "astar"})
     with fewer_gc_pauses():
         if args.searches_of is not None:
-            run_searches(results, sets, budgets, [args.searches_of], limit=2 if args.quick else None)
+            run_searches(results, sets, budgets, parse_runs(args.searches_of)[-1:], limit=2 if args.quick else None)
             return
-        run_searches(results, sets, budgets, models, limit=2 if args.quick else None)
-    rows = [r for r in results if r["set"] in sets and r["budget"] in budgets and r["model"] in models]
+        run_searches(results, sets, budgets, runs, limit=2 if args.quick else None)
+    rows = [r for r in results if r["set"] in sets and r["budget"] in budgets and (r["model"], r["search"]) in runs]
     summary = {
         "revision": revision(),
         "rules": RULES,
         "depth": DEPTH,
-        "searches": summarise(rows, sets, budgets, models),
+        "searches": summarise(rows, sets, budgets, runs),
         "startup": {m: startup_seconds(m, args.startup_repeat) for m in models},
         "busy_machine": {m: busy_machine_seconds(m, sets[0], 2 if args.quick else 20) for m in models[1:]},
     }

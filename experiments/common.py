@@ -48,9 +48,12 @@ def revision() -> str:
 
 
 class ResultsFile:
-    """A JSON-lines file of result rows, keyed by some of their fields, appended to as rows come."""
+    """A JSON-lines file of result rows, keyed by some of their fields, appended to as rows come.
 
-    def __init__(self, path: Path, key_fields: tuple[str, ...]) -> None:
+    ``defaults``: the value of a field for rows written before the field existed (read, not rewritten).
+    """
+
+    def __init__(self, path: Path, key_fields: tuple[str, ...], defaults: dict[str, Any] | None = None) -> None:
         self.path = path
         self.key_fields = key_fields
         self.rows: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -64,6 +67,7 @@ class ResultsFile:
                     raise SystemExit(
                         f"{path}:{number}: error: not a JSON line (remove it to measure it again)"
                     ) from None
+                row = {**(defaults or {}), **row}
                 self.rows[self.key(row)] = row
 
     def key(self, row: dict[str, Any]) -> tuple[Any, ...]:

@@ -116,26 +116,29 @@ def walltime_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_name(model: str, search: str) -> str:
+    """A benchmark run's column heading: the value function and the search."""
+    search_name = {"astar": "A*", "lazy-astar": "lazy A*"}.get(search, search)
+    return f"plain {search_name}" if model == "none" else f"`--model {model}`, {search_name}"
+
+
 def default_model_table() -> str:
     """benchmarks/bench_default_model.py's summary: plain A* and the shipped models side by side."""
     path = RESULTS / "default_model" / "summary.json"
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_default_model.py._\n"
     summary = json.loads(path.read_text())
-    rows = {(r["set"], r["budget"], r["model"]): r for r in summary["searches"]}
-    models = list(dict.fromkeys(r["model"] for r in summary["searches"]))
-    names = ["plain A*" if m == "none" else f"`--model {m}`" for m in models]
+    rows = {(r["set"], r["budget"], r["model"], r["search"]): r for r in summary["searches"]}
+    runs = list(dict.fromkeys((r["model"], r["search"]) for r in summary["searches"]))
     lines = [
-        "| set | evaluations | " + " | ".join(f"{n}: at best cost | total cost | seconds" for n in names) + " |",
-        "|---|---|" + "---|---|---|" * len(models),
+        "| set | evaluations | " + " | ".join(run_name(*run) for run in runs) + " |",
+        "|---|---|" + "---|" * len(runs),
     ]
     for set_name, budget in dict.fromkeys((k[0], k[1]) for k in rows):
         cells = []
-        for m in models:
-            r = rows.get((set_name, budget, m))
-            cells.append(
-                f"{r['hits']}/{r['expressions']} | {r['total_cost']:.1f} | {r['seconds']:.1f}" if r else " | | "
-            )
+        for run in runs:
+            r = rows.get((set_name, budget, *run))
+            cells.append(f"{r['hits']}/{r['expressions']}, {r['total_cost']:.1f}, {r['seconds']:.1f} s" if r else "")
         lines.append(f"| {set_name} | {budget} | " + " | ".join(cells) + " |")
     embedded = [r for r in summary["searches"] if "new_nodes_per_evaluation" in r]
     if embedded:
@@ -143,7 +146,8 @@ def default_model_table() -> str:
         lines.append(
             "Nodes the tree network embedded per expression it evaluated: "
             + ", ".join(
-                f"{r['new_nodes_per_evaluation']:.2f} (`{r['model']}`, {r['set']}, {r['budget']})" for r in embedded
+                f"{r['new_nodes_per_evaluation']:.2f} ({run_name(r['model'], r['search'])}, {r['set']}, {r['budget']})"
+                for r in embedded
             )
             + "."
         )
@@ -168,6 +172,10 @@ def default_model_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The passes of the offline fit the default model was chosen from, as candidates.py names them.
+OFFLINE_WEIGHTS = "runs/offline/fitA/weights"
+
+
 def default_model_training_table() -> str:
     """The default model's offline fit (experiments/default_model/fit_offline.py), pass by pass: the
     held-out loss, and A* with the pass's weights at 300 evaluations on the validation set (total
@@ -185,6 +193,37 @@ def default_model_training_table() -> str:
         lines.append(
             f"| {p.epoch} | {p.samples} | {p.held_out_loss:.4f} | {v['validation 0.2'].total_cost:.1f} | "
             f"{v['validation 0.5'].total_cost:.1f} | {v['train_tail 0.2'].hits}/200 | {v['train_tail 0.5'].hits}/200 |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def default_model_search_table() -> str:
+    """How the default model's weights, search and value scale were chosen
+    (experiments/default_model/candidates.py): passes of the offline fit searched at 300 evaluations,
+    eager or lazy A*, on the corpus's held-out tail (at the best cost of the fit's data) and the
+    validation set (total cost)."""
+    path = RESULTS / "default_model" / "candidates.jsonl"
+    if not path.is_file():
+        return "_No results yet: run experiments/default_model/candidates.py._\n"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    passes = {f"{OFFLINE_WEIGHTS}/epoch_{n:03d}.pt": n for n in range(1, 100)}
+    by = {
+        (passes[r["candidate"]], r["search"], r.get("batch") or 0, r["scale"], r["on"]): r
+        for r in rows
+        if r["candidate"] in passes and r["budget"] == 300
+    }
+    lines = [
+        "| pass | search | batch | value scale | tail at best cost | tail total | validation total | both totals |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n, search, batch, scale in sorted({k[:4] for k in by}):
+        tail, valid = by.get((n, search, batch, scale, "train_tail")), by.get((n, search, batch, scale, "validation"))
+        if tail is None or valid is None:
+            continue
+        lines.append(
+            f"| {n} | {'A*' if search == 'astar' else search} | {batch or ''} | {scale:g} | "
+            f"{tail['hits']}/{tail['expressions']} | {tail['total_cost']:.1f} | {valid['total_cost']:.1f} | "
+            f"{tail['total_cost'] + valid['total_cost']:.1f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -298,6 +337,7 @@ TABLES: dict[str, Callable[[], str]] = {figure: functools.partial(curve_table, f
 TABLES["fig7_walltime"] = walltime_table
 TABLES["default_model"] = default_model_table
 TABLES["default_model_training"] = default_model_training_table
+TABLES["default_model_search"] = default_model_search_table
 TABLES["blas_test"] = blas_test_table
 TABLES["egraph_baseline"] = egraph_table
 TABLES.update({name: functools.partial(training_table, name) for name in TRAINING_RUNS})

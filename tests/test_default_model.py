@@ -23,8 +23,9 @@ from gnn.data import load_targets
 from gnn.tree_value import TreeValue
 from knossos.parser import load_program, parse_expr
 from rules.sets import get_rule_set
-from search.astar import astar
+from search.registry import get_search
 from search.spec import SearchSpec
+from search.value import ZeroValue
 
 from conftest import ROOT
 
@@ -78,24 +79,30 @@ def test_the_default_model_says_how_it_was_fitted() -> None:
         assert d["model"] in ("none", "tree_online", "ggnn") or str(d["model"]).startswith("runs/offline/")
 
 
+def test_the_default_model_runs_lazy_astar_at_its_chosen_scale() -> None:
+    value = load_value_function(DEFAULT_MODEL)
+    assert value.trained_for == {"depth": 10, "search": "lazy-astar"} and value.scale == 0.05
+
+
 def test_the_default_model_beats_plain_search_on_held_out_expressions_as_benchmarked() -> None:
     rows = [json.loads(line) for line in RESULTS.read_text().splitlines()]
     benchmarked = {
-        (r["model"], r["index"]): r["best_cost"]
+        (r["model"], r["search"], r["index"]): r["best_cost"]
         for r in rows
         if r["set"] == "generated_heldout" and r["budget"] == 300 and r["index"] < 10
     }
     targets = load_targets(DataSource(set="generated_heldout"), "test")[:10]
     rules = get_rule_set("binding_simplify_rules")
     totals = {}
-    for model, value in (("default", load_value_function(DEFAULT_MODEL)), ("none", None)):
+    runs = [("default", "lazy-astar"), ("default", "astar"), ("none", "astar")]
+    for model, search in runs:
+        value = load_value_function(DEFAULT_MODEL) if model == "default" else ZeroValue()
         costs = []
         for i, t in enumerate(targets):
-            spec = SearchSpec(rules, 10, 300) if value is None else SearchSpec(rules, 10, 300, value=value)
-            costs.append(astar(t.expr, spec).best_cost)
-            assert costs[-1] == benchmarked[model, i]  # searches are deterministic
-        totals[model] = sum(costs)
-    assert totals["default"] < totals["none"]
+            costs.append(get_search(search)(t.expr, SearchSpec(rules, 10, 300, value=value)).best_cost)
+            assert costs[-1] == benchmarked[model, search, i]  # searches are deterministic
+        totals[model, search] = sum(costs)
+    assert totals["default", "lazy-astar"] <= totals["default", "astar"] < totals["none", "astar"]
 
 
 def test_the_ggnn_beats_plain_search_on_the_example() -> None:

@@ -97,3 +97,14 @@ def test_parallel_training_gives_the_same_results(tmp_path: Path) -> None:
 def test_jobs_must_be_positive() -> None:
     done = script("fig9_search", "run.py", "--quick", "--jobs", "0")
     assert done.returncode == 2 and "--jobs must be at least 1" in done.stderr
+
+
+def test_a_results_file_reads_old_rows_with_the_default_of_a_newer_field(tmp_path: Path) -> None:
+    from experiments.common import ResultsFile
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"model": "none", "index": 0, "cost": 3}\n{"model": "none", "search": "beam", "index": 0}\n')
+    results = ResultsFile(path, ("model", "search", "index"), {"search": "astar"})
+    assert results.has(model="none", search="astar", index=0) and results.has(model="none", search="beam", index=0)
+    assert [r["search"] for r in results] == ["astar", "beam"]
+    assert path.read_text().count("astar") == 0  # read, not rewritten

@@ -87,8 +87,15 @@ def test_the_default_model_benchmark_quick_mode_reports_every_model() -> None:
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    rows = {(r["model"], r["budget"]): r for r in summary["searches"]}
-    assert set(rows) == {(m, b) for m in ("none", "default", "ggnn") for b in (20, 50)}
+    rows = {(r["model"], r["search"], r["budget"]): r for r in summary["searches"]}
+    runs = [
+        ("none", "astar"),
+        ("default", "astar"),
+        ("ggnn", "astar"),
+        ("none", "lazy-astar"),
+        ("default", "lazy-astar"),
+    ]
+    assert set(rows) == {(m, s, b) for m, s in runs for b in (20, 50)}
     for r in rows.values():
         assert r["expressions"] == 2 and 0 <= r["hits"] <= 2 and r["seconds"] > 0
     for model in ("default", "ggnn"):

@@ -179,3 +179,15 @@ def test_candidates_average_weights_or_values() -> None:
     assert averaged == pytest.approx(one, abs=1e-6) and ensemble.values(exprs, 10) == pytest.approx(one, abs=1e-6)
     with pytest.raises(SystemExit, match="no such file"):
         candidates.candidate_value(f"{model},missing.pt", 0.5)
+
+
+def test_candidates_rows_name_their_search_and_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(candidates, "OUT", tmp_path / "c.jsonl")
+    model = str(ROOT / "gnn" / "models" / "default.pt")
+    common = [model, "--on", "validation", "--budget", "20", "--scales", "0.2"]
+    candidates.main([*common, "--search", "lazy-astar", "--batches", "1,4"])
+    candidates.main(common)
+    candidates.main([*common, "--search", "lazy-astar", "--batches", "4"])  # already there: skipped
+    got = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert [(r["search"], r.get("batch")) for r in got] == [("lazy-astar", 1), ("lazy-astar", 4), ("astar", None)]
+    assert all(r["expressions"] == 60 and r["hits"] == 0 and r["total_cost"] > 0 for r in got)

@@ -263,7 +263,9 @@ def test_override_error_does_not_point_into_the_file(tmp_path: Path) -> None:
 def test_search_algorithm_not_allowed(tmp_path: Path, algorithm: str) -> None:
     path = write(tmp_path, GOOD.replace("  depth: 5\n", f"  algorithm: '{algorithm}'\n"))
     msg = error_of(path)
-    assert msg == f"{path}: error: search.algorithm: '{algorithm}' is not one of astar, lazy-astar, two-phase, beam, mcts"
+    assert (
+        msg == f"{path}: error: search.algorithm: '{algorithm}' is not one of astar, lazy-astar, two-phase, beam, mcts"
+    )
     msg = error_of(write(tmp_path, GOOD, "good.yaml"), [f"search.test_algorithm={algorithm}"])
     assert "search.test_algorithm:" in msg
 

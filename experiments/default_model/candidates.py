@@ -1,15 +1,18 @@
 """Search with candidate value networks (one pass's weights, averaged weights, or an ensemble) at one budget.
 
-Run:  python experiments/default_model/candidates.py CANDIDATE [CANDIDATE ...] [--on train_tail|heldout]
+Run:  python experiments/default_model/candidates.py CANDIDATE [CANDIDATE ...] [--on train_tail|validation|heldout]
                                                       [--scales 0.2,0.5] [--budget 300] [--data runs/offline/tree5000.jsonl.gz]
+                                                      [--search astar|lazy-astar] [--batches 8]
 
 A candidate is a weights file, ``A+B+C`` (their weights averaged, as ``python -m gnn.export
 --average-with`` does) or ``A,B,C`` (an ensemble: the mean of the networks' values).  Each is
-searched with A* (binding_simplify_rules, depth 10) on the last 200 of generated_train, which the
-offline fits never fit (``--on train_tail``; the best cost is the lowest any search of ``--data``
-reached), or on the held-out set (``--on heldout``; the best cost is the set's, lowered by any
-search of benchmarks/bench_default_model.py, as that benchmark counts hits).  Rows go to
-``experiments/results/default_model/candidates.jsonl`` (a rerun skips those there).
+searched with A* (binding_simplify_rules, depth 10), eager or lazy (``--search lazy-astar``, with each of
+``--batches``), on the last 200 of generated_train, which the offline fits never fit (``--on
+train_tail``; the best cost is the lowest any search of ``--data`` reached), on the validation set
+(``--on validation``: total cost only, it has no best costs), or on the held-out set (``--on
+heldout``; the best cost is the set's, lowered by any search of benchmarks/bench_default_model.py,
+as that benchmark counts hits).  Rows go to ``experiments/results/default_model/candidates.jsonl``
+(a rerun skips those there).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from knossos.cli import whole_number  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
+from search.lazy_astar import lazy_astar  # noqa: E402
 from search.limits import MAX_BUDGET  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction  # noqa: E402
@@ -49,6 +53,8 @@ from search.value import ValueFunction  # noqa: E402
 OUT = RESULTS / "default_model" / "candidates.jsonl"
 BENCHMARK = RESULTS / "default_model" / "searches.jsonl"
 RULES, DEPTH = "binding_simplify_rules", 10
+#: What names a row ("batch": lazy-astar's only).
+KEY = ("candidate", "on", "scale", "budget", "search", "batch")
 
 
 class Ensemble:
@@ -105,42 +111,49 @@ def heldout() -> list[Target]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("candidates", nargs="+")
-    ap.add_argument("--on", choices=["train_tail", "heldout"], default="train_tail")
+    ap.add_argument("--on", choices=["train_tail", "validation", "heldout"], default="train_tail")
     ap.add_argument("--scales", default="0.2,0.5", help="comma-separated value scales")
     ap.add_argument("--budget", type=whole_number(MAX_BUDGET), default=300)
     ap.add_argument("--data", type=Path, nargs="+", default=[ROOT / "runs" / "offline" / "tree5000.jsonl.gz"])
+    ap.add_argument("--search", choices=["astar", "lazy-astar"], default="astar")
+    ap.add_argument("--batches", default="8", help="lazy-astar: comma-separated batches of evaluation")
     args = ap.parse_args(argv)
     scales = [value_scale(s) for s in args.scales.split(",")]
+    batches = [whole_number()(b) for b in args.batches.split(",")] if args.search == "lazy-astar" else [None]
     torch.set_num_threads(1)
     if args.on == "train_tail":
         missing = [str(p) for p in args.data if not p.is_file()]
         if missing:
             ap.error(f"no such file: {missing[0]}")
         targets = train_tail(args.data)
+    elif args.on == "validation":
+        targets = load_targets(DataSource(set="generated_validation"), "generated_validation")
     else:
         targets = heldout()
     rules = get_rule_set(RULES)
-    results = ResultsFile(OUT, ("candidate", "on", "scale", "budget"))
-    for spec in args.candidates:
-        for scale in scales:
-            key = {"candidate": spec, "on": args.on, "scale": scale, "budget": args.budget}
-            if results.has(**key):
-                continue
-            value = candidate_value(spec, scale)
-            costs, started = [], time.perf_counter()
-            for t in tqdm(targets, desc=f"{spec} @ {scale:g}", unit="expr", file=sys.stderr):
-                costs.append(astar(t.expr, SearchSpec(rules, DEPTH, args.budget, value=value)).best_cost)
-                if hasattr(value, "clear"):
-                    value.clear()
-            hits = sum(k is not None and c <= k + 1e-9 for c, k in zip(costs, [t.best_known for t in targets]))
-            row = key | {
-                "expressions": len(targets),
-                "hits": int(hits),
-                "total_cost": round(sum(costs), 4),
-                "seconds": round(time.perf_counter() - started, 2),
-            }
-            results.add(row)
-            print(json.dumps(row), file=sys.stderr)
+    results = ResultsFile(OUT, KEY)
+    for spec, scale, batch in [(c, s, b) for c in args.candidates for s in scales for b in batches]:
+        key = {"candidate": spec, "on": args.on, "scale": scale, "budget": args.budget, "search": args.search}
+        key |= {"batch": batch} if batch is not None else {}
+        if results.has(**key):
+            continue
+        value = candidate_value(spec, scale)
+        costs, started = [], time.perf_counter()
+        for t in tqdm(targets, desc=f"{spec} @ {scale:g}", unit="expr", file=sys.stderr):
+            search_spec = SearchSpec(rules, DEPTH, args.budget, value=value)
+            result = astar(t.expr, search_spec) if batch is None else lazy_astar(t.expr, search_spec, batch)
+            costs.append(result.best_cost)
+            if hasattr(value, "clear"):
+                value.clear()
+        hits = sum(k is not None and c <= k + 1e-9 for c, k in zip(costs, [t.best_known for t in targets]))
+        row = key | {
+            "expressions": len(targets),
+            "hits": int(hits),
+            "total_cost": round(sum(costs), 4),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        results.add(row)
+        print(json.dumps(row), file=sys.stderr)
 
 
 if __name__ == "__main__":

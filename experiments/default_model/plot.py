@@ -5,7 +5,7 @@ Run:  python experiments/default_model/plot.py [--out experiments/results/defaul
 Left: the validation set's total cost at 300 evaluations after each pass of the default model's
 offline fit (``offline_fitA_metrics.jsonl``, value scales 0.2 and 0.5), with plain A* at 300 and
 5000 evaluations and the pass that ships.  Right: held-out expressions at the best known
-cost against seconds of search, for plain A* and every benchmarked model at 300, 1000 and 5000
+cost against seconds of search, for every benchmarked run (plain A*, each model, eager or lazy) at 300, 1000 and 5000
 evaluations (benchmarks/bench_default_model.py's summary).
 """
 
@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.common import RESULTS, read_rows  # noqa: E402
 from experiments.default_model.passes import PassMetrics  # noqa: E402
+from experiments.summary import run_name  # noqa: E402
 
 FOLDER = RESULTS / "default_model"
 
@@ -60,14 +61,18 @@ def main(argv: list[str] | None = None) -> None:
     left.set(xlabel="pass over the offline targets", ylabel="validation total cost (300 evaluations)", title="fitting")
     left.legend(fontsize=8)
 
-    models = list(dict.fromkeys(r["model"] for r in summary["searches"]))
-    for model, style in zip(models, ("s--", "o-", "^-", "v-", "d-"), strict=False):
-        rows = [r for r in summary["searches"] if r["set"] == "generated_heldout" and r["model"] == model]
+    runs = list(dict.fromkeys((r["model"], r["search"]) for r in summary["searches"]))
+    for (model, search), style in zip(runs, ("s--", "o-", "^-", "v--", "d-", "x-"), strict=False):
+        rows = [
+            r
+            for r in summary["searches"]
+            if r["set"] == "generated_heldout" and (r["model"], r["search"]) == (model, search)
+        ]
         right.plot(
             [r["seconds"] for r in rows],
             [r["hits"] for r in rows],
             style,
-            label="plain A*" if model == "none" else f"--model {model}",
+            label=run_name(model, search).replace("`", ""),
         )
         for r in rows:
             right.annotate(

@@ -16,8 +16,10 @@ one core busy, with the network on one thread (as it chooses for these batches) 
 forced onto two (the tree network runs in numpy, on one thread).  Each search starts with an empty
 embedding cache, as an optimize.py run does.
 
-Search rows are appended to ``experiments/results/default_model/searches.jsonl`` as they finish, so an
-interrupted run resumes (``--quick``: a tiny run under runs/quick/).  ``--json`` prints the summary as
+Each (run, set, budget) searches in a fresh process (``--jobs`` at once): a process that has searched
+the same expressions before finds their nodes built (faster), and a long-lived one carries the memory
+of its past searches (slower).  Search rows are appended to
+``experiments/results/default_model/searches.jsonl`` as they finish, so an interrupted run resumes (``--quick``: a tiny run under runs/quick/).  ``--json`` prints the summary as
 one JSON object; it is also written to ``experiments/results/default_model/summary.json``.  Times are
 wall-clock on a shared machine: compare rows of one run.
 """
@@ -184,6 +186,25 @@ def run_searches(
                     results.add(row)
 
 
+def run_in_fresh_processes(
+    args: argparse.Namespace, sets: list[str], budgets: list[int], runs: list[Run], jobs: int
+) -> None:
+    """Each (run, set, budget) not yet measured, in a process of its own: a search in a process that
+    has already searched the same expressions finds their nodes built and cached (faster), and one
+    that has searched for long carries the memory of it (slower), so no run inherits another's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(run: Run, set_name: str, budget: int) -> None:
+        command = [sys.executable, str(Path(__file__).resolve()), "--searches-of", ":".join(run)]
+        command += ["--sets", set_name, "--budgets", str(budget)] + (["--quick"] if args.quick else [])
+        subprocess.run(command, cwd=ROOT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    work = [(run, set_name, budget) for run in runs for set_name in sets for budget in budgets]
+    with ThreadPoolExecutor(max(jobs, 1)) as pool:
+        for done in [pool.submit(one, *w) for w in work]:
+            done.result()
+
+
 def summarise(rows: list[dict[str, Any]], sets: list[str], budgets: list[int], runs: list[Run]) -> list[dict[str, Any]]:
     known = best_known(rows)
     out = []
@@ -265,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
         help="only run the searches of this run (none or a model, A* or lazy-astar) and stop: two such runs side "
         "by side fill the results file on two cores; a run without it then reports",
     )
+    ap.add_argument("--jobs", type=int, default=1, help="processes searching at once (each on one core)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--quick", action="store_true", help="2 expressions of bindgen_test at 20 and 50 evaluations")
     args = ap.parse_args(argv)
@@ -277,11 +299,12 @@ def main(argv: list[str] | None = None) -> None:
     models = list(dict.fromkeys(model for model, _ in runs))
     # rows from before runs named their search were A*'s
     results = ResultsFile(folder / "searches.jsonl", ("set", "model", "search", "budget", "index"), {"search": "astar"})
-    with fewer_gc_pauses():
-        if args.searches_of is not None:
+    if args.searches_of is not None:
+        with fewer_gc_pauses():
             run_searches(results, sets, budgets, parse_runs(args.searches_of)[-1:], limit=2 if args.quick else None)
-            return
-        run_searches(results, sets, budgets, runs, limit=2 if args.quick else None)
+        return
+    run_in_fresh_processes(args, sets, budgets, runs, args.jobs)
+    results = ResultsFile(folder / "searches.jsonl", ("set", "model", "search", "budget", "index"), {"search": "astar"})
     rows = [r for r in results if r["set"] in sets and r["budget"] in budgets and (r["model"], r["search"]) in runs]
     summary = {
         "revision": revision(),

@@ -166,7 +166,7 @@ def default_model_table() -> str:
         forced = "" if two is None else f", {two:.2f} s with the network forced onto two threads"
         lines.append("")
         lines.append(
-            f"Beside a process that keeps one of the two cores busy, `--model {model}`'s searches of 20 held-out "
+            f"Beside a process that keeps one of the two cores busy, `--model {model}`'s A\\* searches of 20 held-out "
             f"expressions at 300 evaluations took {busy['one_thread_seconds']:.2f} s on one thread{forced}."
         )
     return "\n".join(lines) + "\n"

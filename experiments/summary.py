@@ -172,6 +172,34 @@ def default_model_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def default_model_brief_table() -> str:
+    """For the README: held-out hits and seconds of plain A* and of the default model (with the
+    search it runs), per budget, from benchmarks/bench_default_model.py's summary."""
+    path = RESULTS / "default_model" / "summary.json"
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_default_model.py._\n"
+    rows = {
+        (r["model"], r["search"], r["budget"]): r
+        for r in json.loads(path.read_text())["searches"]
+        if r["set"] == "generated_heldout"
+    }
+    from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, trained_for
+
+    search = str(trained_for(load_checkpoint(DEFAULT_MODEL)).get("search", "astar"))
+    lines = [
+        f"| evaluations | plain A* | `--model default` ({run_name('default', search).split(', ')[1]}) |",
+        "|---|---|---|",
+    ]
+    for budget in sorted({b for (m, _, b) in rows if m == "default"}):
+        cells = [rows.get((*run, budget)) for run in (("none", "astar"), ("default", search))]
+        lines.append(
+            f"| {budget} | "
+            + " | ".join(f"{r['hits']}/{r['expressions']} in {r['seconds']:.1f} s" if r else "" for r in cells)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 #: The passes of the offline fit the default model was chosen from, as candidates.py names them.
 OFFLINE_WEIGHTS = "runs/offline/fitA/weights"
 
@@ -338,6 +366,7 @@ TABLES["fig7_walltime"] = walltime_table
 TABLES["default_model"] = default_model_table
 TABLES["default_model_training"] = default_model_training_table
 TABLES["default_model_search"] = default_model_search_table
+TABLES["default_model_brief"] = default_model_brief_table
 TABLES["blas_test"] = blas_test_table
 TABLES["egraph_baseline"] = egraph_table
 TABLES.update({name: functools.partial(training_table, name) for name in TRAINING_RUNS})

@@ -29,7 +29,7 @@ from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
 
 #: How many unevaluated states at the top of the frontier are evaluated together (chosen on the
-#: validation set and the training corpus's tail with the default model: 8 beat 4, 16 and 32).
+#: validation set and the training corpus's tail with the default model: 8 beat 4 and 16).
 DEFAULT_BATCH = 8
 
 #: A frontier entry: (-priority, steps left, order of insertion, expression, whether the priority

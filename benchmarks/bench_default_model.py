@@ -46,6 +46,8 @@ from experiments.common import QUICK, RESULTS, ResultsFile, revision  # noqa: E4
 from gnn.config import DataSource  # noqa: E402
 from gnn.data import load_targets  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
+from knossos.cli import whole_number  # noqa: E402
+from knossos.errors import KsError  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
@@ -102,7 +104,7 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
 
     rules = get_rule_set(RULES)
     targets = load_targets(DataSource(set=set_name), "--sets")[:count]
-    value: Any = load_value_function(model)  # a GGNN's thread settings are set below
+    value: Any = load_model(model)  # a GGNN's thread settings are set below
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     out: dict[str, float | None] = {}
     threads_before = torch.get_num_threads()
@@ -126,6 +128,19 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
         burner.wait()
         torch.set_num_threads(threads_before)
     return out
+
+
+def load_model(name: str) -> Any:
+    """The value function ``name`` names, or a one-line error saying why there is none."""
+    try:
+        return load_value_function(name)
+    except KsError as err:
+        raise SystemExit(err.render("bench_default_model.py")) from None
+
+
+def results_file(folder: Path) -> ResultsFile:
+    """The benchmark's search rows (rows from before runs named their search were A*'s)."""
+    return ResultsFile(folder / "searches.jsonl", ("set", "model", "search", "budget", "index"), {"search": "astar"})
 
 
 def parse_runs(text: str) -> list[Run]:
@@ -153,7 +168,7 @@ def run_searches(
     loaded: dict[str, Any] = {}
     for model, search_name in runs:
         if model not in loaded:
-            loaded[model] = load_value_function(model)  # the tree network also counts the nodes it embeds
+            loaded[model] = load_model(model)  # the tree network also counts the nodes it embeds
         value, search = loaded[model], get_search(search_name)
         for set_name in sets:
             targets = load_targets(DataSource(set=set_name), "--sets")[:limit]
@@ -186,23 +201,24 @@ def run_searches(
                     results.add(row)
 
 
-def run_in_fresh_processes(
-    args: argparse.Namespace, sets: list[str], budgets: list[int], runs: list[Run], jobs: int
-) -> None:
+def run_in_fresh_processes(sets: list[str], budgets: list[int], runs: list[Run], jobs: int, quick: bool) -> None:
     """Each (run, set, budget) not yet measured, in a process of its own: a search in a process that
     has already searched the same expressions finds their nodes built and cached (faster), and one
     that has searched for long carries the memory of it (slower), so no run inherits another's."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(run: Run, set_name: str, budget: int) -> None:
+    def one(run: Run, set_name: str, budget: int) -> int:
         command = [sys.executable, str(Path(__file__).resolve()), "--searches-of", ":".join(run)]
-        command += ["--sets", set_name, "--budgets", str(budget)] + (["--quick"] if args.quick else [])
-        subprocess.run(command, cwd=ROOT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        command += ["--sets", set_name, "--budgets", str(budget)] + (["--quick"] if quick else [])
+        return subprocess.run(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}).returncode
 
     work = [(run, set_name, budget) for run in runs for set_name in sets for budget in budgets]
-    with ThreadPoolExecutor(max(jobs, 1)) as pool:
-        for done in [pool.submit(one, *w) for w in work]:
-            done.result()
+    with ThreadPoolExecutor(jobs) as pool:
+        for (run, set_name, budget), done in zip(work, [pool.submit(one, *w) for w in work], strict=True):
+            if done.result() != 0:  # the process has said why on stderr
+                raise SystemExit(
+                    f"bench_default_model.py: error: the searches of {':'.join(run)} on {set_name} at {budget} failed"
+                )
 
 
 def summarise(rows: list[dict[str, Any]], sets: list[str], budgets: list[int], runs: list[Run]) -> list[dict[str, Any]]:
@@ -286,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
         help="only run the searches of this run (none or a model, A* or lazy-astar) and stop: two such runs side "
         "by side fill the results file on two cores; a run without it then reports",
     )
-    ap.add_argument("--jobs", type=int, default=1, help="processes searching at once (each on one core)")
+    ap.add_argument("--jobs", type=whole_number(256), default=1, help="processes searching at once (each on one core)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--quick", action="store_true", help="2 expressions of bindgen_test at 20 and 50 evaluations")
     args = ap.parse_args(argv)
@@ -297,14 +313,16 @@ def main(argv: list[str] | None = None) -> None:
         sets, budgets, args.startup_repeat, folder = ["bindgen_test"], [20, 50], 1, QUICK / "default_model"
     runs = parse_runs(args.models)
     models = list(dict.fromkeys(model for model, _ in runs))
-    # rows from before runs named their search were A*'s
-    results = ResultsFile(folder / "searches.jsonl", ("set", "model", "search", "budget", "index"), {"search": "astar"})
     if args.searches_of is not None:
         with fewer_gc_pauses():
-            run_searches(results, sets, budgets, parse_runs(args.searches_of)[-1:], limit=2 if args.quick else None)
+            run_searches(
+                results_file(folder), sets, budgets, parse_runs(args.searches_of)[-1:], 2 if args.quick else None
+            )
         return
-    run_in_fresh_processes(args, sets, budgets, runs, args.jobs)
-    results = ResultsFile(folder / "searches.jsonl", ("set", "model", "search", "budget", "index"), {"search": "astar"})
+    for model in models:  # a name that loads nothing stops the benchmark before any search
+        load_model(model)
+    run_in_fresh_processes(sets, budgets, runs, args.jobs, args.quick)
+    results = results_file(folder)
     rows = [r for r in results if r["set"] in sets and r["budget"] in budgets and (r["model"], r["search"]) in runs]
     summary = {
         "revision": revision(),

@@ -178,3 +178,23 @@ def test_the_default_model_plot_is_made_from_the_committed_results(tmp_path: Pat
     )
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--models", "nosuch"], "no model file 'nosuch'"),
+        (["--models", "default:beam"], "search 'beam' is not one of astar, lazy-astar"),
+        (["--jobs", "0"], "--jobs: must be at least 1"),
+    ],
+)
+def test_the_default_model_benchmark_refuses_bad_runs_in_one_line(argv: list[str], message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_default_model.py", "--quick", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert message in done.stderr.strip().splitlines()[-1]  # argparse's usage lines come before its error

@@ -116,10 +116,14 @@ def walltime_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def search_name(search: str) -> str:
+    """A search as a table names it."""
+    return {"astar": "A*", "lazy-astar": "lazy A*"}.get(search, search)
+
+
 def run_name(model: str, search: str) -> str:
     """A benchmark run's column heading: the value function and the search."""
-    search_name = {"astar": "A*", "lazy-astar": "lazy A*"}.get(search, search)
-    return f"plain {search_name}" if model == "none" else f"`--model {model}`, {search_name}"
+    return f"plain {search_name(search)}" if model == "none" else f"`--model {model}`, {search_name(search)}"
 
 
 def default_model_table() -> str:
@@ -187,7 +191,7 @@ def default_model_brief_table() -> str:
 
     search = str(trained_for(load_checkpoint(DEFAULT_MODEL)).get("search", "astar"))
     lines = [
-        f"| evaluations | plain A* | `--model default` ({run_name('default', search).split(', ')[1]}) |",
+        f"| evaluations | plain A* | `--model default` ({search_name(search)}) |",
         "|---|---|---|",
     ]
     for budget in sorted({b for (m, _, b) in rows if m == "default"}):
@@ -249,7 +253,7 @@ def default_model_search_table() -> str:
         if tail is None or valid is None:
             continue
         lines.append(
-            f"| {n} | {'A*' if search == 'astar' else search} | {batch or ''} | {scale:g} | "
+            f"| {n} | {search_name(search)} | {batch or ''} | {scale:g} | "
             f"{tail['hits']}/{tail['expressions']} | {tail['total_cost']:.1f} | {valid['total_cost']:.1f} | "
             f"{tail['total_cost'] + valid['total_cost']:.1f} |"
         )
@@ -271,7 +275,7 @@ def blas_test_table() -> str:
 
     def named(run: tuple[str, str, int, int]) -> str:
         m, s, b, d = run
-        return ("plain" if m == "none" else f"`--model {m}`") + f" {'A*' if s == 'astar' else s} @ {b}, depth {d}"
+        return ("plain" if m == "none" else f"`--model {m}`") + f" {search_name(s)} @ {b}, depth {d}"
 
     def hit(r: dict[str, Any], k: Any) -> bool:
         return bool(r["best_body_cost"] <= k.best + 1e-9)

@@ -21,7 +21,7 @@ from knossos.errors import KsUsageError, Pos
 
 # -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
 #: The searches a training run uses (``search.algorithm``, ``search.test_algorithm``).
-SearchName = Literal["astar", "lazy-astar", "two-phase", "beam", "mcts"]
+SearchName = Literal["astar", "lazy-astar", "two-phase", "beam", "pseudo-beam", "mcts"]
 SEARCHES: tuple[str, ...] = typing.get_args(SearchName)
 #: The network's inference arithmetic in searches (gnn/value.py).
 Precision = Literal["float32", "bfloat16"]

@@ -12,6 +12,7 @@ from search.egraph import egraph
 from search.exhaustive import exhaustive
 from search.lazy_astar import lazy_astar
 from search.mcts import mcts
+from search.pseudo_beam import pseudo_beam
 from search.random_search import random_search
 from search.result import SearchResult
 from search.spec import SearchSpec
@@ -24,6 +25,7 @@ SEARCHES: dict[str, Search] = {
     "lazy-astar": lazy_astar,
     "greedy": greedy,
     "beam": beam,
+    "pseudo-beam": pseudo_beam,
     "mcts": mcts,
     "random": random_search,
     "exhaustive": exhaustive,

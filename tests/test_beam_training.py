@@ -1,4 +1,4 @@
-"""Training with beam search (``search.algorithm: beam``, as the reference's BLAS runs) or lazy A*: its
+"""Training with beam search (``search.algorithm: beam``, as the reference's BLAS runs), pseudo-beam or lazy A*: its
 searches give samples to fit, and the checkpoint tells optimize.py to search with it to the trained depth."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ TINY = [
 ]
 
 
-@pytest.mark.parametrize("search", ["beam", "lazy-astar"])
+@pytest.mark.parametrize("search", ["beam", "pseudo-beam", "lazy-astar"])
 def test_a_run_fits_its_searches_and_carries_the_search(tmp_path: Path, search: str) -> None:
     torch.set_num_threads(1)
     algorithm = [f"search.algorithm={search}", f"search.test_algorithm={search}"]

@@ -310,6 +310,7 @@ BLAS_TEST_COLUMNS: list[tuple[str, str, int, int]] = [
     ("blas_astar", "astar", 5000, 30),
     ("none", "beam", 5000, 60),
     ("blas", "beam", 5000, 60),
+    ("none", "pseudo-beam", 5000, 60),
 ]
 
 

@@ -50,6 +50,7 @@ def test_every_shipped_config_is_listed() -> None:
         "arith_generalisation.yaml",
         "blas.yaml",
         "blas_beam.yaml",
+        "blas_pbeam.yaml",
         "blas_tree.yaml",
         "bootstrap.yaml",
         "cnn.yaml",
@@ -264,13 +265,14 @@ def test_search_algorithm_not_allowed(tmp_path: Path, algorithm: str) -> None:
     path = write(tmp_path, GOOD.replace("  depth: 5\n", f"  algorithm: '{algorithm}'\n"))
     msg = error_of(path)
     assert (
-        msg == f"{path}: error: search.algorithm: '{algorithm}' is not one of astar, lazy-astar, two-phase, beam, mcts"
+        msg
+        == f"{path}: error: search.algorithm: '{algorithm}' is not one of astar, lazy-astar, two-phase, beam, pseudo-beam, mcts"
     )
     msg = error_of(write(tmp_path, GOOD, "good.yaml"), [f"search.test_algorithm={algorithm}"])
     assert "search.test_algorithm:" in msg
 
 
-@pytest.mark.parametrize("algorithm", ["astar", "two-phase", "beam", "mcts"])
+@pytest.mark.parametrize("algorithm", ["astar", "two-phase", "beam", "pseudo-beam", "mcts"])
 def test_search_algorithms_allowed(tmp_path: Path, algorithm: str) -> None:
     c = load_config(write(tmp_path, GOOD, "good.yaml"), [f"search.algorithm={algorithm}"])
     assert c.search.algorithm == algorithm

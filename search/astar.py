@@ -24,8 +24,7 @@ from search.value import ZeroValue
 
 def astar(start: Expr, spec: SearchSpec) -> SearchResult:
     run = SearchRun(start, spec)
-    graph, evaluator, cost = run.graph, run.evaluator, spec.cost
-    c0 = cost(start)
+    graph, evaluator = run.graph, run.evaluator
     frontier: list[tuple[float, int, int, Expr]] = []  # (-f, steps left, order of insertion, expression)
     pending: list[tuple[Expr, int]] = [(start, spec.depth)]
     order = 0
@@ -34,12 +33,8 @@ def astar(start: Expr, spec: SearchSpec) -> SearchResult:
             if pending and (len(pending) >= spec.batch_size or not frontier):
                 if evaluator.exhausted:
                     break
-                batch = evaluator.affordable(pending, lambda p: p[0])
-                pending.clear()
-                for (e, t), row in zip(batch, evaluator([e for e, _ in batch]), strict=True):
-                    if graph.steps_left(e) > t:
-                        continue  # reached again with more steps left: that visit is queued instead
-                    heapq.heappush(frontier, (-(row[t] + c0 - cost(e)), t, order, e))
+                for priority, t, e in run.evaluate_waiting(pending):
+                    heapq.heappush(frontier, (-priority, t, order, e))
                     order += 1
                 run.report()
             if not frontier:

@@ -13,7 +13,7 @@ DEFAULT_WIDTH = 16
 def beam(start: Expr, spec: SearchSpec, width: int = DEFAULT_WIDTH) -> SearchResult:
     run = SearchRun(start, spec)
     evaluator, cost = run.evaluator, spec.cost
-    c0 = cost(start)
+    c0 = run.start_cost
     evaluator([start])
     level = [start]
     try:

@@ -42,7 +42,7 @@ def lazy_astar(start: Expr, spec: SearchSpec, batch: int = DEFAULT_BATCH) -> Sea
         raise ValueError(f"the batch must be at least 1, not {batch}")
     run = SearchRun(start, spec)
     graph, evaluator, cost = run.graph, run.evaluator, spec.cost
-    c0 = cost(start)
+    c0 = run.start_cost
     frontier: list[Entry] = []
     order = count()
 

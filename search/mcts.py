@@ -33,7 +33,7 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
     run = SearchRun(start, spec)
     graph, evaluator, cost = run.graph, run.evaluator, spec.cost
     rng = random.Random(spec.seed)
-    c0 = cost(start)
+    c0 = run.start_cost
     visits: dict[State, int] = {}
     total: dict[State, float] = {}  # X(s): summed reductions of the rollouts through s
     evaluator([start])

@@ -25,8 +25,7 @@ from search.spec import SearchRun, SearchSpec
 
 def pseudo_beam(start: Expr, spec: SearchSpec) -> SearchResult:
     run = SearchRun(start, spec)
-    graph, evaluator, cost = run.graph, run.evaluator, spec.cost
-    c0 = cost(start)
+    graph, evaluator = run.graph, run.evaluator
     # queued[t]: states with t steps left, as (-priority, order of insertion, expression)
     queued: list[list[tuple[float, int, Expr]]] = [[] for _ in range(spec.depth + 1)]
     pending: list[tuple[Expr, int]] = [(start, spec.depth)]
@@ -34,12 +33,8 @@ def pseudo_beam(start: Expr, spec: SearchSpec) -> SearchResult:
 
     def evaluate_pending() -> None:
         nonlocal order
-        batch = evaluator.affordable(pending, lambda p: p[0])
-        pending.clear()
-        for (e, t), row in zip(batch, evaluator([e for e, _ in batch]), strict=True):
-            if graph.steps_left(e) > t:
-                continue  # reached again with more steps left: that visit is queued instead
-            heapq.heappush(queued[t], (-(row[t] + c0 - cost(e)), order, e))
+        for priority, t, e in run.evaluate_waiting(pending):
+            heapq.heappush(queued[t], (-priority, order, e))
             order += 1
         run.report()
 

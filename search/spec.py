@@ -85,6 +85,7 @@ class SearchRun:
         self.transitions = Transitions(spec.rules, spec.cost)
         self.evaluator = Evaluator(spec.value, spec.depth, spec.budget)
         self.graph = SearchGraph(start, spec.depth, spec.cost)
+        self.start_cost = spec.cost(start)
         self.limits = Limits(spec.seconds, spec.max_states, spec.max_memory_mib, spec.clock_started)
         self.started = self.limits.started
         self.interrupted = False
@@ -110,6 +111,20 @@ class SearchRun:
         """Expand ``e`` reached with ``steps_left``: the children that are new or now have more steps left."""
         return [child for action, child in self.successors(e) if self.graph.reach(child, steps_left - 1, e, action)]
 
+    def evaluate_waiting(self, waiting: list[tuple[Expr, int]]) -> list[tuple[float, int, Expr]]:
+        """Send what the budget still affords of ``waiting`` (states with their steps left; emptied)
+        to the value function, as (A*'s priority ``V(s) + c(s0) - c(s)``, steps left, state).  A
+        state since reached with more steps left is left out: that visit waits instead."""
+        batch = self.evaluator.affordable(waiting, lambda w: w[0])
+        waiting.clear()
+        cost, c0 = self.spec.cost, self.start_cost
+        rows = self.evaluator([e for e, _ in batch])
+        return [
+            (row[t] + c0 - cost(e), t, e)
+            for (e, t), row in zip(batch, rows, strict=True)
+            if self.graph.steps_left(e) <= t
+        ]
+
     def report(self) -> None:
         if self.spec.progress is not None:
             now = time.perf_counter()
@@ -128,7 +143,7 @@ class SearchRun:
         return SearchResult(
             start=g.start,
             best=g.best,
-            start_cost=self.spec.cost(g.start),
+            start_cost=self.start_cost,
             best_cost=g.best_cost,
             steps=g.steps(g.best),
             graph=g,

@@ -65,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"most rewrites in a sequence (10, or the depth the model was trained for; <= {MAX_DEPTH})",
     )
     p.add_argument(
+        "--prune-commutes",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="drop commutations (commute_add, commute_mul) that enable no other rule where they swap "
+        "(off, or as the model was trained)",
+    )
+    p.add_argument(
         "--budget",
         type=whole_number(MAX_BUDGET),
         default=5000,
@@ -167,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
         args.search = str(trained_for.get("search", DEFAULT_SEARCH))
     if args.depth is None:
         args.depth = int(trained_for.get("depth", DEFAULT_DEPTH))  # type: ignore[call-overload]
+    if args.prune_commutes is None:
+        args.prune_commutes = bool(trained_for.get("prune_commutes", False))
     search = get_search(args.search)
     if args.expr is not None and args.def_name:
         raise KsUsageError("give either FILE --def NAME or --expr, not both")
@@ -187,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
         budget=args.budget,
         value=value,
         seed=args.seed,
+        prune_commutes=args.prune_commutes,
         seconds=args.seconds,
         max_states=args.max_states,
         max_memory_mib=args.max_memory if args.max_memory is not None else default_max_memory_mib(),
@@ -197,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    report = {"search": args.search, "depth": args.depth, **result.to_json()}
+    report = {"search": args.search, "depth": args.depth, "prune_commutes": args.prune_commutes, **result.to_json()}
     messages: list[str] = []
     if d is not None and src.program is not None and outputs.wanted:
         optimised = dataclasses.replace(d, body=result.best)

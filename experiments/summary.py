@@ -263,19 +263,24 @@ def default_model_search_table() -> str:
 def blas_test_table() -> str:
     """experiments/blas_test/run.py's searches: per def of blas_test, the reference's start and best
     known whole-def costs, and each run's (value function, search, budget, depth) best cost and seconds."""
-    from experiments.blas_test.run import KEY, best_known
+    from experiments.blas_test.run import DEFAULTS, KEY, best_known
 
     path = RESULTS / "blas_test" / "searches.jsonl"
     if not path.is_file():
         return "_No results yet: run experiments/blas_test/run.py._\n"
-    rows = list(ResultsFile(path, KEY))
+    rows = list(ResultsFile(path, KEY, DEFAULTS))
     known = best_known()
-    runs = list(dict.fromkeys((r["model"], r["search"], r["budget"], r["depth"]) for r in rows))
-    by_run = {(r["model"], r["search"], r["budget"], r["depth"], r["def_"]): r for r in rows}
 
-    def named(run: tuple[str, str, int, int]) -> str:
-        m, s, b, d = run
-        return ("plain" if m == "none" else f"`--model {m}`") + f" {search_name(s)} @ {b}, depth {d}"
+    def run_of(r: dict[str, Any]) -> BlasTestRun:
+        return (r["model"], r["search"], r["budget"], r["depth"], r["prune_commutes"])
+
+    runs = list(dict.fromkeys(run_of(r) for r in rows))
+    by_run = {(*run_of(r), r["def_"]): r for r in rows}
+
+    def named(run: BlasTestRun) -> str:
+        m, s, b, d, pruned = run
+        plain = ("plain" if m == "none" else f"`--model {m}`") + f" {search_name(s)} @ {b}, depth {d}"
+        return plain + (", commutations pruned" if pruned else "")
 
     def hit(r: dict[str, Any], k: Any) -> bool:
         return bool(r["best_body_cost"] <= k.best + 1e-9)
@@ -295,7 +300,7 @@ def blas_test_table() -> str:
     lines += ["| run | best known reached (of 49) | of the 30 the reference's agent found | seconds of search |"]
     lines += ["|---|---|---|---|"]
     for run in runs:
-        mine = [(r, known[r["def_"]]) for r in rows if (r["model"], r["search"], r["budget"], r["depth"]) == run]
+        mine = [(r, known[r["def_"]]) for r in rows if run_of(r) == run]
         reached = [k for r, k in mine if hit(r, k)]
         seconds = sum(r["seconds"] for r, _ in mine)
         lines.append(
@@ -304,13 +309,17 @@ def blas_test_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-#: The runs blas_test's per-def table shows (value function, search, budget, depth), when measured.
-BLAS_TEST_COLUMNS: list[tuple[str, str, int, int]] = [
-    ("none", "astar", 5000, 30),
-    ("blas_astar", "astar", 5000, 30),
-    ("none", "beam", 5000, 60),
-    ("blas", "beam", 5000, 60),
-    ("none", "pseudo-beam", 5000, 60),
+#: A blas_test run: value function, search, budget, depth, commutations pruned.
+BlasTestRun = tuple[str, str, int, int, bool]
+
+#: The runs blas_test's per-def table shows, when measured.
+BLAS_TEST_COLUMNS: list[BlasTestRun] = [
+    ("none", "astar", 5000, 30, False),
+    ("blas_astar", "astar", 5000, 30, False),
+    ("none", "beam", 5000, 60, False),
+    ("blas", "beam", 5000, 60, False),
+    ("none", "pseudo-beam", 5000, 60, False),
+    ("none", "pseudo-beam", 5000, 60, True),
 ]
 
 

@@ -76,6 +76,9 @@ class SearchConfig:
     #: Every value of the network is multiplied by this in the searches (gnn/value.py): 1 is the
     #: paper's A*; less shrinks a noisy network's estimates towards greedy search's order.
     value_scale: float = 1.0
+    #: Drop commutations that enable no other rule where they swap (search/symmetry.py), in the
+    #: training searches and the evaluations alike.
+    prune_commutes: bool = False
 
 
 #: The metadata key of a field that is no key of its YAML section: where its value comes from.

@@ -50,6 +50,7 @@ def make_executor(config: TrainConfig, rules: RuleSet) -> Executor:
         precision=s.precision,
         value_scale=s.value_scale,
         threads=torch.get_num_threads(),
+        prune_commutes=s.prune_commutes,
     )
     kind = config.training.executor
     if kind == "local":

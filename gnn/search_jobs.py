@@ -40,6 +40,7 @@ class SearchSettings:
     precision: Precision
     value_scale: float
     threads: int = 1
+    prune_commutes: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ def run_search(job: SearchJob, settings: SearchSettings, rules: RuleSet, network
         value=value,
         seed=job.seed if job.algorithm == "mcts" else 0,
         batch_size=settings.batch_size,
+        prune_commutes=settings.prune_commutes,
     )
     result = get_search(job.algorithm)(job.expr, spec)
     expanded, passed_over = split_samples(result, job.targets) if job.targets is not None else ([], [])

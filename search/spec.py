@@ -64,6 +64,8 @@ class SearchSpec:
     max_states: int = DEFAULT_MAX_STATES
     #: The most resident memory of the process, in MiB (None: no limit; default: half the machine's).
     max_memory_mib: float | None = field(default_factory=default_max_memory_mib)
+    #: Drop commutations that enable no other rule where they swap (search/symmetry.py).
+    prune_commutes: bool = False
     #: When the time limit started (``time.perf_counter()``; None: when the search starts).
     clock_started: float | None = None
 
@@ -82,7 +84,7 @@ class SearchRun:
 
     def __init__(self, start: Expr, spec: SearchSpec) -> None:
         self.spec = spec
-        self.transitions = Transitions(spec.rules, spec.cost)
+        self.transitions = Transitions(spec.rules, spec.cost, spec.prune_commutes)
         self.evaluator = Evaluator(spec.value, spec.depth, spec.budget)
         self.graph = SearchGraph(start, spec.depth, spec.cost)
         self.start_cost = spec.cost(start)

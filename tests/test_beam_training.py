@@ -3,6 +3,7 @@ searches give samples to fit, and the checkpoint tells optimize.py to search wit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,7 +12,11 @@ import torch
 
 from gnn.checkpoint import load_checkpoint, trained_for
 from gnn.config import load_config
+from gnn.executors import LocalExecutor, make_executor
+from gnn.search_jobs import SearchJob, run_search
 from gnn.training import Trainer
+from knossos.parser import parse_expr
+from rules.sets import get_rule_set
 
 TINY = [
     "search.depth=6",
@@ -36,3 +41,20 @@ def test_a_run_fits_its_searches_and_carries_the_search(tmp_path: Path, search: 
     assert all(e["samples"] > 0 and e["train_evaluations"] > 0 for e in epochs)
     assert epochs[-1]["test"]["evaluations"] > 0
     assert trained_for(load_checkpoint(tmp_path / "checkpoint.pt")) == {"search": search, "depth": 6}
+
+
+def test_a_run_can_prune_commutations_in_its_searches_and_says_so_in_its_checkpoint(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    config = load_config("configs/bootstrap.yaml", ["search.prune_commutes=true", *TINY])
+    rules = get_rule_set(config.rules)
+    executor = make_executor(config, rules)
+    assert isinstance(executor, LocalExecutor) and executor.settings.prune_commutes
+    start = parse_expr("(add (mul x y) (div z 2.0))")[0]
+    relabelled = parse_expr("(add (div z 2.0) (mul x y))")[0]
+    job = SearchJob(start, "astar", 50, targets="explored_and_reached")
+    pruned = run_search(job, executor.settings, rules, None)
+    full = run_search(job, dataclasses.replace(executor.settings, prune_commutes=False), rules, None)
+    assert relabelled in {s.expr for s in full.expanded + full.passed_over}
+    assert relabelled not in {s.expr for s in pruned.expanded + pruned.passed_over}
+    Trainer(config, tmp_path).train()
+    assert trained_for(load_checkpoint(tmp_path / "checkpoint.pt"))["prune_commutes"] is True

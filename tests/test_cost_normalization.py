@@ -84,6 +84,8 @@ def test_a_checkpoint_carries_the_search_and_depth_it_was_trained_for(tmp_path: 
     path = _checkpoint(tmp_path, {"depth": 7, "test_algorithm": "beam"})
     assert load_value_function(path).trained_for == {"depth": 7, "search": "beam"}
     assert trained_for({"model_config": {"depth": 4}}) == {"depth": 4}  # an export without its config
+    pruned = {"depth": 7, "test_algorithm": "beam", "prune_commutes": True}
+    assert trained_for({"model_config": {"depth": 7}, "config": {"search": pruned}})["prune_commutes"] is True
 
 
 def _optimise(*args: str) -> dict[str, object]:
@@ -107,6 +109,14 @@ def test_optimize_takes_the_models_search_and_depth_unless_told(tmp_path: Path) 
     assert _optimise("--model", path)["depth"] == 1
     assert _optimise("--model", path, "--depth", "3")["depth"] == 3
     assert _optimise()["search"] == "astar" and _optimise()["depth"] == 10
+    assert _optimise("--model", path)["prune_commutes"] is False
+
+
+def test_optimize_prunes_commutations_as_the_model_was_trained_unless_told(tmp_path: Path) -> None:
+    path = str(_checkpoint(tmp_path, {"depth": 1, "test_algorithm": "beam", "prune_commutes": True}))
+    assert _optimise("--model", path)["prune_commutes"] is True
+    assert _optimise("--model", path, "--no-prune-commutes")["prune_commutes"] is False
+    assert _optimise("--prune-commutes")["prune_commutes"] is True
 
 
 # -- fitting to a plateau ------------------------------------------------------------------------

@@ -45,7 +45,9 @@ BEST_KNOWN = ROOT / "experiments" / "data" / "best_known_costs_programs.txt"
 SECTION = "== ksc/blas/blas_test.kso ml_rules_no_bind"
 RULES = "ml_rules_no_bind"
 #: What identifies a row: the def and the run (value function, search, budget, depth).
-KEY = ("def_", "model", "search", "budget", "depth")
+KEY = ("def_", "model", "search", "budget", "depth", "prune_commutes")
+#: What rows written before a field existed had.
+DEFAULTS = {"prune_commutes": False}
 LINE = re.compile(r"\s*(?P<name>\S+)\s+start=\s*(?P<start>\S+)\s+best=\s*(?P<best>\S+)\s+by=(?P<by>\S+)")
 
 
@@ -78,6 +80,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--search", default="astar", choices=[s for s in SEARCHES if s != "egraph"])
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--depth", type=int, default=30)
+    ap.add_argument(
+        "--prune-commutes", action="store_true", help="drop commutations that enable nothing (search/symmetry.py)"
+    )
     ap.add_argument("--quick", action="store_true", help="3 defs at 50 evaluations, into runs/quick/")
     ap.add_argument("--out", type=Path, help="the results file (default experiments/results/blas_test/searches.jsonl)")
     args = ap.parse_args(argv)
@@ -86,18 +91,26 @@ def main(argv: list[str] | None = None) -> None:
     folder = RESULTS / "blas_test"
     if args.quick:
         defs, args.budget, folder = defs[:3], 50, QUICK / "blas_test"
-    results = ResultsFile(args.out or folder / "searches.jsonl", KEY)
+    results = ResultsFile(args.out or folder / "searches.jsonl", KEY, DEFAULTS)
     search = get_search(args.search)
     rules = get_rule_set(RULES)
     with fewer_gc_pauses():
         for model in [m.strip() for m in args.models.split(",") if m.strip()]:
             value = load_value_function(model)
-            run = {"model": model, "search": args.search, "budget": args.budget, "depth": args.depth}
+            run = {
+                "model": model,
+                "search": args.search,
+                "budget": args.budget,
+                "depth": args.depth,
+                "prune_commutes": args.prune_commutes,
+            }
             todo = [d for d in defs if not results.has(def_=d.name, **run)]
             for d in tqdm(todo, desc=f"blas_test {model}", unit="def", file=sys.stderr):
                 if hasattr(value, "clear"):
                     value.clear()
-                r = search(d.body, SearchSpec(rules, args.depth, args.budget, value=value))
+                r = search(
+                    d.body, SearchSpec(rules, args.depth, args.budget, value=value, prune_commutes=args.prune_commutes)
+                )
                 offset = program.def_cost(d.name) - d.body.cost  # best-known costs are whole-def costs
                 results.add(
                     {

@@ -1,0 +1,96 @@
+"""Pruning commutations that only relabel: search's answer to the plateaus of commute_add/commute_mul.
+
+Swapping the operands of an ``add`` or a ``mul`` changes neither cost nor meaning.  Every such node of
+a state is one commutation away, so a state with k of them has 2^k relabellings of equal cost and
+equal value, and a search that ranks states by cost and value spends its budget on them before it
+takes the uphill step a fusion needs.  A commutation is worth taking only where the swapped order
+lets another rule do something it could not do before: ``(mul (sub 0 s) x)`` must become ``(mul x
+(sub 0 s))`` for ``mul_by_sub`` to match, ``(mul a 0)`` must become ``(mul 0 a)`` for ``mul_zero``.
+
+:class:`CommuteFilter` keeps a commutation child only when a rule other than a commutation, applied
+at the swapped node or at its parent, gives a result that no such rule gives there before the swap,
+results compared up to the order of commutative operands (:meth:`CommuteFilter.canonical`).  It
+looks one step ahead and one node up: a swap that pays off only after a second swap, or further up
+the tree, is pruned.
+"""
+
+from __future__ import annotations
+
+from knossos.expr import Expr
+from knossos.ops import Op
+from rules.actions import Action, site_at
+from rules.rule import Rule, TableRule
+from rules.rule_set import RuleSet
+
+#: Ops whose operands commute (canonical forms sort them).
+COMMUTATIVE = frozenset({Op.ADD, Op.MUL})
+
+
+def is_commutation(rule: Rule) -> bool:
+    """Whether ``rule`` is ``(op ?a ?b) -> (op ?b ?a)`` for a commutative op."""
+    if not isinstance(rule, TableRule) or rule.heads is None or not rule.heads <= COMMUTATIVE:
+        return False
+    op = next(iter(rule.heads)).name.lower()
+    return rule.lhs_text.split() == [f"({op}", "?a", "?b)"] and rule.rhs_text.split() == [f"({op}", "?b", "?a)"]
+
+
+class CommuteFilter:
+    """Decides which commutation children of a state to keep (see the module docstring)."""
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.commutations = frozenset(r for r in rules.rules if is_commutation(r))
+        self._others = {op: tuple(r for r in rs if r not in self.commutations) for op, rs in rules.by_op.items()}
+        self._canonical: dict[Expr, Expr] = {}
+        #: Commutation children pruned so far.
+        self.pruned = 0
+
+    def keep(self, root: Expr, action: Action, child: Expr) -> bool:
+        if action.rule not in self.commutations:
+            return True
+        site = site_at(root, action.node)
+        numbers = [action.node] + ([site.parent[1]] if site.parent is not None else [])
+        before = self._local_results(root, numbers)
+        if any(r not in before for r in self._local_results(child, numbers)):
+            return True
+        self.pruned += 1
+        return False
+
+    def _local_results(self, root: Expr, numbers: list[int]) -> set[tuple[int, Expr]]:
+        """What the rules other than commutations make of ``root`` at ``numbers``: (the node each
+        rewrite replaces, the canonical form of its replacement).  A root and its commutation differ
+        only below the swapped node, which these rewrites replace whole, so comparing replacements
+        compares the resulting expressions."""
+        out: set[tuple[int, Expr]] = set()
+        for number in numbers:
+            site = site_at(root, number)
+            for rule in self._others.get(site.node.op, ()):
+                found = rule.match(site)
+                if found is not None:
+                    target, replacement = rule.rewrite(site, found)
+                    out.add((target, self.canonical(replacement)))
+        return out
+
+    def canonical(self, e: Expr) -> Expr:
+        """``e`` with the operands of every commutative node in a fixed order (by hash), memoised."""
+        memo = self._canonical
+        stack = [e]
+        while stack:
+            node = stack[-1]
+            if node in memo:
+                stack.pop()
+                continue
+            todo = [a for a in node.args if a not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            args = tuple(memo[a] for a in node.args)
+            if (
+                node.op in COMMUTATIVE
+                and len(args) == 2
+                and args[0].type is args[1].type
+                and hash(args[1]) < hash(args[0])
+            ):
+                args = (args[1], args[0])
+            memo[node] = node.replace_args(args)
+        return memo[e]

@@ -81,11 +81,11 @@ def children(root: Expr, rule_set: RuleSet) -> list[tuple[Action, Expr]]:
         for r in by_op.get(site.node.op, ()):
             found = r.match(site)
             if found is not None:
-                out.append((Action(site.number, r), rebuild(root, site, r, r.rewrite(site, found))))
+                out.append((Action(site.number, r), _rebuild(root, site, r, r.rewrite(site, found))))
     return out
 
 
-def rebuild(root: Expr, site: Site, rule: Rule, rewrite: Rewrite) -> Expr:
+def _rebuild(root: Expr, site: Site, rule: Rule, rewrite: Rewrite) -> Expr:
     """``root`` after ``rule``'s ``rewrite`` at ``site``."""
     target, replacement = rewrite
     ancestors = site.ancestors
@@ -129,4 +129,4 @@ def apply(root: Expr, action: Action) -> Expr:
         raise KsUsageError(
             f"rule {action.rule.name} does not apply at node {action.node} ({site.node.op.name.lower()})"
         )
-    return rebuild(root, site, action.rule, rewrite)
+    return _rebuild(root, site, action.rule, rewrite)

@@ -49,8 +49,8 @@ class CommuteFilter:
             return True
         site = site_at(root, action.node)
         numbers = [action.node] + ([site.parent[1]] if site.parent is not None else [])
-        before = self._local_results(root, numbers)
-        if any(r not in before for r in self._local_results(child, numbers)):
+        after = self._local_results(child, numbers)
+        if after and not after <= self._local_results(root, numbers):
             return True
         self.pruned += 1
         return False

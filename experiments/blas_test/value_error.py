@@ -1,0 +1,70 @@
+"""How far a value network's predicted final costs are from what search reaches, on blas_test defs.
+
+Run:  python experiments/blas_test/value_error.py --models blas,blas_astar [--defs gemm_climbed_mat_y]
+
+For each def, one plain search (pseudo-beam, commutations pruned, depth 60, 20,000 evaluations by
+default) explores the def; its graph gives every state's true target, the lowest cost reachable in
+``--steps`` explored steps.  For the states whose ``--steps`` columns the search looked into and
+whose cost is within ``--within`` of the start (the states a search ranks against each other), it
+prints how many there are, the spread of their true final costs, and each model's median absolute
+error of the predicted final cost ``c(s) - V(s)`` (at value scale 1), in cost units and relative.
+A model can only order states usefully where its error is well below the differences between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from app.models import load_value_function  # noqa: E402
+from knossos.parser import load_program  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
+from search.pseudo_beam import pseudo_beam  # noqa: E402
+from search.spec import SearchSpec  # noqa: E402
+
+PROGRAM = ROOT / "experiments" / "data" / "programs" / "blas_test.kso"
+DEPTH = 60
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--models", default="blas,blas_astar", help="shipped names or checkpoints, comma-separated")
+    ap.add_argument("--defs", default="gemm_climbed_mat_y,gemm_no_maty")
+    ap.add_argument("--budget", type=int, default=20_000)
+    ap.add_argument("--steps", type=int, default=20, help="steps left at which targets are compared")
+    ap.add_argument("--within", type=float, default=0.3, help="states costing at most (1 + this) x the start")
+    args = ap.parse_args()
+    program = load_program(PROGRAM)
+    rules = get_rule_set("ml_rules_no_bind")
+    models = {m: load_value_function(m, scale=1.0) for m in args.models.split(",") if m}
+    print(f"pseudo-beam, commutations pruned, depth {DEPTH}, {args.budget} evaluations; targets at {args.steps} steps")
+    print("| def | states | spread of true final costs | " + " | ".join(f"{m}: median error" for m in models) + " |")
+    print("|---|---|---|" + "---|" * len(models))
+    with fewer_gc_pauses():
+        for name in args.defs.split(","):
+            d = program.defs[name]
+            result = pseudo_beam(d.body, SearchSpec(rules, DEPTH, args.budget, prune_commutes=True))
+            targets = result.graph.value_targets()
+            limit = result.start_cost * (1 + args.within)
+            chosen = [i for i, e in enumerate(targets.exprs) if targets.explored[i] >= args.steps and e.cost <= limit]
+            exprs = [targets.exprs[i] for i in chosen]
+            costs = np.array([e.cost for e in exprs])
+            true_final = costs - targets.table[chosen, args.steps]
+            cells = []
+            for value in models.values():
+                predicted_final = costs - value.values(exprs, DEPTH)[:, args.steps]
+                error = np.abs(predicted_final - true_final)
+                cells.append(f"{np.median(error):,.1f} ({np.median(error / true_final):.1%})")
+            spread = true_final.max() - true_final.min()
+            print(f"| {name} | {len(exprs)} | {spread:,.1f} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

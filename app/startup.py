@@ -4,6 +4,14 @@ A KeyboardInterrupt raised inside a C extension's initialisation (numpy importin
 loading its libraries) is turned into an ``ImportError`` with a long message, so catching
 KeyboardInterrupt around the import is not enough: the signal is only recorded while importing, and
 acted on (exit 130, no output) once the modules are loaded.
+
+Once loaded, Ctrl-C is kept out of code that cannot pass an exception on: a weakref callback (the
+expression tables drop dead nodes in one) or a finaliser. Python reports a KeyboardInterrupt raised
+there as "Exception ignored in ..." with a traceback, and goes on as if no Ctrl-C had come.
+:func:`interrupt_outside_callbacks` installs a SIGINT handler that, when the signal arrives inside
+one of knossos's weakref callbacks, sends the signal again instead of raising (it is handled at the
+next check, once the callback has returned), and a hook that does the same for a KeyboardInterrupt
+that another library's callback swallowed.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Callable
-from types import FrameType
+from types import CodeType, FrameType
 
 
 def load_main(module: str) -> Callable[[], int]:
@@ -29,4 +37,36 @@ def load_main(module: str) -> Callable[[], int]:
         signal.signal(signal.SIGINT, previous)
     if interrupted:
         sys.exit(130)
+    interrupt_outside_callbacks()
     return main
+
+
+def interrupt_outside_callbacks() -> None:
+    """SIGINT raises KeyboardInterrupt as usual, but never inside knossos's weakref callbacks or the
+    unraisable-exception hook: arriving there, it is raised a millisecond later (SIGALRM), once they
+    have returned."""
+    from knossos import expr
+
+    def deferred_hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            later()
+            return
+        previous_hook(unraisable)
+
+    protected: frozenset[CodeType] = frozenset(
+        {expr._forget.__code__, expr._forget_alpha.__code__, deferred_hook.__code__}
+    )
+
+    def later() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code in protected:
+            later()
+            return
+        raise KeyboardInterrupt
+
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = deferred_hook
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGALRM, interrupt)

@@ -1,14 +1,31 @@
-"""app.startup.load_main: Ctrl-C while an entry point's modules load exits 130 once loading is over."""
+"""app.startup: Ctrl-C while an entry point's modules load exits 130 once loading is over, and once
+loaded it is never raised inside a weakref callback, where Python would print and drop it."""
 
 from __future__ import annotations
 
 import signal
 import sys
+import time
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from app.startup import load_main
+from app.startup import interrupt_outside_callbacks, load_main
+from knossos import expr
+
+
+@pytest.fixture(autouse=True)
+def restore_handlers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """load_main installs process-wide handlers; each test gets the ones it started with back."""
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGALRM)}
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for s, handler in saved.items():
+        signal.signal(s, handler)
 
 
 def write_module(folder: Path, name: str, body: str) -> None:
@@ -32,10 +49,64 @@ def test_an_interrupt_during_the_import_waits_for_the_import_then_exits_130(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_without_an_interrupt_it_returns_main_and_restores_the_handler(
+def test_without_an_interrupt_it_returns_main_and_ctrl_c_interrupts_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_module(tmp_path, "quiet_entry", "def main():\n    return 7\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert load_main("quiet_entry")() == 7
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    handler = signal.getsignal(signal.SIGINT)
+    assert callable(handler)  # no longer the import's recorder: Ctrl-C raises again
+    with pytest.raises(KeyboardInterrupt):
+        handler(signal.SIGINT, sys._getframe())
+
+
+def test_ctrl_c_inside_a_node_table_callback_is_raised_after_it() -> None:
+    interrupt_outside_callbacks()
+    handler = signal.getsignal(signal.SIGINT)
+    assert callable(handler)
+    inside = SimpleNamespace(f_code=expr._forget.__code__)  # the frame SIGINT would find running
+    handler(signal.SIGINT, inside)  # no KeyboardInterrupt here
+    with pytest.raises(KeyboardInterrupt):
+        time.sleep(1.0)  # ... but a millisecond later
+
+
+def test_ctrl_c_elsewhere_raises_at_once() -> None:
+    interrupt_outside_callbacks()
+    handler = signal.getsignal(signal.SIGINT)
+    assert callable(handler)
+    with pytest.raises(KeyboardInterrupt):
+        handler(signal.SIGINT, sys._getframe())
+
+
+class Node:
+    pass
+
+
+def test_an_interrupt_another_callback_swallowed_is_raised_after_it(capsys: pytest.CaptureFixture[str]) -> None:
+    interrupt_outside_callbacks()
+    node = Node()
+
+    def callback(ref: object) -> None:
+        raise KeyboardInterrupt  # what SIGINT does when it arrives in someone else's callback
+
+    ref = weakref.ref(node, callback)
+    with pytest.raises(KeyboardInterrupt):
+        del node  # the callback runs here, and Python cannot raise from it
+        time.sleep(1.0)
+    assert ref() is None
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_other_exceptions_in_callbacks_are_still_reported() -> None:
+    seen: list[type[BaseException] | None] = []
+    sys.unraisablehook = lambda unraisable: seen.append(unraisable.exc_type)
+    interrupt_outside_callbacks()
+    node = Node()
+
+    def broken(ref: object) -> None:
+        raise ValueError("in a callback")
+
+    ref = weakref.ref(node, broken)
+    del node
+    assert ref() is None and seen == [ValueError]

@@ -53,9 +53,7 @@ def interrupt_outside_callbacks() -> None:
             return
         previous_hook(unraisable)
 
-    protected: frozenset[CodeType] = frozenset(
-        {expr._forget.__code__, expr._forget_alpha.__code__, deferred_hook.__code__}
-    )
+    protected: frozenset[CodeType] = expr.TABLE_CALLBACKS | {deferred_hook.__code__}
 
     def later() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0.001)

@@ -55,6 +55,10 @@ class Baseline:
     search: str
     #: Whether it is random (then it runs once per seed).
     seeded: bool = False
+    #: Whether it prunes commutations that enable nothing (search/symmetry.py).
+    prune_commutes: bool = False
+    #: Its depth (None: the config's).
+    depth: int | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,9 @@ def run(
         for budget in exp.budgets:
             for seed in range(exp.repetitions if baseline.seeded else 1):
                 if not results.has(kind="baseline", agent=baseline.name, seed=seed, epoch=None, budget=budget):
-                    costs = _search_all(config, targets, baseline.search, budget, None, seed)
+                    costs = _search_all(
+                        config, targets, baseline.search, budget, None, seed, baseline.prune_commutes, baseline.depth
+                    )
                     results.add(_row("baseline", baseline.name, seed, None, budget, costs))
                     _say(quiet, f"{exp.figure}: {baseline.name} (budget {budget}, seed {seed}): {sum(costs):g}")
     runs = runs_folder(exp, quick, out)
@@ -230,9 +236,17 @@ def _train_in_parallel(exp: CurveExperiment, runs: Path, quiet: bool, jobs: int)
 
 
 def _search_all(
-    config: Any, targets: Sequence[Any], search: str, budget: int, weights: Path | None, seed: int
+    config: Any,
+    targets: Sequence[Any],
+    search: str,
+    budget: int,
+    weights: Path | None,
+    seed: int,
+    prune_commutes: bool = False,
+    depth: int | None = None,
 ) -> list[float]:
-    """The best cost ``search`` reaches on each target (zero value function unless ``weights``)."""
+    """The best cost ``search`` reaches on each target (zero value function unless ``weights``), at
+    the config's depth unless ``depth``."""
     from app.models import load_value_function
     from knossos.perf import fewer_gc_pauses
     from rules.sets import get_rule_set
@@ -243,11 +257,12 @@ def _search_all(
     rules = get_rule_set(config.rules)
     spec = SearchSpec(
         rules=rules,
-        depth=config.search.depth,
+        depth=config.search.depth if depth is None else depth,
         budget=budget,
         value=value,
         seed=seed,
         batch_size=config.search.batch_size,
+        prune_commutes=prune_commutes,
     )
     with fewer_gc_pauses():
         return [float(get_search(search)(t.expr, spec).best_cost) for t in targets]

@@ -23,3 +23,11 @@ TREE_BEAM: tuple[str, ...] = (
 
 TREE_BEAM_AGENT = Agent("tree_beam", "beam search + tree network, log targets (this project)", overrides=TREE_BEAM)
 BEAM_BASELINE = Baseline("beam", "beam search, zero value function", "beam")
+#: The best plain search for programs found here (docs/programs.md).
+PRUNED_PSEUDO_BEAM_BASELINE = Baseline(
+    "pseudo_beam_pruned",
+    "pseudo-beam search to depth 99, commutations pruned, zero value function",
+    "pseudo-beam",
+    prune_commutes=True,
+    depth=99,
+)

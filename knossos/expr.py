@@ -170,6 +170,11 @@ def _forget_alpha(ref: _Ref) -> None:
         del _alpha_table[ref.key]
 
 
+#: The code of the weakref callbacks above: an exception raised in them (Ctrl-C) cannot propagate,
+#: so the applications' SIGINT handler waits until they have returned (app/startup.py).
+TABLE_CALLBACKS: Final = frozenset({_forget.__code__, _forget_alpha.__code__})
+
+
 def live_nodes() -> int:
     """How many interned nodes are alive (for benchmarks and leak tests)."""
     return len(_table) + len(_alpha_table)

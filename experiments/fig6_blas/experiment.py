@@ -6,13 +6,14 @@ text) with the 64-feature network.  The cost of gemm against epoch for the train
 the same two-phase search with the zero value function, the start cost and the ksc-style baseline
 simplifier's cost (rules/baseline.py).  A second agent is this project's training for programs
 (docs/programs.md): the tree network with log-scale targets, trained and tested with beam search,
-each epoch fitted to a plateau; beside it plain beam search.
+each epoch fitted to a plateau; beside it plain beam search, and plain pseudo-beam search to depth 99
+with commutations pruned (the best plain search for programs here).
 """
 
 from __future__ import annotations
 
 from experiments.curves import Agent, Baseline, CurveExperiment
-from experiments.tree_beam import BEAM_BASELINE, TREE_BEAM_AGENT
+from experiments.tree_beam import BEAM_BASELINE, PRUNED_PSEUDO_BEAM_BASELINE, TREE_BEAM_AGENT
 
 EXPERIMENT = CurveExperiment(
     figure="fig6_blas",
@@ -25,6 +26,7 @@ EXPERIMENT = CurveExperiment(
     baselines=(
         Baseline("zero", "two-phase A*, zero value function", "two-phase"),
         BEAM_BASELINE,
+        PRUNED_PSEUDO_BEAM_BASELINE,
     ),
     budgets=(5000,),
     repetitions=3,

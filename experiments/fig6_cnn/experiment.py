@@ -3,13 +3,14 @@
 configs/cnn.yaml (ml_rules_no_bind, depth 40, two-phase search, 30000 evaluations per search) with
 the 64-feature network.  The cost of rev$conv1d against epoch for the trained value function, the same
 search with the zero value function, the start cost and the ksc-style baseline simplifier's cost;
-and this project's training for programs (experiments/tree_beam.py) beside plain beam search.
+and this project's training for programs (experiments/tree_beam.py) beside plain beam search and
+plain pseudo-beam search to depth 99 with commutations pruned.
 """
 
 from __future__ import annotations
 
 from experiments.curves import Agent, Baseline, CurveExperiment
-from experiments.tree_beam import BEAM_BASELINE, TREE_BEAM_AGENT
+from experiments.tree_beam import BEAM_BASELINE, PRUNED_PSEUDO_BEAM_BASELINE, TREE_BEAM_AGENT
 
 EXPERIMENT = CurveExperiment(
     figure="fig6_cnn",
@@ -22,6 +23,7 @@ EXPERIMENT = CurveExperiment(
     baselines=(
         Baseline("zero", "two-phase A*, zero value function", "two-phase"),
         BEAM_BASELINE,
+        PRUNED_PSEUDO_BEAM_BASELINE,
     ),
     budgets=(30000,),
     repetitions=1,

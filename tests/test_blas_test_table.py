@@ -68,3 +68,32 @@ def test_a_run_with_another_search_is_recorded_beside_astar(tmp_path: Path) -> N
         run_quick("--search", search, "--out", str(out))
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["search"] for r in rows] == ["astar"] * 3 + ["beam"] * 3
+
+
+def test_pruned_runs_are_recorded_apart_from_unpruned_ones() -> None:
+    out = ROOT / "runs" / "quick" / "blas_test" / "searches.jsonl"
+    out.unlink(missing_ok=True)
+    run_quick()
+    run_quick("--prune-commutes")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["prune_commutes"] for r in rows] == [False] * 3 + [True] * 3
+
+
+def test_value_error_compares_a_models_predictions_with_what_search_reaches() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "experiments/blas_test/value_error.py",
+            *("--models", "blas", "--defs", "amxpmy"),
+            *("--budget", "300", "--steps", "2"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| amxpmy |"))
+    _, _, states, spread, error, _ = row.split("|")
+    assert int(states) > 0 and float(spread.replace(",", "")) >= 0
+    assert float(error.split("(")[0].replace(",", "")) >= 0 and error.strip().endswith("%)")

@@ -54,6 +54,9 @@ def main() -> None:
             targets = result.graph.value_targets()
             limit = result.start_cost * (1 + args.within)
             chosen = [i for i, e in enumerate(targets.exprs) if targets.explored[i] >= args.steps and e.cost <= limit]
+            if not chosen:
+                print(f"| {name} | 0 | | " + " | ".join("" for _ in models) + " |", flush=True)
+                continue
             exprs = [targets.exprs[i] for i in chosen]
             costs = np.array([e.cost for e in exprs])
             true_final = costs - targets.table[chosen, args.steps]

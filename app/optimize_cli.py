@@ -72,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(off, or as the model was trained)",
     )
     p.add_argument(
+        "--prune-inlines",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="drop inlines (inline_let) that raise the cost and let no other rule match where they land "
+        "(off, or as the model was trained)",
+    )
+    p.add_argument(
         "--budget",
         type=whole_number(MAX_BUDGET),
         default=5000,
@@ -176,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         args.depth = int(trained_for.get("depth", DEFAULT_DEPTH))  # type: ignore[call-overload]
     if args.prune_commutes is None:
         args.prune_commutes = bool(trained_for.get("prune_commutes", False))
+    if args.prune_inlines is None:
+        args.prune_inlines = bool(trained_for.get("prune_inlines", False))
     search = get_search(args.search)
     if args.expr is not None and args.def_name:
         raise KsUsageError("give either FILE --def NAME or --expr, not both")
@@ -197,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
         value=value,
         seed=args.seed,
         prune_commutes=args.prune_commutes,
+        prune_inlines=args.prune_inlines,
         seconds=args.seconds,
         max_states=args.max_states,
         max_memory_mib=args.max_memory if args.max_memory is not None else default_max_memory_mib(),
@@ -207,7 +217,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    report = {"search": args.search, "depth": args.depth, "prune_commutes": args.prune_commutes, **result.to_json()}
+    report = {
+        "search": args.search,
+        "depth": args.depth,
+        "prune_commutes": args.prune_commutes,
+        "prune_inlines": args.prune_inlines,
+        **result.to_json(),
+    }
     messages: list[str] = []
     if d is not None and src.program is not None and outputs.wanted:
         optimised = dataclasses.replace(d, body=result.best)

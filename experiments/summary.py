@@ -272,15 +272,16 @@ def blas_test_table() -> str:
     known = best_known()
 
     def run_of(r: dict[str, Any]) -> BlasTestRun:
-        return (r["model"], r["search"], r["budget"], r["depth"], r["prune_commutes"])
+        return (r["model"], r["search"], r["budget"], r["depth"], r["prune_commutes"], r["prune_inlines"])
 
     runs = list(dict.fromkeys(run_of(r) for r in rows))
     by_run = {(*run_of(r), r["def_"]): r for r in rows}
 
     def named(run: BlasTestRun) -> str:
-        m, s, b, d, pruned = run
+        m, s, b, d, commutes, inlines = run
         plain = ("plain" if m == "none" else f"`--model {m}`") + f" {search_name(s)} @ {b}, depth {d}"
-        return plain + (", commutations pruned" if pruned else "")
+        pruned = [what for what, on in (("commutations", commutes), ("idle inlines", inlines)) if on]
+        return plain + (f", {' and '.join(pruned)} pruned" if pruned else "")
 
     def hit(r: dict[str, Any], k: Any) -> bool:
         return bool(r["best_body_cost"] <= k.best + 1e-9)
@@ -309,17 +310,18 @@ def blas_test_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-#: A blas_test run: value function, search, budget, depth, commutations pruned.
-BlasTestRun = tuple[str, str, int, int, bool]
+#: A blas_test run: value function, search, budget, depth, commutations pruned, idle inlines pruned.
+BlasTestRun = tuple[str, str, int, int, bool, bool]
 
 #: The runs blas_test's per-def table shows, when measured.
 BLAS_TEST_COLUMNS: list[BlasTestRun] = [
-    ("none", "astar", 5000, 30, False),
-    ("blas_astar", "astar", 5000, 30, False),
-    ("none", "beam", 5000, 60, False),
-    ("blas", "beam", 5000, 60, False),
-    ("none", "pseudo-beam", 5000, 60, False),
-    ("none", "pseudo-beam", 5000, 60, True),
+    ("none", "astar", 5000, 30, False, False),
+    ("blas_astar", "astar", 5000, 30, False, False),
+    ("none", "beam", 5000, 60, False, False),
+    ("blas", "beam", 5000, 60, False, False),
+    ("none", "pseudo-beam", 5000, 60, False, False),
+    ("none", "pseudo-beam", 5000, 60, True, False),
+    ("none", "pseudo-beam", 5000, 99, True, True),
 ]
 
 

@@ -241,11 +241,12 @@ def load_value_function(
 def trained_for(state: dict[str, Any]) -> dict[str, object]:
     """The search and depth a checkpoint's model was trained for (its training config's test search
     and depth; the network's depth when the config is not there), and whether its searches pruned
-    commutations: optimize.py's defaults with it."""
+    commutations or idle inlines: optimize.py's defaults with it."""
     search = (state.get("config") or {}).get("search") or {}
     out: dict[str, object] = {"depth": int(search.get("depth", state["model_config"]["depth"]))}
     if "test_algorithm" in search:
         out["search"] = str(search["test_algorithm"])
-    if search.get("prune_commutes"):
-        out["prune_commutes"] = True
+    for pruning in ("prune_commutes", "prune_inlines"):
+        if search.get(pruning):
+            out[pruning] = True
     return out

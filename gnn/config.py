@@ -79,6 +79,8 @@ class SearchConfig:
     #: Drop commutations that enable no other rule where they swap (search/symmetry.py), in the
     #: training searches and the evaluations alike.
     prune_commutes: bool = False
+    #: Drop inlines that raise the cost and open nothing (search/idle_inlines.py), likewise.
+    prune_inlines: bool = False
 
 
 #: The metadata key of a field that is no key of its YAML section: where its value comes from.

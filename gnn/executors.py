@@ -51,6 +51,7 @@ def make_executor(config: TrainConfig, rules: RuleSet) -> Executor:
         value_scale=s.value_scale,
         threads=torch.get_num_threads(),
         prune_commutes=s.prune_commutes,
+        prune_inlines=s.prune_inlines,
     )
     kind = config.training.executor
     if kind == "local":

@@ -41,6 +41,7 @@ class SearchSettings:
     value_scale: float
     threads: int = 1
     prune_commutes: bool = False
+    prune_inlines: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ def run_search(job: SearchJob, settings: SearchSettings, rules: RuleSet, network
         seed=job.seed if job.algorithm == "mcts" else 0,
         batch_size=settings.batch_size,
         prune_commutes=settings.prune_commutes,
+        prune_inlines=settings.prune_inlines,
     )
     result = get_search(job.algorithm)(job.expr, spec)
     expanded, passed_over = split_samples(result, job.targets) if job.targets is not None else ([], [])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from knossos.expr import Expr
 from rules.actions import Action, children
 from rules.rule_set import RuleSet
+from search.idle_inlines import IdleInlineFilter
 from search.symmetry import CommuteFilter
 
 CostFunction = Callable[[Expr], float]
@@ -38,11 +39,18 @@ class Step:
 class Transitions:
     """Successors of expressions under one rule set, cached for the lifetime of a search."""
 
-    def __init__(self, rules: RuleSet, cost: CostFunction = rlo_cost, prune_commutes: bool = False) -> None:
+    def __init__(
+        self, rules: RuleSet, cost: CostFunction = rlo_cost, prune_commutes: bool = False, prune_inlines: bool = False
+    ) -> None:
         self.rules = rules
         self.cost = cost
-        #: Drops commutations that enable nothing (search/symmetry.py); None keeps every child.
-        self.commute_filter = CommuteFilter(rules) if prune_commutes else None
+        #: What decides which children to drop: commutations that enable nothing (search/symmetry.py),
+        #: uphill inlines that open nothing (search/idle_inlines.py).  None of them: every child is kept.
+        self.filters: list[CommuteFilter | IdleInlineFilter] = []
+        if prune_commutes:
+            self.filters.append(CommuteFilter(rules))
+        if prune_inlines:
+            self.filters.append(IdleInlineFilter(rules))
         self._children: dict[Expr, list[tuple[Action, Expr]]] = {}
         #: Expressions whose successors were computed (cache misses).
         self.expanded = 0
@@ -52,9 +60,8 @@ class Transitions:
         found = self._children.get(e)
         if found is None:
             found = children(e, self.rules)
-            if self.commute_filter is not None:
-                keep = self.commute_filter.keep
-                found = [(a, c) for a, c in found if keep(e, a, c)]
+            for kept in self.filters:
+                found = [(a, c) for a, c in found if kept.keep(e, a, c)]
             self._children[e] = found
             self.expanded += 1
         return found

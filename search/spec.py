@@ -66,6 +66,8 @@ class SearchSpec:
     max_memory_mib: float | None = field(default_factory=default_max_memory_mib)
     #: Drop commutations that enable no other rule where they swap (search/symmetry.py).
     prune_commutes: bool = False
+    #: Drop inlines that raise the cost and open nothing where they land (search/idle_inlines.py).
+    prune_inlines: bool = False
     #: When the time limit started (``time.perf_counter()``; None: when the search starts).
     clock_started: float | None = None
 
@@ -84,7 +86,7 @@ class SearchRun:
 
     def __init__(self, start: Expr, spec: SearchSpec) -> None:
         self.spec = spec
-        self.transitions = Transitions(spec.rules, spec.cost, spec.prune_commutes)
+        self.transitions = Transitions(spec.rules, spec.cost, spec.prune_commutes, spec.prune_inlines)
         self.evaluator = Evaluator(spec.value, spec.depth, spec.budget)
         self.graph = SearchGraph(start, spec.depth, spec.cost)
         self.start_cost = spec.cost(start)

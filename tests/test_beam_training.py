@@ -43,18 +43,21 @@ def test_a_run_fits_its_searches_and_carries_the_search(tmp_path: Path, search: 
     assert trained_for(load_checkpoint(tmp_path / "checkpoint.pt")) == {"search": search, "depth": 6}
 
 
-def test_a_run_can_prune_commutations_in_its_searches_and_says_so_in_its_checkpoint(tmp_path: Path) -> None:
+def test_a_run_can_prune_in_its_searches_and_says_so_in_its_checkpoint(tmp_path: Path) -> None:
     torch.set_num_threads(1)
-    config = load_config("configs/bootstrap.yaml", ["search.prune_commutes=true", *TINY])
+    config = load_config("configs/bootstrap.yaml", ["search.prune_commutes=true", "search.prune_inlines=true", *TINY])
     rules = get_rule_set(config.rules)
     executor = make_executor(config, rules)
-    assert isinstance(executor, LocalExecutor) and executor.settings.prune_commutes
+    assert isinstance(executor, LocalExecutor) and executor.settings.prune_commutes and executor.settings.prune_inlines
     start = parse_expr("(add (mul x y) (div z 2.0))")[0]
     relabelled = parse_expr("(add (div z 2.0) (mul x y))")[0]
     job = SearchJob(start, "astar", 50, targets="explored_and_reached")
     pruned = run_search(job, executor.settings, rules, None)
-    full = run_search(job, dataclasses.replace(executor.settings, prune_commutes=False), rules, None)
+    full = run_search(
+        job, dataclasses.replace(executor.settings, prune_commutes=False, prune_inlines=False), rules, None
+    )
     assert relabelled in {s.expr for s in full.expanded + full.passed_over}
     assert relabelled not in {s.expr for s in pruned.expanded + pruned.passed_over}
     Trainer(config, tmp_path).train()
-    assert trained_for(load_checkpoint(tmp_path / "checkpoint.pt"))["prune_commutes"] is True
+    trained = trained_for(load_checkpoint(tmp_path / "checkpoint.pt"))
+    assert trained["prune_commutes"] is True and trained["prune_inlines"] is True

@@ -112,11 +112,15 @@ def test_optimize_takes_the_models_search_and_depth_unless_told(tmp_path: Path) 
     assert _optimise("--model", path)["prune_commutes"] is False
 
 
-def test_optimize_prunes_commutations_as_the_model_was_trained_unless_told(tmp_path: Path) -> None:
-    path = str(_checkpoint(tmp_path, {"depth": 1, "test_algorithm": "beam", "prune_commutes": True}))
-    assert _optimise("--model", path)["prune_commutes"] is True
-    assert _optimise("--model", path, "--no-prune-commutes")["prune_commutes"] is False
-    assert _optimise("--prune-commutes")["prune_commutes"] is True
+def test_optimize_prunes_as_the_model_was_trained_unless_told(tmp_path: Path) -> None:
+    search = {"depth": 1, "test_algorithm": "beam", "prune_commutes": True, "prune_inlines": True}
+    path = str(_checkpoint(tmp_path, search))
+    trained = _optimise("--model", path)
+    assert trained["prune_commutes"] is True and trained["prune_inlines"] is True
+    told = _optimise("--model", path, "--no-prune-commutes", "--no-prune-inlines")
+    assert told["prune_commutes"] is False and told["prune_inlines"] is False
+    plain = _optimise("--prune-commutes")
+    assert plain["prune_commutes"] is True and plain["prune_inlines"] is False
 
 
 # -- fitting to a plateau ------------------------------------------------------------------------

@@ -651,6 +651,22 @@ def test_pruned_searches_are_deterministic() -> None:
     assert [s.to_json() for s in first.steps] == [s.to_json() for s in second.steps]
 
 
+def test_pruning_idle_inlines_keeps_gemms_sizes_bound() -> None:
+    """blas_test's gemm_climbed_mat_y at 5000 evaluations: with commutations pruned the search still
+    copies the sizes into the loops first (30,276 whole-def); with idle inlines pruned too it fuses
+    with the sizes let-bound, at the reference agent's best known (30,246.5; compared on the body,
+    as experiments/blas_test does)."""
+    program = blas()
+    d = program.defs["gemm_climbed_mat_y"]
+    rules = get_rule_set("ml_rules_no_bind")
+    commutes = pseudo_beam(d.body, SearchSpec(rules, depth=60, budget=5000, prune_commutes=True))
+    both = pseudo_beam(d.body, SearchSpec(rules, depth=60, budget=5000, prune_commutes=True, prune_inlines=True))
+    assert both.best_cost <= 30_246.5 < 30_270 < commutes.best_cost
+    replay(both)
+    interp = Interpreter()
+    same_value(d.body, both.best, lambda rng: interp.check_args(d, [random_value(p.type, rng) for p in d.params]))
+
+
 # -- termination --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", VALUE_SEARCHES)
 @pytest.mark.parametrize(

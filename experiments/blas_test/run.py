@@ -45,9 +45,9 @@ BEST_KNOWN = ROOT / "experiments" / "data" / "best_known_costs_programs.txt"
 SECTION = "== ksc/blas/blas_test.kso ml_rules_no_bind"
 RULES = "ml_rules_no_bind"
 #: What identifies a row: the def and the run (value function, search, budget, depth).
-KEY = ("def_", "model", "search", "budget", "depth", "prune_commutes")
+KEY = ("def_", "model", "search", "budget", "depth", "prune_commutes", "prune_inlines")
 #: What rows written before a field existed had.
-DEFAULTS = {"prune_commutes": False}
+DEFAULTS = {"prune_commutes": False, "prune_inlines": False}
 LINE = re.compile(r"\s*(?P<name>\S+)\s+start=\s*(?P<start>\S+)\s+best=\s*(?P<best>\S+)\s+by=(?P<by>\S+)")
 
 
@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--prune-commutes", action="store_true", help="drop commutations that enable nothing (search/symmetry.py)"
     )
+    ap.add_argument(
+        "--prune-inlines", action="store_true", help="drop uphill inlines that open nothing (search/idle_inlines.py)"
+    )
     ap.add_argument("--quick", action="store_true", help="3 defs at 50 evaluations, into runs/quick/")
     ap.add_argument("--out", type=Path, help="the results file (default experiments/results/blas_test/searches.jsonl)")
     args = ap.parse_args(argv)
@@ -103,14 +106,21 @@ def main(argv: list[str] | None = None) -> None:
                 "budget": args.budget,
                 "depth": args.depth,
                 "prune_commutes": args.prune_commutes,
+                "prune_inlines": args.prune_inlines,
             }
             todo = [d for d in defs if not results.has(def_=d.name, **run)]
             for d in tqdm(todo, desc=f"blas_test {model}", unit="def", file=sys.stderr):
                 if hasattr(value, "clear"):
                     value.clear()
-                r = search(
-                    d.body, SearchSpec(rules, args.depth, args.budget, value=value, prune_commutes=args.prune_commutes)
+                spec = SearchSpec(
+                    rules,
+                    args.depth,
+                    args.budget,
+                    value=value,
+                    prune_commutes=args.prune_commutes,
+                    prune_inlines=args.prune_inlines,
                 )
+                r = search(d.body, spec)
                 offset = program.def_cost(d.name) - d.body.cost  # best-known costs are whole-def costs
                 results.add(
                     {

@@ -1,11 +1,13 @@
-"""What pruning commutations (search/symmetry.py) does to the searches' results and time.
+"""What pruning commutations (search/symmetry.py) and idle inlines (search/idle_inlines.py) does to
+the searches' results and time on the arithmetic sets.
 
-Run:  python benchmarks/bench_prune_commutes.py [--search astar] [--depth 10] [--budget 5000]
+Run:  python benchmarks/bench_pruning.py [--search astar] [--depth 10] [--budget 5000]
 
 For each arithmetic set of experiments/data/arithmetic_sets.json (with its rule set), searches every
-expression with and without ``prune_commutes`` and prints the total best cost, how many expressions
-end at or below the best-known cost, the seconds of search, and the time ratio (pruned / full),
-measured in one run.  blas_test's figures come from ``experiments/blas_test/run.py --prune-commutes``.
+expression with no pruning, with ``prune_commutes``, and with both, and prints per setting the total
+best cost, how many expressions end at or below the best-known cost, the seconds of search, and the
+time ratio to no pruning, measured in one run.  blas_test's figures come from
+``experiments/blas_test/run.py --prune-commutes --prune-inlines``.
 """
 
 from __future__ import annotations
@@ -37,27 +39,28 @@ def main() -> None:
     search = get_search(args.search)
     sets = json.loads(SETS.read_text())["sets"]
     print(f"{args.search}, depth {args.depth}, {args.budget} evaluations")
-    print("| set | exprs | total best, all | pruned | at best known, all | pruned | s, all | pruned | time ratio |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| set | exprs | pruning | total best | at best known | s | time ratio |")
+    print("|---|---|---|---|---|---|---|")
+    settings = {"none": (False, False), "commutations": (True, False), "both": (True, True)}
     with fewer_gc_pauses():
         for name, s in sets.items():
             rules = get_rule_set(s["rule_set"])
             exprs = [(parse_expr(e["expr"])[0], float(e["best_known_cost"])) for e in s["expressions"]]
-            cells: list[tuple[float, int, float]] = []
-            for prune in (False, True):
+            first = 0.0
+            for label, (commutes, inlines) in settings.items():
                 total, at_best, seconds = 0.0, 0, 0.0
                 for e, best_known in exprs:
+                    spec = SearchSpec(rules, args.depth, args.budget, prune_commutes=commutes, prune_inlines=inlines)
                     started = time.perf_counter()
-                    r = search(e, SearchSpec(rules, args.depth, args.budget, prune_commutes=prune))
+                    r = search(e, spec)
                     seconds += time.perf_counter() - started
                     total += r.best_cost
                     at_best += r.best_cost <= best_known + 1e-9
-                cells.append((total, at_best, seconds))
-            (t0, b0, s0), (t1, b1, s1) = cells
-            print(
-                f"| {name} | {len(exprs)} | {t0:.1f} | {t1:.1f} | {b0} | {b1} | {s0:.1f} | {s1:.1f} | {s1 / s0:.2f} |",
-                flush=True,
-            )
+                first = first or seconds
+                print(
+                    f"| {name} | {len(exprs)} | {label} | {total:.1f} | {at_best} | {seconds:.1f} | {seconds / first:.2f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ Once loaded, Ctrl-C is kept out of code that cannot pass an exception on: a weak
 expression tables drop dead nodes in one) or a finaliser. Python reports a KeyboardInterrupt raised
 there as "Exception ignored in ..." with a traceback, and goes on as if no Ctrl-C had come.
 :func:`interrupt_outside_callbacks` installs a SIGINT handler that, when the signal arrives inside
-one of knossos's weakref callbacks, sends the signal again instead of raising (it is handled at the
-next check, once the callback has returned), and a hook that does the same for a KeyboardInterrupt
-that another library's callback swallowed.
+one of knossos's weakref callbacks, raises KeyboardInterrupt a millisecond later (SIGALRM) instead,
+once the callback has returned, and a hook that does the same for a KeyboardInterrupt that another
+library's callback swallowed.
 """
 
 from __future__ import annotations

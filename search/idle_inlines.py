@@ -18,42 +18,39 @@ occurrences are inlined too, is pruned.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from knossos.expr import Expr
 from knossos.ops import Op
 from rules.actions import Action, site_at
 from rules.rule_set import RuleSet
-from search.symmetry import is_commutation
+from search.symmetry import LocalRules
 
 
 class IdleInlineFilter:
-    """Decides which ``inline_let`` children of a state to keep (see the module docstring)."""
+    """Decides which ``inline_let`` children of a state to keep (see the module docstring), uphill
+    meaning under the search's ``cost``."""
 
-    def __init__(self, rules: RuleSet) -> None:
-        self._others = {op: tuple(r for r in rs if not is_commutation(r)) for op, rs in rules.by_op.items()}
+    def __init__(self, rules: RuleSet, cost: Callable[[Expr], float]) -> None:
+        self._local = LocalRules(rules)
+        self._cost = cost
         #: Inline children pruned so far.
         self.pruned = 0
 
     def keep(self, root: Expr, action: Action, child: Expr) -> bool:
-        if action.rule.name != "inline_let" or child.cost <= root.cost:
+        if action.rule.name != "inline_let" or self._cost(child) <= self._cost(root):
             return True
-        site = site_at(root, action.node)
+        site, numbers = self._local.around(root, action)
         found = site.scope.get(site.node.data)
         if found is not None:  # the last occurrence: delete_let follows
             let_after = site_at(child, found[1]).node
             if let_after.op is Op.LET and let_after.args[0].data not in let_after.args[2].free:
                 return True
-        numbers = [action.node] + ([site.parent[1]] if site.parent is not None else [])
-        if self._matches(child, numbers) - self._matches(root, numbers):
+        if self._matched(child, numbers) - self._matched(root, numbers):
             return True
         self.pruned += 1
         return False
 
-    def _matches(self, root: Expr, numbers: list[int]) -> set[tuple[int, str]]:
+    def _matched(self, root: Expr, numbers: list[int]) -> set[tuple[int, str]]:
         """(node, rule) of every rule other than a commutation that matches ``root`` at ``numbers``."""
-        out: set[tuple[int, str]] = set()
-        for number in numbers:
-            site = site_at(root, number)
-            for rule in self._others.get(site.node.op, ()):
-                if rule.match(site) is not None:
-                    out.add((number, rule.name))
-        return out
+        return {(site.number, rule.name) for site, rule, _ in self._local.matches(root, numbers)}

@@ -50,7 +50,7 @@ class Transitions:
         if prune_commutes:
             self.filters.append(CommuteFilter(rules))
         if prune_inlines:
-            self.filters.append(IdleInlineFilter(rules))
+            self.filters.append(IdleInlineFilter(rules, cost))
         self._children: dict[Expr, list[tuple[Action, Expr]]] = {}
         #: Expressions whose successors were computed (cache misses).
         self.expanded = 0

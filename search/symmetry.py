@@ -16,10 +16,13 @@ the tree, is pruned.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from knossos.expr import Expr
 from knossos.ops import Op
 from rules.actions import Action, site_at
-from rules.rule import Rule, TableRule
+from rules.rule import Rule, Site, TableRule
 from rules.rule_set import RuleSet
 
 #: Ops whose operands commute (canonical forms sort them).
@@ -34,21 +37,43 @@ def is_commutation(rule: Rule) -> bool:
     return rule.lhs_text.split() == [f"({op}", "?a", "?b)"] and rule.rhs_text.split() == [f"({op}", "?b", "?a)"]
 
 
+class LocalRules:
+    """The rules of a set other than its commutations, asked at an action's node and its parent:
+    what both pruning filters compare before and after a step (here and search/idle_inlines.py)."""
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.commutations = frozenset(r for r in rules.rules if is_commutation(r))
+        self._by_op = {op: tuple(r for r in rs if r not in self.commutations) for op, rs in rules.by_op.items()}
+
+    def around(self, root: Expr, action: Action) -> tuple[Site, list[int]]:
+        """The site of ``action`` in ``root``, and the numbers of its node and of its parent.  A step
+        at a node keeps the numbers of the node and its ancestors, so they name the same places after."""
+        site = site_at(root, action.node)
+        return site, [action.node] + ([site.parent[1]] if site.parent is not None else [])
+
+    def matches(self, root: Expr, numbers: list[int]) -> Iterator[tuple[Site, Rule, Any]]:
+        """(site, rule, what it matched) of every such rule that matches ``root`` at ``numbers``."""
+        for number in numbers:
+            site = site_at(root, number)
+            for rule in self._by_op.get(site.node.op, ()):
+                found = rule.match(site)
+                if found is not None:
+                    yield site, rule, found
+
+
 class CommuteFilter:
     """Decides which commutation children of a state to keep (see the module docstring)."""
 
     def __init__(self, rules: RuleSet) -> None:
-        self.commutations = frozenset(r for r in rules.rules if is_commutation(r))
-        self._others = {op: tuple(r for r in rs if r not in self.commutations) for op, rs in rules.by_op.items()}
+        self._local = LocalRules(rules)
         self._canonical: dict[Expr, Expr] = {}
         #: Commutation children pruned so far.
         self.pruned = 0
 
     def keep(self, root: Expr, action: Action, child: Expr) -> bool:
-        if action.rule not in self.commutations:
+        if action.rule not in self._local.commutations:
             return True
-        site = site_at(root, action.node)
-        numbers = [action.node] + ([site.parent[1]] if site.parent is not None else [])
+        _, numbers = self._local.around(root, action)
         after = self._local_results(child, numbers)
         if after and not after <= self._local_results(root, numbers):
             return True
@@ -61,13 +86,9 @@ class CommuteFilter:
         only below the swapped node, which these rewrites replace whole, so comparing replacements
         compares the resulting expressions."""
         out: set[tuple[int, Expr]] = set()
-        for number in numbers:
-            site = site_at(root, number)
-            for rule in self._others.get(site.node.op, ()):
-                found = rule.match(site)
-                if found is not None:
-                    target, replacement = rule.rewrite(site, found)
-                    out.add((target, self.canonical(replacement)))
+        for site, rule, found in self._local.matches(root, numbers):
+            target, replacement = rule.rewrite(site, found)
+            out.add((target, self.canonical(replacement)))
         return out
 
     def canonical(self, e: Expr) -> Expr:

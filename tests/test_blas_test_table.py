@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from experiments.blas_test.run import best_known
 from experiments.summary import blas_test_table
 from knossos.parser import load_program
@@ -97,3 +99,18 @@ def test_value_error_compares_a_models_predictions_with_what_search_reaches() ->
     _, _, states, spread, error, _ = row.split("|")
     assert int(states) > 0 and float(spread.replace(",", "")) >= 0
     assert float(error.split("(")[0].replace(",", "")) >= 0 and error.strip().endswith("%)")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["experiments/blas_test/value_error.py", "--defs", "no_such_def"],
+        ["experiments/blas_test/value_error.py", "--models", "no_such_model.pt", "--defs", "amxpmy"],
+        ["experiments/blas_test/run.py", "--quick", "--models", "no_such_model.pt"],
+    ],
+    ids=["unknown-def", "missing-model", "run-missing-model"],
+)
+def test_bad_arguments_are_one_line_errors(argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

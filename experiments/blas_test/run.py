@@ -34,6 +34,7 @@ from tqdm import tqdm  # noqa: E402
 
 from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
+from knossos.errors import KsError  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
@@ -99,7 +100,10 @@ def main(argv: list[str] | None = None) -> None:
     rules = get_rule_set(RULES)
     with fewer_gc_pauses():
         for model in [m.strip() for m in args.models.split(",") if m.strip()]:
-            value = load_value_function(model)
+            try:
+                value = load_value_function(model)
+            except KsError as err:
+                raise SystemExit(str(err)) from None
             run = {
                 "model": model,
                 "search": args.search,

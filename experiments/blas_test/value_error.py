@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app.models import load_value_function  # noqa: E402
+from knossos.errors import KsError  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
@@ -42,13 +43,20 @@ def main() -> None:
     ap.add_argument("--within", type=float, default=0.3, help="states costing at most (1 + this) x the start")
     args = ap.parse_args()
     program = load_program(PROGRAM)
+    names = args.defs.split(",")
+    unknown = [n for n in names if n not in program.defs]
+    if unknown:
+        raise SystemExit(f"value_error.py: error: no def {', '.join(unknown)} in {PROGRAM.name}")
     rules = get_rule_set("ml_rules_no_bind")
-    models = {m: load_value_function(m, scale=1.0) for m in args.models.split(",") if m}
+    try:
+        models = {m: load_value_function(m, scale=1.0) for m in args.models.split(",") if m}
+    except KsError as err:
+        raise SystemExit(str(err)) from None
     print(f"pseudo-beam, commutations pruned, depth {DEPTH}, {args.budget} evaluations; targets at {args.steps} steps")
     print("| def | states | spread of true final costs | " + " | ".join(f"{m}: median error" for m in models) + " |")
     print("|---|---|---|" + "---|" * len(models))
     with fewer_gc_pauses():
-        for name in args.defs.split(","):
+        for name in names:
             d = program.defs[name]
             result = pseudo_beam(d.body, SearchSpec(rules, DEPTH, args.budget, prune_commutes=True))
             targets = result.graph.value_targets()

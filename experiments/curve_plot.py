@@ -5,6 +5,7 @@ baselines and reference costs as horizontal lines."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ def plot(exp: CurveExperiment, rows: list[dict[str, Any]], out: Path) -> None:
     budgets = [b for b in budgets if b is not None]
     if not budgets:
         raise SystemExit(f"plot.py: error: no agent or baseline rows in the results of {exp.figure}")
-    fig, axes = plt.subplots(1, len(budgets), figsize=(6.4 * len(budgets), 4.6), squeeze=False, sharey=True)
+    # constrained layout leaves room for the legend below the plots, where it hides no curve
+    fig, axes = plt.subplots(
+        1, len(budgets), figsize=(6.4 * len(budgets), 6.4), squeeze=False, sharey=True, layout="constrained"
+    )
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     labels = {a.name: a.label for a in exp.agents} | {b.name: b.label for b in exp.baselines}
     references = {"initial": ("initial cost", "black", ":"), "best_known": ("best known", "green", "--")}
@@ -81,9 +85,10 @@ def plot(exp: CurveExperiment, rows: list[dict[str, Any]], out: Path) -> None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("total best cost on the test set")
-    axes[0][-1].legend(fontsize=8, loc="best")
-    fig.suptitle(exp.title + (f"\n({exp.reduced})" if exp.reduced else ""), fontsize=10)
-    fig.tight_layout()
+    handles, texts = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, texts, fontsize=8, loc="outside lower center", ncol=1 if len(budgets) == 1 else 2)
+    title = textwrap.fill(exp.title, 80 * len(budgets))  # a long title would run off a narrow figure
+    fig.suptitle(title + (f"\n({exp.reduced})" if exp.reduced else ""), fontsize=10)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)

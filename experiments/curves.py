@@ -57,6 +57,8 @@ class Baseline:
     seeded: bool = False
     #: Whether it prunes commutations that enable nothing (search/symmetry.py).
     prune_commutes: bool = False
+    #: Whether it prunes uphill inlines that open nothing (search/idle_inlines.py).
+    prune_inlines: bool = False
     #: Its depth (None: the config's).
     depth: int | None = None
 
@@ -133,7 +135,14 @@ def run(
             for seed in range(exp.repetitions if baseline.seeded else 1):
                 if not results.has(kind="baseline", agent=baseline.name, seed=seed, epoch=None, budget=budget):
                     costs = _search_all(
-                        config, targets, baseline.search, budget, None, seed, baseline.prune_commutes, baseline.depth
+                        config,
+                        targets,
+                        baseline.search,
+                        budget,
+                        None,
+                        seed,
+                        (baseline.prune_commutes, baseline.prune_inlines),
+                        baseline.depth,
                     )
                     results.add(_row("baseline", baseline.name, seed, None, budget, costs))
                     _say(quiet, f"{exp.figure}: {baseline.name} (budget {budget}, seed {seed}): {sum(costs):g}")
@@ -203,7 +212,8 @@ def _train_agent(
                 kind="agent", agent=agent.name, seed=seed, epoch=epoch, budget=budget
             ):
                 continue
-            costs = _search_all(trained, targets, search, budget, weights_path(out, epoch), seed)
+            pruning = (trained.search.prune_commutes, trained.search.prune_inlines)
+            costs = _search_all(trained, targets, search, budget, weights_path(out, epoch), seed, pruning)
             results.add(_row("agent", agent.name, seed, epoch, budget, costs))
             _say(quiet, f"{exp.figure}: {agent.name} seed {seed} epoch {epoch} at budget {budget}: {sum(costs):g}")
 
@@ -242,11 +252,11 @@ def _search_all(
     budget: int,
     weights: Path | None,
     seed: int,
-    prune_commutes: bool = False,
+    pruning: tuple[bool, bool] = (False, False),
     depth: int | None = None,
 ) -> list[float]:
     """The best cost ``search`` reaches on each target (zero value function unless ``weights``), at
-    the config's depth unless ``depth``."""
+    the config's depth unless ``depth``; ``pruning``: whether it prunes commutations and idle inlines."""
     from app.models import load_value_function
     from knossos.perf import fewer_gc_pauses
     from rules.sets import get_rule_set
@@ -262,7 +272,8 @@ def _search_all(
         value=value,
         seed=seed,
         batch_size=config.search.batch_size,
-        prune_commutes=prune_commutes,
+        prune_commutes=pruning[0],
+        prune_inlines=pruning[1],
     )
     with fewer_gc_pauses():
         return [float(get_search(search)(t.expr, spec).best_cost) for t in targets]

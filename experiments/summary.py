@@ -318,10 +318,11 @@ BLAS_TEST_COLUMNS: list[BlasTestRun] = [
     ("none", "astar", 5000, 30, False, False),
     ("blas_astar", "astar", 5000, 30, False, False),
     ("none", "beam", 5000, 60, False, False),
-    ("blas", "beam", 5000, 60, False, False),
+    ("blas_beam", "beam", 5000, 60, False, False),
     ("none", "pseudo-beam", 5000, 60, False, False),
     ("none", "pseudo-beam", 5000, 60, True, False),
     ("none", "pseudo-beam", 5000, 99, True, True),
+    ("blas", "pseudo-beam", 5000, 99, True, True),
 ]
 
 

@@ -1,5 +1,5 @@
-"""The program models that ship as ``--model blas`` (gnn/models/blas.pt, configs/blas_beam.yaml) and
-``--model blas_astar`` (gnn/models/blas_astar.pt, configs/blas_tree.yaml)."""
+"""The program models that ship as ``--model blas`` (gnn/models/blas.pt, configs/blas_pruned.yaml),
+``--model blas_beam`` (configs/blas_beam.yaml) and ``--model blas_astar`` (configs/blas_tree.yaml)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,26 @@ from conftest import ROOT
 PROGRAMS = ROOT / "experiments" / "data" / "programs"
 
 
-@pytest.mark.parametrize(("name", "search", "depth"), [("blas", "beam", 60), ("blas_astar", "astar", 30)])
-def test_the_blas_models_load_with_their_search_defaults(name: str, search: str, depth: int) -> None:
+PRUNED = {"prune_commutes": True, "prune_inlines": True}
+
+
+@pytest.mark.parametrize(
+    ("name", "defaults"),
+    [
+        ("blas", {"depth": 99, "search": "pseudo-beam", **PRUNED}),
+        ("blas_beam", {"depth": 60, "search": "beam"}),
+        ("blas_astar", {"depth": 30, "search": "astar"}),
+    ],
+)
+def test_the_blas_models_load_with_their_search_defaults(name: str, defaults: dict[str, object]) -> None:
     path = shipped_model(name)
     assert path is not None
     state = load_checkpoint(path)
     assert state["model_config"]["kind"] == "tree" and state["model_config"]["cost_normalization"] == "log"
-    assert load_value_function(path).trained_for == {"depth": depth, "search": search}
+    assert load_value_function(path).trained_for == defaults
 
 
-@pytest.mark.parametrize("name", ["blas", "blas_astar"])
+@pytest.mark.parametrize("name", ["blas", "blas_beam", "blas_astar"])
 def test_the_blas_models_never_saw_a_def_that_is_only_in_blas_test(name: str) -> None:
     path = shipped_model(name)
     assert path is not None
@@ -38,7 +48,7 @@ def test_the_blas_models_never_saw_a_def_that_is_only_in_blas_test(name: str) ->
     assert data["test"]["file"] == data["train"]["file"]  # epochs were chosen on training defs
 
 
-def test_optimize_with_the_blas_model_uses_its_search_and_depth() -> None:
+def test_optimize_with_the_blas_model_uses_its_search_depth_and_pruning() -> None:
     command = [sys.executable, "optimize.py", str(PROGRAMS / "blas_test.kso"), "--def", "scal"]
     done = subprocess.run(
         [*command, "--rules", "ml_rules_no_bind", "--model", "blas", "--budget", "200", "--json", "--quiet"],
@@ -49,5 +59,6 @@ def test_optimize_with_the_blas_model_uses_its_search_and_depth() -> None:
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["depth"] == 60 and report["search"] == "beam"
+    assert report["depth"] == 99 and report["search"] == "pseudo-beam"
+    assert report["prune_commutes"] and report["prune_inlines"]
     assert report["best_cost"] < report["start_cost"]

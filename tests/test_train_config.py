@@ -51,6 +51,7 @@ def test_every_shipped_config_is_listed() -> None:
         "blas.yaml",
         "blas_beam.yaml",
         "blas_pbeam.yaml",
+        "blas_pruned.yaml",
         "blas_sym.yaml",
         "blas_tree.yaml",
         "bootstrap.yaml",

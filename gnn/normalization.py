@@ -15,6 +15,9 @@ import numpy as np
 
 from gnn.config import COST_NORMALIZATIONS, CostNormalization
 
+#: The most a log-scale value may say the cost grows by: e^30 times (see :func:`from_network`).
+LARGEST_LOG_GROWTH = 30.0
+
 
 def check_normalization(name: str) -> str:
     if name not in COST_NORMALIZATIONS:
@@ -35,5 +38,7 @@ def from_network(name: CostNormalization, costs: np.ndarray, table: np.ndarray) 
     if name == "none":
         return table
     c = np.maximum(np.asarray(costs, dtype=np.float64), 0.0)[:, None]
-    out: np.ndarray = (1.0 + c) * -np.expm1(-table)
+    # targets are never negative (the best reachable cost is at most the cost); a network's negative
+    # output is read as a growth of the cost by at most e^30 rather than overflowing to -inf
+    out: np.ndarray = (1.0 + c) * -np.expm1(-np.maximum(table, -LARGEST_LOG_GROWTH))
     return out

@@ -181,3 +181,11 @@ def test_a_tiny_tree_run_with_log_targets_fits_to_a_plateau(tmp_path: Path) -> N
     assert value.config.cost_normalization == "log"  # type: ignore[union-attr]
     with pytest.raises(KsUsageError, match=r"training\.fit_patience"):
         load_config(ROOT / "configs" / "bootstrap.yaml", ["training.fit_patience=-1"])
+
+
+def test_a_very_negative_log_value_is_a_large_finite_growth(recwarn: pytest.WarningsRecorder) -> None:
+    """A network's output far below zero (no target is) reads as the cost growing e^30-fold, not as
+    an overflow to -inf with a RuntimeWarning."""
+    out = from_network("log", np.array([10.0, 10.0]), np.array([[-1000.0], [-30.0]]))
+    assert np.all(np.isfinite(out)) and out[0, 0] == out[1, 0] < -1e13
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -328,6 +329,19 @@ LOOPS = r"""
   (build n (lam (i : Integer) (let (i (div i 2)) (index i v)))))
 (def reuse (Vec Float) ((v : Vec Float) (x : Float))
   (build (size v) (lam (i : Integer) (add (sum v) (if (gt x 0.0) (sum v) (index i v))))))
+(def gemm_fused (Vec (Vec Float)) ((x : Float) (a : Vec (Vec Float)) (b : Vec (Vec Float)) (y : Float)
+                                   (c : Vec (Vec Float)))
+  (let (n (size (index 0 b)))
+    (build (size a) (lam (i : Integer)
+      (build n (lam (k : Integer)
+        (add (mul x (sumbuild (size b) (lam (j : Integer) (mul (index j (index i a)) (index k (index j b))))))
+             (mul y (index k (index i c))))))))))
+(def sum_in_a_branch (Vec Float) ((m : Vec (Vec Float)) (v : Vec Float) (x : Float))
+  (build (size v) (lam (k : Integer)
+    (if (gt x 0.0) (sumbuild (size m) (lam (j : Integer) (mul (index j v) (index k (index j m))))) x))))
+(def sum_of_a_let (Vec Float) ((m : Vec (Vec Float)) (v : Vec Float))
+  (build (size v) (lam (k : Integer)
+    (let (w (index k v)) (add w (sumbuild (size m) (lam (j : Integer) (mul w (index k (index j m))))))))))
 """
 
 
@@ -368,9 +382,16 @@ def test_loops_match_interpreter() -> None:
         ("loop_var_shadowed", [[1.0, 2.0, 3.0], 0]),
         ("reuse", [[1.0, 2.0], 1.0]),
         ("reuse", [[1.0, 2.0], -1.0]),
+        ("gemm_fused", [2.0, sq, [[1.5, -2.0, 1.0], [0.5, 4.0, -3.0]], -1.0, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]),
+        ("gemm_fused", [2.0, sq, sq, -1.0, [[1.0, 2.0], [3.0]]]),  # a short row of c: out of range
+        ("gemm_fused", [2.0, sq, [[1.0, 2.0], [3.0]], -1.0, sq]),  # a short row of b: out of range
+        ("gemm_fused", [2.0, [], sq, -1.0, []]),
+        ("sum_in_a_branch", [sq, [1.0, 2.0], 1.0]),
+        ("sum_in_a_branch", [[[1.0]], [1.0, 2.0], -1.0]),  # the sum that would fail never runs
+        ("sum_of_a_let", [sq, [1.0, 2.0]]),
     ]
     values, failures = compare(program, compiled, calls)
-    assert values == 22 and failures == 10
+    assert values == 27 and failures == 12
 
 
 def test_row_wise_sums_add_in_the_order_of_the_program() -> None:
@@ -397,6 +418,37 @@ def test_row_wise_sums_add_in_the_order_of_the_program() -> None:
     multiply = gemm.split("ks_matrix_matrix_multiply(const", 2)[2].split("\n}\n", 1)[0]
     innermost = multiply.rsplit("for (", 1)[1]  # reads rows, with no check per element
     assert "+= " in innermost and "ks::index" not in innermost
+
+
+def test_a_sum_inside_each_element_is_computed_row_wise_first() -> None:
+    """Fused GEMM: the element is alpha * (sum over j) + beta * c[i][k]; the sums of a row go first,
+    j outside k, and the element loop reads them.  Not where the sum may not run (an if branch) or
+    depends on a let of the element."""
+    program = parse_program(LOOPS, "loops.ks")
+
+    def innermost_sum_loop(name: str) -> str:
+        source = emit_program(program, [name], include_runtime=False)
+        body = source.split(f"ks_{name}(", 2)[2].split("\n}\n", 1)[0]
+        return body.split("+= ", 1)[0].rsplit("for (", 1)[1]
+
+    assert "_k = 0;" in innermost_sum_loop("gemm_fused")  # k inside j: reads rows of b
+    assert "_j = 0;" in innermost_sum_loop("sum_in_a_branch")
+    assert "_j = 0;" in innermost_sum_loop("sum_of_a_let")
+    rng = random.Random(5)
+    a = [[rng.choice([1e16, 1.0, -1e16, 0.5]) for _ in range(4)] for _ in range(3)]
+    b = [[rng.choice([1.0, -1.0, 1e-3, 7.0]) for _ in range(5)] for _ in range(4)]
+    c = [[rng.random() for _ in range(5)] for _ in range(3)]
+    want = [
+        [2.0 * sum_in_order(a[i][j] * b[j][k] for j in range(4)) - 0.5 * c[i][k] for k in range(5)] for i in range(3)
+    ]
+    assert run_def(program, "gemm_fused", [2.0, a, b, -0.5, c], extra_flags=TEST_FLAGS) == want
+
+
+def sum_in_order(terms: Iterable[float]) -> float:
+    acc = 0.0
+    for t in terms:
+        acc += t
+    return acc
 
 
 def test_adding_zeros_keeps_signs_of_zeros() -> None:

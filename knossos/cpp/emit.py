@@ -15,7 +15,7 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
                            constant or a variable other than ``i`` is ``ks::const_vec`` (lazy, no
                            allocation per element: reverse-mode code writes zero vectors like that);
                            ``(build n (lam k (sumbuild m (lam j e))))`` with ``e`` a Float is computed
-                           row-wise (see Loops)
+                           row-wise, also where the sum is an operand of the element (see Loops)
 ``sumbuild``               a loop accumulating into a dense copy of the first iteration's value, the
                            others added in place (``ks::add_inplace``), with the arena reset after each
                            later iteration when the body may allocate; Float/Integer accumulate in a scalar
@@ -45,7 +45,10 @@ depends on ``k`` and allocates nothing, and that reads no ``(index j v)`` with `
 ``k`` (a column walk), is computed with the ``j`` loop outside the ``k`` loop: each element starts
 at +0.0 and adds the terms in the order of ``j``, as the sum of the program does, so the result is
 the same to the bit; the ``k`` loop then reads rows and vectorises (a matrix product written as
-dot products runs as the row-by-row loop one would write by hand).  Errors: the same calls fail, possibly with another of their errors first.
+dot products runs as the row-by-row loop one would write by hand).  Where such a sum is not the
+element itself but one that every element evaluates (``(add (mul alpha (sumbuild ...)) ...)``, GEMM
+once its temporaries are fused, about 8 times slower element by element), the sums of all ``k`` go
+first, row-wise, into a vector, and the element loop reads them from it.  Errors: the same calls fail, possibly with another of their errors first.
 
 Identifiers.  No text of the input ever reaches the C++ source: a def ``f`` becomes ``ks_`` followed by
 :func:`escape_name` of ``f`` (ASCII letters but ``Z``, digits and single underscores kept, every other
@@ -267,10 +270,13 @@ def _strict_children(node: Expr) -> list[Expr]:
     return list(args)
 
 
-def _loop_invariants(body: Expr, var: str, varying: frozenset[str]) -> tuple[list[Expr], list[Expr]]:
+def _loop_invariants(
+    body: Expr, var: str, varying: frozenset[str], done: Expr | None = None
+) -> tuple[list[Expr], list[Expr]]:
     """What a loop over ``var`` whose iterations evaluate ``body`` can do once, before the first.
 
-    ``varying`` are the variables that change between iterations (``var`` among them).  Returns the
+    ``varying`` are the variables that change between iterations (``var`` among them); ``done``, a
+    subexpression computed before the loop already (a row-wise sum), is not looked into.  Returns the
     largest subexpressions that every iteration evaluates and that depend neither on those nor on
     a variable bound inside ``body``, in evaluation order (each iteration would compute the same
     value); and the ``(index var v)`` that every iteration evaluates with such a ``v`` (the loop
@@ -289,7 +295,7 @@ def _loop_invariants(body: Expr, var: str, varying: frozenset[str]) -> tuple[lis
         if isinstance(item, tuple):
             bound[item[0]] = bound.get(item[0], 0) + item[1]
             continue
-        if item.op is Op.CONST or item.op is Op.VAR:
+        if item.op is Op.CONST or item.op is Op.VAR or item is done:
             continue
         if invariant(item):
             hoisted.setdefault(id(item), item)
@@ -496,17 +502,28 @@ class _FunctionEmitter:
             return self.bind(node.type, f"ks::const_vec<{elem}>({n}, {value})")
         result = self.fresh()
         self.line(f"const {cpp_type(node.type)} {result} = ks::make_vec<{elem}>({n});")
-        if self._row_wise(node):
+        sums = self._row_sum(node)
+        if sums is body:
             yield from self._sum_rows(n, result, var.data, body)
             return result
+        sums_by_row = None
+        if sums is not None:  # the sums first, row-wise, into a vector the element loop then reads
+            sums_by_row = self.fresh()
+            self.line(f"const ks::Vec<double> {sums_by_row} = ks::make_vec<double>({n});")
+            yield from self._sum_rows(n, sums_by_row, var.data, sums)
         i = self.fresh_var(var.data)
 
         def store() -> Step:
-            value = yield from self._in_scope(var.data, i, body)
+            saved = self._push(var.data, i)
+            if sums is not None:
+                value = self.bind(FLOAT, f"{sums_by_row}.data[{i}]")
+                self._hoisted[id(sums)] = (sums, value, self._bindings(sums))
+            value = yield body
+            self._pop(var.data, saved)
             self.line(f"{result}.data[{i}] = {value};")
             return value
 
-        yield from self._loop(n, i, var.data, body, frozenset({var.data}), store)
+        yield from self._loop(n, i, var.data, body, frozenset({var.data}), store, done=sums)
         return result
 
     def _loop(
@@ -518,12 +535,13 @@ class _FunctionEmitter:
         varying: frozenset[str],
         emit: Callable[[], Step],
         nonempty: bool = False,
+        done: Expr | None = None,
     ) -> Step:
         """``for`` ``i`` in [0, ``n``) around ``emit()``, which evaluates ``body`` with ``var`` bound to ``i``
         (and ``varying``, ``var`` among them, changing between iterations); what every iteration would
-        compute alike is computed once before the loop (see :func:`_loop_invariants`), inside
-        ``if (n > 0)`` unless ``nonempty`` says the loop runs."""
-        hoisted, ranged = _loop_invariants(body, var, varying)
+        compute alike is computed once before the loop (see :func:`_loop_invariants`; ``done`` is
+        not looked into), inside ``if (n > 0)`` unless ``nonempty`` says the loop runs."""
+        hoisted, ranged = _loop_invariants(body, var, varying, done)
         saved = dict(self._hoisted), set(self._in_range)
         guard = bool(hoisted or ranged) and not nonempty
         if guard:
@@ -548,14 +566,36 @@ class _FunctionEmitter:
         self._hoisted, self._in_range = saved
         return i
 
-    def _row_wise(self, node: Expr) -> bool:
-        """Whether ``(build n (lam k (sumbuild m (lam j e))))`` is better computed with ``j`` outside
-        (see Loops): ``e`` a Float depending on ``k``, allocating nothing, walking no column."""
+    def _row_sum(self, node: Expr) -> Expr | None:
+        """The ``(sumbuild m (lam j e))`` of ``(build n (lam k body))`` that is better computed for
+        every ``k`` at once with ``j`` outside (see Loops): one that ``body`` evaluates whatever the
+        values (``body`` itself, or inside arithmetic and lets around it), ``e`` a Float depending on
+        ``k``, allocating nothing, walking no column, and depending on nothing ``body`` binds."""
         _, var, body = node.args
-        if body.op is not Op.SUMBUILD or body.type is not FLOAT:
-            return False
-        size, j, e = body.args
         k = var.data
+        bound: dict[str, int] = {}  # variables bound inside body, on the way down -> how many times
+        stack: list[Expr | tuple[str, int]] = [body]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, tuple):
+                bound[item[0]] = bound.get(item[0], 0) + item[1]
+                continue
+            if (
+                item.op is Op.SUMBUILD
+                and item.type is FLOAT
+                and self._sums_rows(item, k)
+                and not any(bound.get(x) for x in item.free)
+            ):
+                return item
+            if item.op is Op.LET:
+                name = item.args[0].data
+                stack += [(name, -1), item.args[2], (name, 1), item.args[1]]
+            else:
+                stack.extend(reversed(_strict_children(item)))
+        return None
+
+    def _sums_rows(self, sums: Expr, k: str) -> bool:
+        size, j, e = sums.args
         return (
             k != j.data
             and k not in size.free

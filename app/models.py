@@ -1,6 +1,6 @@
 """Value functions by name, for the command line: ``none`` (zero), the name of a model that ships with
-the package (``default``, ``ggnn``, ``tree_online``, ``blas``, ``blas_beam``, ``blas_astar``: the files of
-``gnn/models/``) or a checkpoint
+the package (``default``, ``ggnn``, ``tree_online``, ``blas``, ``blas_beam``, ``blas_astar``, ``cnn``: the
+files of ``gnn/models/``) or a checkpoint
 written by train.py or ``python -m gnn.export``; and the argparse type of a value scale."""
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ def table(runs: list[Path]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
     try:
         if not args:
             raise KsUsageError("usage: python -m gnn.report RUN [RUN ...]")

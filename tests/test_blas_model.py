@@ -1,5 +1,7 @@
 """The program models that ship as ``--model blas`` (gnn/models/blas.pt, configs/blas_pruned.yaml),
-``--model blas_beam`` (configs/blas_beam.yaml) and ``--model blas_astar`` (configs/blas_tree.yaml)."""
+``--model blas_beam`` (configs/blas_beam.yaml), ``--model blas_astar`` (configs/blas_tree.yaml) and
+``--model cnn`` (Figure 6b's ``tree_pruned`` agent: configs/cnn.yaml with experiments/tree_beam.py's
+TREE_PRUNED)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ PRUNED = {"prune_commutes": True, "prune_inlines": True}
         ("blas", {"depth": 99, "search": "pseudo-beam", **PRUNED}),
         ("blas_beam", {"depth": 60, "search": "beam"}),
         ("blas_astar", {"depth": 30, "search": "astar"}),
+        ("cnn", {"depth": 99, "search": "pseudo-beam", **PRUNED}),
     ],
 )
 def test_the_blas_models_load_with_their_search_defaults(name: str, defaults: dict[str, object]) -> None:
@@ -62,3 +65,13 @@ def test_optimize_with_the_blas_model_uses_its_search_depth_and_pruning() -> Non
     assert report["depth"] == 99 and report["search"] == "pseudo-beam"
     assert report["prune_commutes"] and report["prune_inlines"]
     assert report["best_cost"] < report["start_cost"]
+
+
+def test_the_cnn_model_never_saw_rev_conv1d() -> None:
+    path = shipped_model("cnn")
+    assert path is not None
+    data = load_checkpoint(path)["config"]["data"]
+    assert data["train"]["file"] == "experiments/data/programs/conv1d_rev_train.kso"
+    assert data["train"]["defs"] == ["rev$matrix_multiply", "rev$matrix_multiply_transpose"]
+    # the file holds rev$conv1d too; the config trains on the other two only
+    assert "rev$conv1d" in {d.name for d in load_program(PROGRAMS / "conv1d_rev_train.kso").targets}

@@ -47,7 +47,7 @@ def test_new_checkpoints_store_the_vocabulary(tmp_path: Path) -> None:
     load_value_function(path)
 
 
-@pytest.mark.parametrize("name", ["default", "ggnn", "blas", "blas_beam", "blas_astar", "tree_online"])
+@pytest.mark.parametrize("name", ["default", "ggnn", "blas", "blas_beam", "blas_astar", "cnn", "tree_online"])
 def test_shipped_models_written_before_the_vocabulary_load_with_todays_order(name: str) -> None:
     path = shipped_model(name)
     assert path is not None

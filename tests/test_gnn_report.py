@@ -62,3 +62,9 @@ def test_a_run_of_another_kind_is_a_one_line_error(tmp_path: Path, capsys: pytes
     assert main([str(run)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "metrics.jsonl:1:1: error: not the metrics of a train.py epoch" in err[0]
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_prints_the_usage(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([flag]) == 0
+    assert "python -m gnn.report RUN" in capsys.readouterr().out

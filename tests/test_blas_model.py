@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gnn.checkpoint import load_checkpoint, load_value_function, shipped_model
+from gnn.checkpoint import load_checkpoint, load_value_function, shipped_model, value_scale_of
 from knossos.parser import load_program
 
 from conftest import ROOT
@@ -37,6 +37,13 @@ def test_the_blas_models_load_with_their_search_defaults(name: str, defaults: di
     state = load_checkpoint(path)
     assert state["model_config"]["kind"] == "tree" and state["model_config"]["cost_normalization"] == "log"
     assert load_value_function(path).trained_for == defaults
+
+
+@pytest.mark.parametrize(("name", "scale"), [("blas", 0.1), ("blas_beam", 0.2), ("blas_astar", 0.5), ("cnn", 0.5)])
+def test_the_program_models_search_with_the_value_scale_chosen_for_them(name: str, scale: float) -> None:
+    path = shipped_model(name)
+    assert path is not None
+    assert value_scale_of(load_checkpoint(path)) == scale
 
 
 @pytest.mark.parametrize("name", ["blas", "blas_beam", "blas_astar"])

@@ -45,5 +45,5 @@ EXPERIMENT = CurveExperiment(
         "model.steps=2",
     ),
     quick_budgets=(20,),
-    reduced="1 seed instead of 10, 10 epochs instead of 30; 64 features",
+    reduced="1 seed instead of 10 (3 for the pruned agent, --repetitions 3), 10 epochs instead of 30; 64 features",
 )

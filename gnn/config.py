@@ -191,6 +191,11 @@ class TrainingConfig:
     #: Evaluations of the warm-up searches (0: search.budget): plain A* is cheap, and a larger
     #: search finds better targets.
     warmup_budget: int = 0
+    #: A curriculum: the training expressions named here are not searched before epoch
+    #: ``later_from_epoch`` (GEMM after its stepping stones and the primitives, say); the others are
+    #: drawn from the first epoch on.
+    later_defs: list[str] = field(default_factory=list)
+    later_from_epoch: int = 1
     #: At most this many samples from each training search, drawn at random, half of them expanded
     #: states and half passed over where there are enough of both (0: all).
     samples_per_search: int = 0
@@ -265,6 +270,7 @@ class TrainConfig:
             ("training.replay_epochs", self.training.replay_epochs),
             ("training.batch_size", self.training.batch_size),
             ("training.eval_every", self.training.eval_every),
+            ("training.later_from_epoch", self.training.later_from_epoch),
         ):
             if value < 1:
                 raise bad(key, f"must be at least 1, not {value}")

@@ -129,6 +129,14 @@ class Trainer:
         self.progress = progress
         self.train_set = load_targets(config.data.train, "data.train")
         self.test_set = load_targets(config.data.test, "data.test")
+        names = {t.name for t in self.train_set}
+        for name in config.training.later_defs:
+            if name not in names:
+                raise KsUsageError(f"training.later_defs: '{name}' is not one of the training expressions (data.train)")
+        if config.training.later_from_epoch > 1 and names <= set(config.training.later_defs):
+            raise KsUsageError(
+                "training.later_defs: names every training expression; nothing is left for the first epochs"
+            )
         self.rules = get_rule_set(config.rules)
         torch.manual_seed(config.training.seed)
         self.rng = np.random.default_rng(config.training.seed)
@@ -216,11 +224,22 @@ class Trainer:
         drawn: the other searches use none)."""
         return [int(self.rng.integers(2**31)) if algorithm == "mcts" else 0 for _ in range(n)]
 
+    def drawn_from(self) -> list[int]:
+        """The training expressions (indices) this epoch may search: all but ``training.later_defs``
+        before epoch ``training.later_from_epoch``, all from then on."""
+        t = self.config.training
+        everything = list(range(len(self.train_set)))
+        if self.epoch + 1 >= t.later_from_epoch or not t.later_defs:
+            return everything
+        later = set(t.later_defs)
+        return [i for i in everything if self.train_set[i].name not in later]
+
     def run_epoch(self) -> EpochMetrics:
         cfg = self.config
         started = time.perf_counter()
-        k = min(cfg.training.exprs_per_epoch, len(self.train_set))
-        chosen = sorted(int(i) for i in self.rng.choice(len(self.train_set), size=k, replace=False))
+        pool = self.drawn_from()
+        k = min(cfg.training.exprs_per_epoch, len(pool))
+        chosen = sorted(pool[int(i)] for i in self.rng.choice(len(pool), size=k, replace=False))
         samples: list[Sample] = []
         evaluations = 0
         guided = self.epoch >= cfg.training.warmup_epochs

@@ -270,6 +270,26 @@ def _strict_children(node: Expr) -> list[Expr]:
     return list(args)
 
 
+def _walk_evaluated(body: Expr, bound: dict[str, int], visit: Callable[[Expr], bool]) -> None:
+    """Call ``visit`` on what evaluating ``body`` evaluates whatever the values (through lets and
+    strict operands, not into branches or loop bodies), in evaluation order, looking inside a node
+    only where ``visit`` says so.  ``bound`` counts, at each visit, the bindings of each variable by
+    the lets of ``body`` in scope there (it starts with the caller's counts and is updated in place)."""
+    stack: list[Expr | tuple[str, int]] = [body]  # (name, +1 or -1): entering or leaving a let's body
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            bound[item[0]] = bound.get(item[0], 0) + item[1]
+            continue
+        if not visit(item):
+            continue
+        if item.op is Op.LET:
+            name = item.args[0].data
+            stack += [(name, -1), item.args[2], (name, 1), item.args[1]]
+        else:
+            stack.extend(reversed(_strict_children(item)))
+
+
 def _loop_invariants(
     body: Expr, var: str, varying: frozenset[str], done: Expr | None = None
 ) -> tuple[list[Expr], list[Expr]]:
@@ -285,30 +305,23 @@ def _loop_invariants(
     hoisted: dict[int, Expr] = {}
     ranged: dict[int, Expr] = {}
     bound = dict.fromkeys(varying, 1)  # variable -> how many bindings inside the loop are in scope
-    stack: list[Expr | tuple[str, int]] = [body]  # (name, +1 or -1): entering or leaving a let's body
 
     def invariant(e: Expr) -> bool:
         return not any(bound.get(x) for x in e.free)
 
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            bound[item[0]] = bound.get(item[0], 0) + item[1]
-            continue
+    def visit(item: Expr) -> bool:
         if item.op is Op.CONST or item.op is Op.VAR or item is done:
-            continue
+            return False
         if invariant(item):
             hoisted.setdefault(id(item), item)
-            continue
+            return False
         if item.op is Op.INDEX and bound[var] == 1:  # ``var`` is the loop's
             i, v = item.args
             if i.op is Op.VAR and i.data == var and invariant(v):
                 ranged.setdefault(id(item), item)
-        if item.op is Op.LET:
-            name = item.args[0].data
-            stack += [(name, -1), item.args[2], (name, 1), item.args[1]]
-        else:
-            stack.extend(reversed(_strict_children(item)))
+        return True
+
+    _walk_evaluated(body, bound, visit)
     return list(hoisted.values()), list(ranged.values())
 
 
@@ -573,26 +586,24 @@ class _FunctionEmitter:
         ``k``, allocating nothing, walking no column, and depending on nothing ``body`` binds."""
         _, var, body = node.args
         k = var.data
-        bound: dict[str, int] = {}  # variables bound inside body, on the way down -> how many times
-        stack: list[Expr | tuple[str, int]] = [body]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, tuple):
-                bound[item[0]] = bound.get(item[0], 0) + item[1]
-                continue
+        bound: dict[str, int] = {}  # variables bound inside body -> how many of its lets are in scope
+        found: list[Expr] = []
+
+        def visit(item: Expr) -> bool:
+            if found:
+                return False
             if (
                 item.op is Op.SUMBUILD
                 and item.type is FLOAT
                 and self._sums_rows(item, k)
                 and not any(bound.get(x) for x in item.free)
             ):
-                return item
-            if item.op is Op.LET:
-                name = item.args[0].data
-                stack += [(name, -1), item.args[2], (name, 1), item.args[1]]
-            else:
-                stack.extend(reversed(_strict_children(item)))
-        return None
+                found.append(item)
+                return False
+            return True
+
+        _walk_evaluated(body, bound, visit)
+        return found[0] if found else None
 
     def _sums_rows(self, sums: Expr, k: str) -> bool:
         size, j, e = sums.args

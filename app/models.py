@@ -6,10 +6,14 @@ written by train.py or ``python -m gnn.export``; and the argparse type of a valu
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from knossos.cost_models import CostFunction, get_cost_model
 from knossos.errors import KsUsageError
+from rules.sets import get_rule_set
+from search.spec import SearchSpec
 from search.value import ValueFunction, ZeroValue, check_value_scale
 
 if TYPE_CHECKING:  # gnn (torch) is imported only for a model that needs it
@@ -56,3 +60,49 @@ def value_scale(text: str) -> float:
         return check_value_scale(value)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+@dataclass(frozen=True)
+class TrainedSearch:
+    """A model's value function with the rules, search, depth, prunings and cost model it was trained
+    with (what optimize.py takes from it where the command line does not say)."""
+
+    value: ValueFunction
+    rules: str
+    search: str
+    depth: int
+    prune_commutes: bool
+    prune_inlines: bool
+    cost: str
+
+    def spec(self, budget: int, seconds: float | None = None, cost: CostFunction | None = None) -> SearchSpec:
+        """A search spec of these settings (``cost``: instead of the named model, e.g. with sizes)."""
+        return SearchSpec(
+            get_rule_set(self.rules),
+            self.depth,
+            budget,
+            value=self.value,
+            cost=cost if cost is not None else get_cost_model(self.cost),
+            seconds=seconds,
+            prune_commutes=self.prune_commutes,
+            prune_inlines=self.prune_inlines,
+        )
+
+
+def trained_search(
+    spec: str, rules: str = "ml_rules", search: str = "astar", depth: int = 10, cost: str = "reference"
+) -> TrainedSearch:
+    """The model ``spec`` (as :func:`load_value_function` takes it) with its training's settings; the
+    arguments are the settings of a model that does not say (and of ``none``)."""
+    value = load_value_function(spec)
+    trained: dict[str, object] = getattr(value, "trained_for", None) or {}
+    trained_depth = trained.get("depth")
+    return TrainedSearch(
+        value,
+        str(trained.get("rules", rules)),
+        str(trained.get("search", search)),
+        trained_depth if isinstance(trained_depth, int) else depth,
+        bool(trained.get("prune_commutes", False)),
+        bool(trained.get("prune_inlines", False)),
+        str(trained.get("cost", cost)),
+    )

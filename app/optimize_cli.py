@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.models import load_value_function, value_scale
+from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
@@ -25,10 +26,12 @@ from knossos.errors import KsError, KsUsageError
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_def, format_expr, format_program
 from knossos.program import Def, Program
+from knossos.sized_cost import parse_sizes
 from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
 from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, MAX_DEPTH, default_max_memory_mib
+from search.mdp import COST_MODELS, CostFunction, get_cost_model
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
 from search.spec import SearchSpec
@@ -50,7 +53,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", metavar="FILE", help="a Knossos program (.ks/.kso)")
     p.add_argument("--def", dest="def_name", metavar="NAME", help="the def to optimise (needed if FILE has several)")
     p.add_argument("--expr", metavar="'(...)'", help="a bare expression instead of FILE (free variables are Floats)")
-    p.add_argument("--rules", default="ml_rules", metavar="SET", help=f"rule set ({', '.join(RULE_SETS)})")
+    p.add_argument(
+        "--rules",
+        default=None,
+        metavar="SET",
+        help=f"rule set ({', '.join(RULE_SETS)}; ml_rules, or the one the model was trained with)",
+    )
+    p.add_argument(
+        "--cost",
+        choices=tuple(COST_MODELS),
+        default=None,
+        help="the cost model to minimise: reference (the paper's) or alloc (also charges every element a "
+        "vector op writes, as compiled code does; docs/cost.md) (reference, or the model's)",
+    )
+    p.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        metavar="NAME=N[xM...]",
+        help="with --cost alloc: a parameter's lengths at each nesting level (image=16x128), so that loops "
+        "over its sizes count as that many iterations (others count 16); repeat for several",
+    )
     p.add_argument(
         "--search",
         default=None,
@@ -81,9 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--budget",
         type=whole_number(MAX_BUDGET),
-        default=5000,
+        default=None,
         metavar="N",
-        help="value-function evaluations (5000); exhaustive: most distinct expressions; egraph: most e-nodes",
+        help="value-function evaluations (5000, or the model's); exhaustive: most distinct expressions; "
+        "egraph: most e-nodes",
     )
     p.add_argument("--seed", type=int, default=0, help="for random, mcts (0)")
     p.add_argument(
@@ -149,8 +173,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: The search and depth of a run whose model does not say (or with no model).
-DEFAULT_SEARCH, DEFAULT_DEPTH = "astar", 10
+def search_cost(name: str, size_specs: list[str]) -> CostFunction:
+    """The cost model ``name``, with the sizes of ``--size`` (which only the alloc model takes)."""
+    sizes = parse_sizes(size_specs)
+    if not sizes:
+        return get_cost_model(name)
+    if name != "alloc":
+        raise KsUsageError(f"--size is for --cost alloc, not the {name} cost model")
+    return AllocCost({k: v if isinstance(v, tuple) else (v,) for k, v in sizes.items()})
+
+
+#: The rules, search, depth and cost model of a run whose model does not say (or with no model).
+DEFAULT_RULES, DEFAULT_SEARCH, DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = "ml_rules", "astar", 10, "reference", 5000
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -173,10 +207,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.search is not None:
         get_search(args.search)  # an unknown name is refused before a model is loaded
-    rules = get_rule_set(args.rules)
+    if args.rules is not None:
+        get_rule_set(args.rules)
     value = load_value_function(args.model, args.precision, args.value_scale)
-    # a model's checkpoint says which search and depth it was trained for; the command line overrides
+    # a model's checkpoint says which rules, search, depth and cost it was trained for; the command line overrides
     trained_for: dict[str, object] = getattr(value, "trained_for", None) or {}
+    if args.rules is None:
+        args.rules = str(trained_for.get("rules", DEFAULT_RULES))
+    rules = get_rule_set(args.rules)
+    if args.cost is None:
+        args.cost = str(trained_for.get("cost", DEFAULT_COST))
+    if args.budget is None:
+        args.budget = int(trained_for.get("budget", DEFAULT_BUDGET))  # type: ignore[call-overload]
+    cost = search_cost(args.cost, args.size)
     if args.search is None:
         args.search = str(trained_for.get("search", DEFAULT_SEARCH))
     if args.depth is None:
@@ -207,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         prune_commutes=args.prune_commutes,
         prune_inlines=args.prune_inlines,
+        cost=cost,
         seconds=args.seconds,
         max_states=args.max_states,
         max_memory_mib=args.max_memory if args.max_memory is not None else default_max_memory_mib(),
@@ -218,6 +262,8 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     report = {
+        "rules": args.rules,
+        "cost_model": args.cost,
         "search": args.search,
         "depth": args.depth,
         "prune_commutes": args.prune_commutes,
@@ -236,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        _print_human(result, d)
+        _print_human(result, d, args.cost)
         if "bench" in report:
             assert d is not None
             print(_bench_table(d.name, report["bench"]))  # type: ignore[arg-type]
@@ -440,10 +486,11 @@ def _progress_bar(budget: int, disabled: bool) -> _Bar | None:
     return None if disabled else _Bar(budget)
 
 
-def _print_human(result: SearchResult, d: Def | None) -> None:
+def _print_human(result: SearchResult, d: Def | None, cost_model: str = DEFAULT_COST) -> None:
     drop = result.start_cost - result.best_cost
+    model = "" if cost_model == DEFAULT_COST else f" ({cost_model} cost model)"
     print(
-        f"cost {result.start_cost:g} -> {result.best_cost:g} (-{drop:g}) in {len(result.steps)} steps; "
+        f"cost{model} {result.start_cost:g} -> {result.best_cost:g} (-{drop:g}) in {len(result.steps)} steps; "
         f"{result.evaluations} evaluations, {result.expanded} expanded, {result.seconds:.2f} s"
     )
     for note in result.notes:

@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from knossos.cpp import compile as cpp_compile  # noqa: E402
 from knossos.cpp.bench import Measurement, Size, Variant, bench, format_seconds, time_python, values_close  # noqa: E402
+from knossos.cpp.numpy_refs import conv1d_rev, to_value  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
@@ -122,32 +123,20 @@ def numpy_gemm(args: Sequence[Any]) -> Callable[[], Any]:
     return lambda: alpha * (A @ B) + beta * C
 
 
-def numpy_conv1d_rev(args: Sequence[Any]) -> Callable[[], Any]:
-    kernels, image, dr = (np.array(x) for x in args)
-    k, channels, kn = kernels.shape
-    n = image.shape[1]
-
-    def run() -> tuple[Any, Any]:
-        # noi = ni + kn // 2 - kni, taps outside the image contribute nothing
-        d_kernels = np.zeros((k, channels, kn))
-        d_image = np.zeros((channels, n))
-        for kni in range(kn):
-            off = kn // 2 - kni
-            lo, hi = max(0, -off), min(n, n - off)
-            if lo < hi:
-                d_kernels[:, :, kni] = dr[:, lo:hi] @ image[:, lo + off : hi + off].T
-                d_image[:, lo + off : hi + off] += kernels[:, :, kni].T @ dr[:, lo:hi]
-        return d_kernels, d_image
-
-    return run
+#: The gradient as matrix products (knossos/cpp/numpy_refs.py; experiments/fig7_walltime imports it by this name).
+numpy_conv1d_rev = conv1d_rev
 
 
-def to_value(x: Any) -> Any:
-    return tuple(to_value(p) for p in x) if isinstance(x, tuple) else x.tolist()
+Search = Callable[[Expr], SearchResult]
 
 
 class Case:
-    def __init__(self, title: str, file: str, def_name: str, search: Callable[[Expr], SearchResult], how: str) -> None:
+    """A def, the search that makes its optimised variant, and ``more`` labelled searches whose bests
+    are variants too (each run once, here, and timed)."""
+
+    def __init__(
+        self, title: str, file: str, def_name: str, search: Search, how: str, more: dict[str, Search] | None = None
+    ) -> None:
         self.title = title
         self.program: Program = load_program(PROGRAMS / file)
         self.d: Def = self.program.defs[def_name]
@@ -156,13 +145,21 @@ class Case:
         self.result = search(self.d.body)
         self.search_seconds = time.perf_counter() - t0
         self.how = how
+        self.more: dict[str, tuple[SearchResult, float]] = {}
+        for label, more_search in (more or {}).items():
+            t0 = time.perf_counter()
+            found = more_search(self.d.body)
+            self.more[label] = found, time.perf_counter() - t0
+
+    def with_body(self, body: Expr) -> Program:
+        return self.program.with_def(Def(self.d.name, self.d.ret_type, self.d.params, body, self.d.ret_sizes))
 
     def variants(self) -> list[Variant]:
-        optimised = Def(self.d.name, self.d.ret_type, self.d.params, self.result.best, self.d.ret_sizes)
         return [
             Variant("original", self.program),
             Variant("baseline", self.program.with_def(simplify_def(self.d))),
-            Variant("optimised", self.program.with_def(optimised)),
+            Variant("optimised", self.with_body(self.result.best)),
+            *(Variant(label, self.with_body(r.best)) for label, (r, _) in self.more.items()),
         ]
 
     def describe(self) -> str:
@@ -286,8 +283,9 @@ def gemm_case(depth: int = 99, budget: int = 5000) -> Case:
     )
 
 
-def conv1d_case(depth: int = 40, budget: int = 5000) -> Case:
-    """rev$conv1d with its optimised variant found by two-phase A* (phase1, then CONV1D_RULES); runs the search."""
+def conv1d_case(depth: int = 40, budget: int = 5000, more: dict[str, Search] | None = None) -> Case:
+    """rev$conv1d with its optimised variant found by two-phase A* (phase1, then CONV1D_RULES), and the
+    variants of ``more``'s searches; runs the searches."""
     rules = get_rule_set(CONV1D_RULES)
     return Case(
         "rev$conv1d",
@@ -295,6 +293,7 @@ def conv1d_case(depth: int = 40, budget: int = 5000) -> Case:
         "rev$conv1d",
         lambda e: two_phase(e, SearchSpec(rules, depth, budget)),
         f"two-phase A*, zero value function, phase1 then {rules.name}, depth {depth}, budget {budget}",
+        more,
     )
 
 

@@ -30,6 +30,7 @@ READMES = (
     README,
     ROOT / "docs" / "default_model.md",
     ROOT / "docs" / "egraph.md",
+    ROOT / "docs" / "programs.md",
     RESULTS / "training" / "README.md",
 )
 #: The training runs of experiments/results/training/ shown side by side, per table.
@@ -366,6 +367,57 @@ def egraph_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def gradients_table(file: str = "bench.jsonl") -> str:
+    """benchmarks/bench_gradients.py's rows: per size, each variant's search, costs, time, speed-up over
+    the program as written and time over numpy's; then Spearman's rho of each cost with the time."""
+    from knossos.rank import spearman
+
+    path = RESULTS / "gradients" / file
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_gradients.py._\n"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [
+        "| size | variant | found by | alloc cost | reference cost | seconds per call | vs as written | / numpy |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rho_lines = []
+    for size in dict.fromkeys(r["size_label"] for r in rows):
+        at = [r for r in rows if r["size_label"] == size]
+        timed = {r["variant"]: r["min_s"] for r in at if not r.get("skipped") and r.get("min_s")}
+        original, numpy = timed.get("original"), timed.get("numpy")
+        for r in at:
+            t = timed.get(r["variant"])
+            found = _found_by(r)
+            cost = "-" if r.get("alloc_cost") is None else f"{r['alloc_cost']:.4g}"
+            ref = "-" if r.get("cost") is None else f"{r['cost']:.4g}"
+            speed = f"{original / t:.0f}x" if original and t else "-"
+            over = f"{t / numpy:.2f}" if numpy and t else "-"
+            lines.append(
+                f"| {size} | {r['variant']} | {found} | {cost} | {ref} | {'skipped' if t is None else f'{t:.3g}'} | "
+                f"{speed} | {over} |"
+            )
+        programs = [r for r in at if r["variant"] != "numpy" and r["variant"] in timed]
+        rhos = []
+        for key, name in (("cost", "reference"), ("alloc_cost", "alloc")):
+            pairs = [(r[key], timed[r["variant"]]) for r in programs if r.get(key) is not None]
+            if len(pairs) > 1:
+                rhos.append(f"{name} {spearman([p[0] for p in pairs], [p[1] for p in pairs]):.3f}")
+        rho_lines.append(f"{size}: {', '.join(rhos)} ({len(programs)} programs)")
+    return "\n".join(lines) + "\n\nSpearman's rho of cost and time: " + "; ".join(rho_lines) + ".\n"
+
+
+def _found_by(row: dict[str, Any]) -> str:
+    search = row.get("search")
+    if not isinstance(search, dict):
+        names = {"original": "as written", "baseline": "ksc-style simplifier", "numpy": "numpy"}
+        return names.get(row["variant"], str(row.get("kind", "")))
+    model = "" if search.get("model") in (None, "none") else f"`--model {search['model']}`, "
+    cost = search.get("cost", "reference")
+    return (
+        f"{model}{search['search']}, {cost} cost, {search['search_seconds']:.0f} s, {search['evaluations']} evaluations"
+    )
+
+
 def training_table(name: str) -> str:
     """``python -m gnn.report`` of the committed training runs ``TRAINING_RUNS[name]``: per epoch and
     run, the training loss, the total best test cost, the test expressions at their best-known cost
@@ -386,6 +438,8 @@ TABLES["default_model_search"] = default_model_search_table
 TABLES["default_model_brief"] = default_model_brief_table
 TABLES["blas_test"] = blas_test_table
 TABLES["egraph_baseline"] = egraph_table
+TABLES["gradients_bench"] = gradients_table
+TABLES["gradients_bench_fig7"] = functools.partial(gradients_table, "bench_fig7.jsonl")
 TABLES.update({name: functools.partial(training_table, name) for name in TRAINING_RUNS})
 
 

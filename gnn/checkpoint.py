@@ -199,10 +199,13 @@ def average_weights(checkpoints: list[Path]) -> dict[str, Any]:
     return {**first, "model": averaged, "averaged": [str(p) for p in checkpoints]}
 
 
-def export_model(checkpoint: Path | list[Path], out: Path, value_scale: float | None = None) -> None:
-    """Write only what inference needs (weights, model settings, the config it came from, and the
-    value scale to search with: ``value_scale``, or the training's).  Several checkpoints: their
-    weights averaged (:func:`average_weights`)."""
+def export_model(
+    checkpoint: Path | list[Path], out: Path, value_scale: float | None = None, budget: int | None = None
+) -> None:
+    """Write only what inference needs (weights, model settings, the config it came from, the value
+    scale to search with: ``value_scale``, or the training's; and the evaluations optimize.py gives a
+    search by default, ``budget``, where one is chosen).  Several checkpoints: their weights averaged
+    (:func:`average_weights`)."""
     paths = checkpoint if isinstance(checkpoint, list) else [checkpoint]
     state = average_weights(paths) if len(paths) > 1 else load_checkpoint(paths[0])
     network_from(state, str(paths[0]))  # refuse to export something that does not load
@@ -217,6 +220,7 @@ def export_model(checkpoint: Path | list[Path], out: Path, value_scale: float | 
             "epoch": state.get("epoch"),
             "history": state.get("history", [])[-1:],
             "value_scale": scale,
+            **({"budget": budget} if budget is not None else {}),
             "averaged": state.get("averaged", [str(p) for p in paths]),
             # how an offline fit was made (experiments/default_model/export_offline.py), where it was
             **({"offline": state["offline"]} if "offline" in state else {}),
@@ -240,8 +244,9 @@ def load_value_function(
 
 def trained_for(state: dict[str, Any]) -> dict[str, object]:
     """The search and depth a checkpoint's model was trained for (its training config's test search
-    and depth; the network's depth when the config is not there), and whether its searches pruned
-    commutations or idle inlines: optimize.py's defaults with it."""
+    and depth; the network's depth when the config is not there), whether its searches pruned
+    commutations or idle inlines, their cost model where it is not the reference, its rule set, and
+    the evaluation budget chosen when it was exported, if one was: optimize.py's defaults with it."""
     search = (state.get("config") or {}).get("search") or {}
     out: dict[str, object] = {"depth": int(search.get("depth", state["model_config"]["depth"]))}
     if "test_algorithm" in search:
@@ -249,4 +254,11 @@ def trained_for(state: dict[str, Any]) -> dict[str, object]:
     for pruning in ("prune_commutes", "prune_inlines"):
         if search.get(pruning):
             out[pruning] = True
+    if "budget" in state:
+        out["budget"] = int(state["budget"])
+    if search.get("cost", "reference") != "reference":
+        out["cost"] = str(search["cost"])
+    rules = (state.get("config") or {}).get("rules")
+    if rules:
+        out["rules"] = str(rules)
     return out

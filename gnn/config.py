@@ -22,6 +22,8 @@ from knossos.errors import KsUsageError, Pos
 # -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
 #: The searches a training run uses (``search.algorithm``, ``search.test_algorithm``).
 SearchName = Literal["astar", "lazy-astar", "two-phase", "beam", "pseudo-beam", "mcts"]
+#: The keys of search.mdp.COST_MODELS (tests/test_train_config.py checks that they agree).
+CostName = Literal["reference", "alloc"]
 SEARCHES: tuple[str, ...] = typing.get_args(SearchName)
 #: The network's inference arithmetic in searches (gnn/value.py).
 Precision = Literal["float32", "bfloat16"]
@@ -81,6 +83,9 @@ class SearchConfig:
     prune_commutes: bool = False
     #: Drop inlines that raise the cost and open nothing (search/idle_inlines.py), likewise.
     prune_inlines: bool = False
+    #: The cost model the searches minimise (search.mdp.COST_MODELS): "reference" (the paper's) or
+    #: "alloc" (also charges every element a vector op writes; knossos/alloc_cost.py).
+    cost: CostName = "reference"
 
 
 #: The metadata key of a field that is no key of its YAML section: where its value comes from.
@@ -125,6 +130,9 @@ class ModelConfig:
     #: log(1 + cost) ("log", for programs whose costs span many orders of magnitude); see
     #: gnn/normalization.py.
     cost_normalization: CostNormalization = "none"
+    #: The cost model whose reductions the outputs measure (knossos.cost_models); a training config
+    #: takes it from ``search.cost``.
+    cost_model: CostName = field(default="reference", metadata={FILLED_FROM: "search.cost"})
 
     def __post_init__(self) -> None:
         from gnn.graph import NUM_NODE_TYPES
@@ -221,7 +229,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         try:
-            self.model = dataclasses.replace(self.model, depth=self.search.depth)
+            self.model = dataclasses.replace(self.model, depth=self.search.depth, cost_model=self.search.cost)
         except SettingError as err:
             raise SettingError("search.depth", err.reason) from None
 

@@ -52,6 +52,7 @@ def make_executor(config: TrainConfig, rules: RuleSet) -> Executor:
         threads=torch.get_num_threads(),
         prune_commutes=s.prune_commutes,
         prune_inlines=s.prune_inlines,
+        cost=s.cost,
     )
     kind = config.training.executor
     if kind == "local":

@@ -1,6 +1,7 @@
-"""``python -m gnn.export CHECKPOINT OUT.pt [--average-with CHECKPOINT ...] [--value-scale S]``: keep
-only what search needs from a training checkpoint (and the value scale to search with; the
-training's unless given), or from the average of several epochs' weights."""
+"""``python -m gnn.export CHECKPOINT OUT.pt [--average-with CHECKPOINT ...] [--value-scale S] [--budget N]``:
+keep only what search needs from a training checkpoint (and the value scale to search with, the
+training's unless given; and a default evaluation budget, where given), or from the average of
+several epochs' weights."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import sys
 from pathlib import Path
 
 from gnn.checkpoint import export_model
-from knossos.cli import ArgumentParser, internal_error
+from knossos.cli import ArgumentParser, internal_error, whole_number
 from knossos.errors import KsError, KsUsageError
+from search.limits import MAX_BUDGET
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +21,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", type=Path, metavar="OUT.pt")
     p.add_argument("--average-with", type=Path, nargs="+", default=[], metavar="CHECKPOINT", help="average the weights")
     p.add_argument("--value-scale", type=float, default=None, metavar="S", help="the value scale to search with")
+    p.add_argument(
+        "--budget",
+        type=whole_number(MAX_BUDGET),
+        default=None,
+        metavar="N",
+        help="the evaluations optimize.py gives a search with this model unless --budget is given (5000)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite OUT.pt if it exists")
     return p
 
@@ -37,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         if not out.resolve().parent.is_dir():
             raise KsUsageError("the folder does not exist", None, str(out))
         try:
-            export_model(sources, out, args.value_scale)
+            export_model(sources, out, args.value_scale, args.budget)
         except ValueError as err:
             raise KsUsageError(str(err)) from None
         except OSError as err:

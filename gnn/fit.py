@@ -22,6 +22,7 @@ from gnn.config import CostNormalization
 from gnn.networks import Network
 from gnn.normalization import to_network
 from gnn.ranking import SiblingGroup, ranking_loss
+from knossos.cost_models import get_cost_model
 from knossos.expr import Expr
 
 
@@ -33,11 +34,13 @@ class Sample:
     #: Targets for 1 .. steps_left - 1 steps, fitted too (empty: only ``steps_left``'s is).
     shorter: tuple[float, ...] = ()
 
-    def fitted(self, depth: int, normalization: CostNormalization = "none") -> list[tuple[int, float]]:
+    def fitted(
+        self, depth: int, normalization: CostNormalization = "none", cost_model: str = "reference"
+    ) -> list[tuple[int, float]]:
         """(steps, normalised target) of every column this sample fits, for a network of ``depth``
-        whose outputs measure cost reductions as ``normalization`` says (:mod:`gnn.normalization`)."""
+        whose outputs measure reductions of ``cost_model`` as ``normalization`` says (:mod:`gnn.normalization`)."""
         top = min(self.steps_left, depth)
-        cost = self.expr.cost
+        cost = get_cost_model(cost_model)(self.expr)
         pairs = [*enumerate(self.shorter[: top - 1], start=1), (top, self.target)]
         return [(t, to_network(normalization, cost, v) / t) for t, v in pairs]
 
@@ -64,7 +67,7 @@ class Fitter:
         out = self.network.predict([s.expr for s in batch])
         rows, columns, targets = [], [], []
         for i, s in enumerate(batch):
-            for t, v in s.fitted(depth, self.network.config.cost_normalization):
+            for t, v in s.fitted(depth, self.network.config.cost_normalization, self.network.config.cost_model):
                 rows.append(i)
                 columns.append(t - 1)
                 targets.append(v)

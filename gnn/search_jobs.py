@@ -24,6 +24,7 @@ from knossos.expr import Expr
 from knossos.serialize import Wire, exprs_from_wire, exprs_to_wire
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
+from search.mdp import get_cost_model
 from search.registry import get_search
 from search.spec import SearchSpec, ctrl_c_stops_searches
 from search.value import ValueFunction, ZeroValue
@@ -42,6 +43,7 @@ class SearchSettings:
     threads: int = 1
     prune_commutes: bool = False
     prune_inlines: bool = False
+    cost: str = "reference"
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ def run_search(job: SearchJob, settings: SearchSettings, rules: RuleSet, network
         batch_size=settings.batch_size,
         prune_commutes=settings.prune_commutes,
         prune_inlines=settings.prune_inlines,
+        cost=get_cost_model(settings.cost),
     )
     result = get_search(job.algorithm)(job.expr, spec)
     expanded, passed_over = split_samples(result, job.targets) if job.targets is not None else ([], [])

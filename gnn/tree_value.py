@@ -84,7 +84,9 @@ class TreeValue:
         return out.astype(np.float64)
 
     def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
-        return values_table(exprs, self.per_step(exprs), depth, self.scale, self.config.cost_normalization)
+        return values_table(
+            exprs, self.per_step(exprs), depth, self.scale, self.config.cost_normalization, self.config.cost_model
+        )
 
     def _reserve(self, rows: int) -> None:
         if rows <= self._h.shape[0]:

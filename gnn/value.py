@@ -36,6 +36,7 @@ from gnn.config import PRECISIONS, CostNormalization, Precision
 from gnn.graph import batch_graphs, padded
 from gnn.model import ValueNetwork
 from gnn.normalization import from_network
+from knossos.cost_models import get_cost_model
 from knossos.expr import Expr
 from search.value import check_value_scale
 
@@ -87,11 +88,19 @@ class NetworkValue:
         return out
 
     def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
-        return values_table(exprs, self.per_step(exprs), depth, self.scale, self.network.config.cost_normalization)
+        config = self.network.config
+        return values_table(
+            exprs, self.per_step(exprs), depth, self.scale, config.cost_normalization, config.cost_model
+        )
 
 
 def values_table(
-    exprs: Sequence[Expr], per_step: np.ndarray, depth: int, scale: float, normalization: CostNormalization = "none"
+    exprs: Sequence[Expr],
+    per_step: np.ndarray,
+    depth: int,
+    scale: float,
+    normalization: CostNormalization = "none",
+    cost_model: str = "reference",
 ) -> np.ndarray:
     """Values for ``0..depth`` steps left from a network's per-step outputs ``(n, D)``: ``t`` times
     the output for ``t`` (the output for ``D`` beyond it), as cost reductions (see
@@ -102,7 +111,8 @@ def values_table(
     table = np.zeros((per_step.shape[0], depth + 1))
     table[:, 1:] = per_step[:, columns[1:] - 1] * columns[1:]
     if normalization != "none":
-        table = from_network(normalization, np.array([e.cost for e in exprs]), table)
+        cost = get_cost_model(cost_model)
+        table = from_network(normalization, np.array([cost(e) for e in exprs]), table)
     return table * scale
 
 

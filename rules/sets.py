@@ -10,10 +10,13 @@ from rules.arithmetic import ALGEBRAIC, CONSTANT_FOLDING, DIV_BY_SELF, FLOAT_ONL
 from rules.binding import CSE_BIND, DELETE_LET, INLINE_LET, LET_RECOVER, LIFT_BIND, NEW_BIND
 from rules.calls import INLINE_CALL
 from rules.conditionals import IF_RULES
+from rules.gradients import GRADIENT_RULES
 from rules.log_exp import LOG_EXP_RULES
 from rules.rule_set import RuleSet
 from rules.vectors import VECTOR_RULES
 from rules.zeros import ZERO_TENSOR_RULES
+
+_GRADIENT_ALGEBRA = {"add_zero", "mul_zero", "mul_one", "sub_zero", "div_one", "sub_self"}
 
 simplify_rules = RuleSet(
     "simplify_rules", [*ALGEBRAIC, *FLOAT_ONLY, *CONSTANT_FOLDING, INLINE_LET, DELETE_LET, DIV_BY_SELF]
@@ -48,7 +51,16 @@ phase1 = RuleSet(
 )
 #: Not the paper's: additions of zero vectors and one-hot builds (rules/zeros.py), for reverse-mode code.
 zero_tensor_rules = RuleSet("zero_tensor_rules", ZERO_TENSOR_RULES)
-all_rules = (ml_rules + log_exp_rules + zero_tensor_rules).named("all_rules")
+#: Not the paper's: what turns reverse-mode code's sums of one-hot terms into gathers (rules/gradients.py),
+#: with the paper's rules that those sequences pass through (vectors, tuples, lets, ifs, zeros and
+#: constants) and without the ones that only reorder arithmetic or lift ifs out, which multiply the
+#: states a search must look at and shorten none of the sequences.
+gradient_rules = (
+    (ml_rules_no_bind - [r.name for r in ALGEBRAIC if r.name not in _GRADIENT_ALGEBRA] - ["div_by_self", "lift_if"])
+    + zero_tensor_rules
+    + RuleSet("gradients", [*GRADIENT_RULES, LET_RECOVER])
+).named("gradient_rules")
+all_rules = (ml_rules + log_exp_rules + zero_tensor_rules + RuleSet("gradients", GRADIENT_RULES)).named("all_rules")
 
 RULE_SETS: dict[str, RuleSet] = {
     s.name: s
@@ -64,6 +76,7 @@ RULE_SETS: dict[str, RuleSet] = {
         ml_rules_no_bind,
         phase1,
         zero_tensor_rules,
+        gradient_rules,
         all_rules,
     )
 }

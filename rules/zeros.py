@@ -42,13 +42,15 @@ def is_zero(e: Expr, site: Site | None = None, through: dict[Op, tuple[int, ...]
     the one "is this zero?" test of the rules.
 
     A literal 0 is zero, and so is a form of ``through`` whose named parts are.  A variable is looked
-    through when a let of ``site.scope`` binds it, never when a binder inside ``e`` does; in a let's
-    value, only a let numbered below that let is (one in scope at the site but numbered above it lies
-    in its body, where it shadows the name the value means).  Without a site no variable is looked
-    through.
+    through when a let of ``site.scope`` binds it, or a let inside ``e`` whose value uses no name bound
+    inside ``e`` (never another binder inside ``e``); in a let's value, only a let numbered below that
+    let is (one in scope at the site but numbered above it lies in its body, where it shadows the name
+    the value means).  Without a site no variable of the scope is looked through.
     """
-    # (subexpression, names bound inside e around it, binders numbered below this are visible)
-    stack: list[tuple[Expr, frozenset[str], int | None]] = [(e, frozenset(), None if site is None else site.number + 1)]
+    # (subexpression, what the names bound inside e around it are bound to (a let's value, or None
+    # for any other binder), binders numbered below this are visible)
+    Local = dict[str, Expr | None]
+    stack: list[tuple[Expr, Local, int | None]] = [(e, {}, None if site is None else site.number + 1)]
     while stack:
         node, local, below = stack.pop()
         op = node.op
@@ -56,15 +58,24 @@ def is_zero(e: Expr, site: Site | None = None, through: dict[Op, tuple[int, ...]
             if not (node.type.is_number and node.data == 0):
                 return False
         elif op is Op.VAR:
-            found = None if site is None or node.data in local else site.scope.get(node.data)
+            if node.data in local:  # bound inside e: a let's value is looked through, in its own scope
+                value = local[node.data]
+                if value is None:
+                    return False
+                stack.append((value, {}, None))
+                continue
+            found = None if site is None else site.scope.get(node.data)
             if found is None or found[0].op is not Op.LET or below is None or found[1] >= below:
                 return False
-            stack.append((found[0].args[1], frozenset(), found[1]))
+            stack.append((found[0].args[1], {}, found[1]))
         elif op in through:
             inner = local
             binder = BINDERS.get(op)
             if binder is not None:
-                inner = local | {node.args[binder[0]].data}
+                bound = node.args[binder[0]].data
+                # a let's value is looked through only where no outer name it uses can be shadowed
+                value = node.args[1] if op is Op.LET and not node.args[1].free & local.keys() else None
+                inner = {**local, bound: value}
             parts = through[op]
             stack.extend((node.args[i], inner, below) for i in (range(len(node.args)) if parts is None else parts))
         else:

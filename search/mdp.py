@@ -7,21 +7,18 @@ cached (A* expands an expression again when it is reached with more steps left).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model, reference_cost
 from knossos.expr import Expr
 from rules.actions import Action, children
 from rules.rule_set import RuleSet
 from search.idle_inlines import IdleInlineFilter
 from search.symmetry import CommuteFilter
 
-CostFunction = Callable[[Expr], float]
-
-
-def rlo_cost(e: Expr) -> float:
-    """The reference cost model (cached on every node)."""
-    return e.cost
+#: The reference cost model (the default of every search); the others are in knossos.cost_models.
+rlo_cost = reference_cost
+__all__ = ["COST_MODELS", "CostFunction", "Step", "Transitions", "get_cost_model", "rlo_cost"]
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,11 @@ def test_a_run_fits_its_searches_and_carries_the_search(tmp_path: Path, search: 
     assert [e["epoch"] for e in epochs] == [1, 2]
     assert all(e["samples"] > 0 and e["train_evaluations"] > 0 for e in epochs)
     assert epochs[-1]["test"]["evaluations"] > 0
-    assert trained_for(load_checkpoint(tmp_path / "checkpoint.pt")) == {"search": search, "depth": 6}
+    assert trained_for(load_checkpoint(tmp_path / "checkpoint.pt")) == {
+        "search": search,
+        "depth": 6,
+        "rules": "binding_simplify_rules",
+    }
 
 
 def test_a_run_can_prune_in_its_searches_and_says_so_in_its_checkpoint(tmp_path: Path) -> None:

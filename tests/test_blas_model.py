@@ -20,15 +20,16 @@ PROGRAMS = ROOT / "experiments" / "data" / "programs"
 
 
 PRUNED = {"prune_commutes": True, "prune_inlines": True}
+NO_BIND = {"rules": "ml_rules_no_bind"}  # each model brings the rule set it was trained with
 
 
 @pytest.mark.parametrize(
     ("name", "defaults"),
     [
-        ("blas", {"depth": 99, "search": "pseudo-beam", **PRUNED}),
-        ("blas_beam", {"depth": 60, "search": "beam"}),
-        ("blas_astar", {"depth": 30, "search": "astar"}),
-        ("cnn", {"depth": 99, "search": "pseudo-beam", **PRUNED}),
+        ("blas", {"depth": 99, "search": "pseudo-beam", **PRUNED, **NO_BIND}),
+        ("blas_beam", {"depth": 60, "search": "beam", **NO_BIND}),
+        ("blas_astar", {"depth": 30, "search": "astar", **NO_BIND}),
+        ("cnn", {"depth": 99, "search": "pseudo-beam", **PRUNED, **NO_BIND}),
     ],
 )
 def test_the_blas_models_load_with_their_search_defaults(name: str, defaults: dict[str, object]) -> None:

@@ -83,6 +83,9 @@ def test_the_rules_left_out_are_named() -> None:
         *("sumbuild_of_deltavec", "sumbuild_of_tuple", "add_tuples", "mul_tuple_scalar", "sumbuild_invariant"),
         *("sumbuild_of_zero_vec", "sumbuild_of_sum", "sumbuild_of_build", "lift_if", "inline_call", "add_zero_vec"),
         "build_of_delta",
+        *("sumbuild_tuple_split", "let_into_deltavec", "sumbuild_let_out", "build_let_out", "sumbuild_swap"),
+        *("sumbuild_of_onehot", "if_zero_inward", "sumbuild_of_shifted_onehot", "sumbuild_of_if_eq"),
+        *("sumbuild_of_let_build", "let_substitute"),
     ]
     assert set(t.let_rules) == {"inline_let", "delete_let", "new_bind", "lift_bind", "cse_bind", "let_recover"}
     assert "sum_of_deltavecs" in [r.name for r in t.rewrites]  # its condition ("same type") is shallow

@@ -314,6 +314,112 @@ GOLDEN: list[Golden] = [
         "(let (z (constVec 3 0.0)) (build n (lam (i : Integer) (if (eq m i) v z))))",
         "(let (z (constVec 3 0.0)) (deltaVec n m v))",
     ),
+    # a let inside the zero is looked through
+    Golden("add_zero_vec", "(add v (let (a 0.0) (constVec n a)))", "v"),
+    # -- reverse-mode code (not the paper's: rules/gradients.py) ---------------------------------------
+    Golden(
+        "sumbuild_tuple_split",
+        "(sumbuild n (lam (i : Integer) (let (a (mul x (to_float i))) (tuple a (to_float i)))))",
+        "(tuple (sumbuild n (lam (i : Integer) (let (a (mul x (to_float i))) a))) (sumbuild n (lam (i : Integer) (to_float i))))",
+    ),
+    Golden(
+        "sumbuild_tuple_split",
+        "(sumbuild n (lam (i : Integer) (if p t (add t (tuple x (to_float i))))))",
+        "(tuple (sumbuild n (lam (i : Integer) (if p (get$1$2 t) (add (get$1$2 t) x)))) (sumbuild n (lam (i : Integer) (if p (get$2$2 t) (add (get$2$2 t) (to_float i))))))",
+    ),
+    # a scalar broadcast over the tuple is not projected
+    Golden(
+        "sumbuild_tuple_split",
+        "(sumbuild n (lam (i : Integer) (add (tuple x (to_float i)) y)))",
+        "(tuple (sumbuild n (lam (i : Integer) (add x y))) (sumbuild n (lam (i : Integer) (add (to_float i) y))))",
+    ),
+    Golden(
+        "sumbuild_tuple_split",
+        "(sumbuild n (lam (i : Integer) (sumbuild m (lam (j : Integer) (tuple x (to_float j))))))",
+        "(tuple (sumbuild n (lam (i : Integer) (sumbuild m (lam (j : Integer) x)))) (sumbuild n (lam (i : Integer) (sumbuild m (lam (j : Integer) (to_float j))))))",
+    ),
+    Golden(
+        "let_into_deltavec",
+        "(let (a (mul x y)) (deltaVec n k (add a z)))",
+        "(deltaVec n k (let (a (mul x y)) (add a z)))",
+    ),
+    Golden(
+        "sumbuild_let_out",
+        "(sumbuild n (lam (i : Integer) (let (a (exp x)) (mul a (to_float i)))))",
+        "(let (a (exp x)) (sumbuild n (lam (i : Integer) (mul a (to_float i)))))",
+    ),
+    Golden(
+        "build_let_out",
+        "(build n (lam (i : Integer) (let (a (exp x)) (mul a (to_float i)))))",
+        "(let (a (exp x)) (build n (lam (i : Integer) (mul a (to_float i)))))",
+    ),
+    Golden(
+        "sumbuild_swap",
+        "(sumbuild n (lam (i : Integer) (sumbuild m (lam (j : Integer) (mul (to_float i) (add x (to_float j)))))))",
+        "(sumbuild m (lam (j : Integer) (sumbuild n (lam (i : Integer) (mul (to_float i) (add x (to_float j)))))))",
+    ),
+    Golden(
+        "sumbuild_of_onehot",
+        "(sumbuild n (lam (i : Integer) (deltaVec m i (mul x (to_float i)))))",
+        "(build m (lam (i : Integer) (mul x (to_float i))))",
+    ),
+    Golden("if_zero_inward", "(if p (constVec n 0.0) (deltaVec n k x))", "(deltaVec n k (if p 0.0 x))"),
+    Golden(
+        "if_zero_inward",
+        "(if p (build n (lam (i : Integer) (mul x (to_float i)))) (constVec n 0.0))",
+        "(build n (lam (i : Integer) (if p (mul x (to_float i)) 0.0)))",
+    ),
+    Golden(
+        "if_zero_inward",
+        "(if p (deltaVec m k (build n (lam (i : Integer) (to_float i)))) (constVec m (constVec n 0.0)))",
+        "(deltaVec m k (build n (lam (i : Integer) (if p (to_float i) 0.0))))",
+    ),
+    Golden("if_zero_inward", "(if p (let (a 0.0) (constVec n a)) (deltaVec n k x))", "(deltaVec n k (if p 0.0 x))"),
+    Golden(
+        "sumbuild_of_shifted_onehot",
+        "(sumbuild n (lam (i : Integer) (deltaVec m (add i 1) (to_float i))))",
+        "(build m (lam (r : Integer) (let (i (sub r 1)) (if (and (gte i 0) (lt i n)) (to_float i) 0.0))))",
+    ),
+    Golden(
+        "sumbuild_of_shifted_onehot",
+        "(sumbuild n (lam (i : Integer) (deltaVec n (sub k i) x)))",
+        "(build n (lam (r : Integer) (let (i (neg (sub r k))) (if (and (gte i 0) (lt i n)) x 0.0))))",
+    ),
+    # the sum's size uses a variable of the index's name: the index is renamed
+    Golden(
+        "sumbuild_of_shifted_onehot",
+        "(let (i 2) (sumbuild i (lam (i : Integer) (deltaVec 3 (add i 1) (to_float i)))))",
+        "(let (i 2) (build 3 (lam (r : Integer) (let (j (sub r 1)) (if (and (gte j 0) (lt j i)) (to_float j) 0.0)))))",
+    ),
+    Golden(
+        "sumbuild_of_if_eq",
+        "(sumbuild n (lam (i : Integer) (if (eq (sub i 1) k) (mul x (to_float i)) 0.0)))",
+        "(let (i (sub k (neg 1))) (if (and (gte i 0) (lt i n)) (mul x (to_float i)) 0.0))",
+    ),
+    Golden(
+        "sumbuild_of_if_eq",
+        "(sumbuild n (lam (i : Integer) (if (eq k i) (mul i 2) 0)))",
+        "(let (i k) (if (and (gte i 0) (lt i n)) (mul i 2) 0))",
+    ),
+    Golden(
+        "sumbuild_of_if_eq",
+        "(let (i 2) (sumbuild i (lam (i : Integer) (if (eq (add i 1) 2) (to_float i) 0.0))))",
+        "(let (i 2) (let (j (sub 2 1)) (if (and (gte j 0) (lt j i)) (to_float j) 0.0)))",
+    ),
+    Golden(
+        "sumbuild_of_let_build",
+        "(sumbuild n (lam (i : Integer) (let (a (mul x (to_float i))) (build m (lam (j : Integer) (add a (to_float j)))))))",
+        "(build m (lam (j : Integer) (sumbuild n (lam (i : Integer) (let (a (mul x (to_float i))) (add a (to_float j)))))))",
+    ),
+    # the build's index has a let's name: renamed
+    Golden(
+        "sumbuild_of_let_build",
+        "(sumbuild n (lam (i : Integer) (let (j (add i 1)) (build m (lam (j : Integer) (mul (to_float j) x))))))",
+        "(build m (lam (r : Integer) (sumbuild n (lam (i : Integer) (let (j (add i 1)) (mul (to_float r) x))))))",
+    ),
+    Golden("let_substitute", "(let (a (add x 1.0)) (mul a a))", "(mul (add x 1.0) (add x 1.0))"),
+    # an inner binder of the value's free x is renamed
+    Golden("let_substitute", "(let (a (add x 1.0)) (let (x 2.0) (mul a x)))", "(let (r 2.0) (mul (add x 1.0) r))", 0),
 ]
 
 
@@ -410,7 +516,11 @@ NEGATIVE: list[Blocked] = [
     Blocked("add_zero_vec", "(add v (constVec n 1.0))", "not zero"),
     Blocked("add_zero_vec", "(add v (build n (lam (i : Integer) (to_float i))))", "not zero"),
     Blocked("add_zero_vec", "(add v (if p (constVec n 0.0) w))", "one branch is not zero"),
-    Blocked("add_zero_vec", "(add v (let (a 0.0) (constVec n a)))", "a is bound inside the zero: not looked through"),
+    Blocked(
+        "add_zero_vec",
+        "(add v (let (b 0.0) (build n (lam (i : Integer) (let (a b) a)))))",
+        "a's value uses b, bound inside the zero: not looked through",
+    ),
     Blocked(
         "add_zero_vec",
         "(let (a v) (let (b a) (let (a (constVec n 0.0)) (add w b))))",
@@ -426,6 +536,69 @@ NEGATIVE: list[Blocked] = [
     Blocked("build_of_delta", "(build n (lam (i : Integer) (if (eq i k) x 1.0)))", "the other branch is not zero"),
     Blocked("build_of_delta", "(build n (lam (i : Integer) (if (eq i k) 0.0 x)))", "the zero is in the wrong branch"),
     Blocked("build_of_delta", "(build n (lam (i : Integer) (if (gt i k) x 0.0)))", "not an equality"),
+    Blocked(
+        "sumbuild_tuple_split",
+        "(sumbuild n (lam (i : Integer) (tuple x (to_float i))))",
+        "a literal tuple: sumbuild_of_tuple's",
+    ),
+    Blocked("sumbuild_tuple_split", "(sumbuild n (lam (i : Integer) (to_float i)))", "not a tuple"),
+    Blocked("let_into_deltavec", "(let (a k) (deltaVec n a x))", "the position uses the variable"),
+    Blocked("let_into_deltavec", "(let (a k) (deltaVec a 1 x))", "the size uses the variable"),
+    Blocked(
+        "sumbuild_let_out",
+        "(sumbuild n (lam (i : Integer) (let (a (to_float i)) (mul a x))))",
+        "the value uses the index",
+    ),
+    Blocked(
+        "build_let_out", "(build n (lam (i : Integer) (let (a (to_float i)) (mul a x))))", "the value uses the index"
+    ),
+    Blocked(
+        "build_let_out",
+        "(let (a 2) (build a (lam (i : Integer) (let (a 3) (to_float a)))))",
+        "the size uses the let's name",
+    ),
+    Blocked(
+        "sumbuild_swap",
+        "(sumbuild n (lam (i : Integer) (sumbuild i (lam (j : Integer) x))))",
+        "the inner size uses the outer index",
+    ),
+    Blocked("sumbuild_of_onehot", "(sumbuild n (lam (i : Integer) (deltaVec i i x)))", "the size uses the index"),
+    Blocked("sumbuild_of_onehot", "(sumbuild n (lam (i : Integer) (deltaVec m k x)))", "the position is not the index"),
+    Blocked("if_zero_inward", "(if p (constVec n 1.0) (deltaVec n k x))", "not zero"),
+    Blocked("if_zero_inward", "(if p (constVec n 0.0) v)", "the other branch is no nest of deltaVecs and builds"),
+    Blocked(
+        "if_zero_inward",
+        "(let (g7 1) (if (gt g7 0) (constVec n 0.0) (build n (lam (g7 : Integer) (mul (to_float g7) 7.5)))))",
+        "the build binds a variable of the condition",
+    ),
+    Blocked("sumbuild_of_shifted_onehot", "(sumbuild n (lam (i : Integer) (deltaVec m (mul i 2) x)))", "not ±i + c"),
+    Blocked(
+        "sumbuild_of_shifted_onehot", "(sumbuild n (lam (i : Integer) (deltaVec m (add i 1) v)))", "a vector value"
+    ),
+    Blocked(
+        "sumbuild_of_shifted_onehot",
+        "(sumbuild n (lam (i : Integer) (deltaVec m i x)))",
+        "no shift: sumbuild_of_onehot's",
+    ),
+    Blocked(
+        "sumbuild_of_if_eq",
+        "(sumbuild n (lam (i : Integer) (if (eq (add i 1) k) x y)))",
+        "the other branch is not zero",
+    ),
+    Blocked("sumbuild_of_if_eq", "(sumbuild n (lam (i : Integer) (if (eq (add i i) k) x 0.0)))", "not ±i + c"),
+    Blocked("sumbuild_of_if_eq", "(sumbuild n (lam (i : Integer) (if (gt i k) x 0.0)))", "not an equality"),
+    Blocked(
+        "sumbuild_of_let_build",
+        "(sumbuild n (lam (i : Integer) (let (a (build m (lam (j : Integer) x))) (build m (lam (j : Integer) (index j a))))))",
+        "the let's value has a loop",
+    ),
+    Blocked(
+        "sumbuild_of_let_build",
+        "(sumbuild n (lam (i : Integer) (let (a (add i 1)) (build a (lam (j : Integer) x)))))",
+        "the build's size uses a let's variable",
+    ),
+    Blocked("let_substitute", "(let (a (build n (lam (i : Integer) x))) (sum a))", "the value has a loop"),
+    Blocked("let_substitute", "(let (a (exp x)) y)", "the variable is not used: delete_let's"),
 ]
 
 

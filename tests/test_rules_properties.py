@@ -270,6 +270,45 @@ def _delta_outside_domain(ds: DomainSite) -> bool:
     return False
 
 
+def _hoisted_value_fails(ds: DomainSite) -> bool:
+    # sumbuild_let_out, build_let_out, sumbuild_of_if_eq: the loop ran its body less than once, and
+    # the let that now stands outside it (the hoisted value; the solved index) fails
+    return few_iterations(ds) and ds.fails(ds.replacement.args[1], ds.site_envs)
+
+
+def _onehot_outside_domain(ds: DomainSite) -> bool:
+    # sumbuild_of_onehot: fewer terms than the deltaVecs' size (or none); m does not use the index
+    n, _, body = ds.site.node.args
+    for env in ds.site_envs:
+        terms = ev(n, env)
+        if terms < 1 or terms < ev(body.args[0], env):
+            return True
+    return False
+
+
+def _swapped_sum_is_empty(ds: DomainSite) -> bool:
+    # sumbuild_swap: either sum runs its body less than once (the inner size m does not use the outer
+    # index; where the outer sum is empty, m was never evaluated)
+    n, _, inner = ds.site.node.args
+    return any(ev(n, env) < 1 or ev(inner.args[0], env) < 1 for env in ds.site_envs)
+
+
+def _zero_of_another_shape(ds: DomainSite) -> bool:
+    # if_zero_inward: where p holds the value was the zero branch's; now it is the nest with zeros
+    # inside, of the other branch's shape (none where the nest's sizes fail to evaluate)
+    p, a, b = ds.site.node.args
+    zero = a if ds.rule.match(ds.site) == 2 else b
+    for env in ds.site_envs:
+        if not ev(p, env):
+            continue
+        try:
+            if _shape(ev(zero, env)) != _shape(ev(ds.replacement, env)):
+                return True
+        except KsEvalError:
+            return True
+    return False
+
+
 DomainCheck = Callable[[DomainSite], bool]
 FINITE_OPERANDS: DomainCheck = lambda ds: nonfinite(ds, "a", "b", "c") or intermediates_nonfinite(ds)  # noqa: E731
 
@@ -316,6 +355,12 @@ DOMAIN_CHECKS: dict[str, DomainCheck] = {
     "add_of_logs": lambda ds: not_positive(ds, "a", "b") or intermediates_nonfinite(ds),
     "add_zero_vec": _zero_operand_changes_nothing,
     "build_of_delta": _delta_outside_domain,
+    "sumbuild_let_out": _hoisted_value_fails,
+    "build_let_out": _hoisted_value_fails,
+    "sumbuild_swap": _swapped_sum_is_empty,
+    "sumbuild_of_onehot": _onehot_outside_domain,
+    "if_zero_inward": _zero_of_another_shape,
+    "sumbuild_of_if_eq": _hoisted_value_fails,
 }
 
 
@@ -510,6 +555,47 @@ HAND_WRITTEN: list[tuple[str, str]] = [
     ("V", "(build 2 (lam (i : Integer) (if (eq 5 i) (index 7 (constVec 1 x)) 0.0)))"),
     ("V", "(index 0 (build 2 (lam (i : Integer) (if (eq i 1) (constVec 3 x) (constVec 2 0.0)))))"),
     ("V", "(sumbuild 2 (lam (j : Integer) (build 3 (lam (i : Integer) (if (eq j i) (add x y) 0.0)))))"),
+    # reverse-mode code (rules/gradients.py): sums of tuples under lets, lets in and out of loops and
+    # one-hot values, one-hot sums (shifted, reversed, of ifs), ifs with a zero branch, sums of builds
+    ("T", "(sumbuild 3 (lam (i : Integer) (let (a (mul x (to_float i))) (tuple a (add a y)))))"),
+    ("T", "(sumbuild 3 (lam (i : Integer) (if (gt (to_float i) x) (tuple x y) (add (tuple y 1.0) (tuple x 2.0)))))"),
+    ("F", "(sum (get$1$2 (sumbuild 2 (lam (i : Integer) (let (a (add x (to_float i))) (tuple (constVec 2 a) a))))))"),
+    ("V", "(let (a (mul x y)) (deltaVec 3 1 (add a 1.0)))"),
+    ("V", "(sumbuild 3 (lam (i : Integer) (let (a (mul x (to_float i))) (deltaVec 3 i a))))"),
+    ("F", "(sumbuild 3 (lam (i : Integer) (let (a (mul x y)) (add a (to_float i)))))"),
+    ("F", "(sumbuild 0 (lam (i : Integer) (let (a (index 5 (constVec 3 x))) (add a 1.0))))"),
+    ("V", "(sumbuild 3 (lam (i : Integer) (deltaVec 2 i (mul x (to_float i)))))"),
+    ("V", "(sumbuild 2 (lam (i : Integer) (deltaVec 3 i x)))"),
+    ("V", "(if (gt x 0.0) (constVec 3 0.0) (deltaVec 3 1 y))"),
+    ("V", "(if (gt y 0.5) (build 3 (lam (i : Integer) (mul x (to_float i)))) (let (z5 0.0) (constVec 3 z5)))"),
+    (
+        "V",
+        "(sum (if (gt x 0.0) (constVec 2 (constVec 3 0.0)) (deltaVec 2 1 (build 3 (lam (i : Integer) (mul y (to_float i)))))))",
+    ),
+    ("V", "(sumbuild 3 (lam (i : Integer) (deltaVec 4 (add i 1) (to_float i))))"),
+    ("V", "(sumbuild 3 (lam (i : Integer) (deltaVec 3 (sub 2 i) (mul x (to_float i)))))"),
+    ("V", "(sumbuild 3 (lam (i : Integer) (deltaVec 2 (neg (sub 1 i)) (add y (to_float i)))))"),
+    ("F", "(sumbuild 3 (lam (i : Integer) (if (eq (sub i 1) 1) x 0.0)))"),
+    ("F", "(sumbuild 3 (lam (i : Integer) (if (eq 2 (sub 3 i)) (mul x (to_float i)) 0.0)))"),
+    ("I", "(sumbuild 4 (lam (i : Integer) (if (eq i 2) (mul i 3) 0)))"),
+    ("F", "(sumbuild 0 (lam (i : Integer) (if (eq i (size (index 5 (constVec 3 (constVec 2 x))))) x 0.0)))"),
+    (
+        "V",
+        "(sumbuild 3 (lam (i : Integer) (let (a (mul x (to_float i))) (build 2 (lam (j : Integer) (add a (to_float j)))))))",
+    ),
+    ("V", "(sumbuild 2 (lam (i : Integer) (let (j (add i 1)) (build 3 (lam (j : Integer) (mul (to_float j) y))))))"),
+    ("F", "(sumbuild 3 (lam (i : Integer) (sumbuild 2 (lam (j : Integer) (mul (to_float i) (add x (to_float j)))))))"),
+    ("V", "(sumbuild 2 (lam (i : Integer) (sumbuild 3 (lam (j : Integer) (deltaVec 3 j (mul x (to_float i)))))))"),
+    (
+        "F",
+        "(sumbuild 0 (lam (i : Integer) (sumbuild (size (index 5 (constVec 3 (constVec 2 x)))) (lam (j : Integer) x))))",
+    ),
+    # the bugs these tests found in rules/gradients.py: sumbuild_tuple_split projected a scalar
+    # broadcast over the tuple (get$1$2 of a Float); the one-hot sums captured the sum's size when it
+    # used a variable of the index's name
+    ("T", "(sumbuild 3 (lam (q10 : Integer) (add (tuple x (to_float q10)) 1.0)))"),
+    ("V", "(let (q11 2) (sumbuild q11 (lam (q11 : Integer) (deltaVec 3 (add q11 1) (add x (to_float q11))))))"),
+    ("F", "(let (q12 2) (sumbuild q12 (lam (q12 : Integer) (if (eq (add q12 1) 2) (add x (to_float q12)) 0.0))))"),
 ]
 
 
@@ -573,6 +659,25 @@ DOMAIN_VIOLATIONS = [
     ("lift_bind", "V", "(build 0 (lam (i : Integer) (let (a (div 1 0)) (to_float a))))"),
     ("build_of_delta", "V", "(build 2 (lam (i : Integer) (if (eq 5 i) (index 7 (constVec 1 x)) 0.0)))"),
     ("build_of_delta", "V", "(index 0 (build 2 (lam (i : Integer) (if (eq i 1) (constVec 3 x) (constVec 2 0.0)))))"),
+    ("sumbuild_let_out", "F", "(sumbuild 0 (lam (i : Integer) (let (a (index 5 (constVec 3 x))) (add a 1.0))))"),
+    ("build_let_out", "V", "(build 0 (lam (i : Integer) (let (a (index 5 (constVec 3 x))) (add a 1.0))))"),
+    (
+        "sumbuild_swap",
+        "F",
+        "(sumbuild 0 (lam (i : Integer) (sumbuild (size (index 5 (constVec 3 (constVec 2 x)))) (lam (j : Integer) x))))",
+    ),
+    ("sumbuild_of_onehot", "V", "(sumbuild 2 (lam (i : Integer) (deltaVec 3 i x)))"),
+    ("if_zero_inward", "V", "(if (gt x 0.0) (constVec 2 0.0) (deltaVec 3 1 y))"),
+    (
+        "if_zero_inward",
+        "V",
+        "(if (gt x 0.0) (constVec 2 0.0) (deltaVec (size (index 5 (constVec 3 (constVec 2 x)))) 1 y))",
+    ),
+    (
+        "sumbuild_of_if_eq",
+        "F",
+        "(sumbuild 0 (lam (i : Integer) (if (eq i (size (index 5 (constVec 3 (constVec 2 x))))) x 0.0)))",
+    ),
 ]
 
 

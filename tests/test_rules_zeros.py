@@ -53,7 +53,9 @@ def test_paper_sets_do_not_have_them() -> None:
         ("(build 2 (lam (i : Integer) (constVec i 0.0)))", True),
         ("(tuple (deltaVec 3 1 0.0) (if (gt x 0.0) 0 (mul 0 2)))", False),  # a mul is not looked into
         ("(tuple (deltaVec 3 1 0.0) (if (gt x 0.0) 0 -0))", True),
-        ("(let (a (constVec 3 0.0)) (build 2 (lam (i : Integer) a)))", False),  # bound inside: not looked up
+        ("(let (a (constVec 3 0.0)) (build 2 (lam (i : Integer) a)))", True),  # a let inside e is looked through
+        ("(build 2 (lam (a : Integer) (let (b (to_float a)) b)))", False),  # its value is not zero
+        ("(let (a 1.0) (build 2 (lam (a : Integer) 0.0)))", True),
         ("(build 2 (lam (i : Integer) (to_float (sub i i))))", False),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,7 @@ def test_every_shipped_config_is_listed() -> None:
         "default_model.yaml",
         "default_offline.yaml",
         "default_tree.yaml",
+        "gradients.yaml",
     ]
     readme = (CONFIGS / "README.md").read_text()
     for name in names:
@@ -347,14 +349,22 @@ def _enumerated() -> list[tuple[str, tuple[str, ...]]]:
     """Every config key whose value is one of a few names (a Literal type), with the names."""
     import typing
 
-    from gnn.config import ModelConfig, SearchConfig, TrainingConfig
+    from gnn.config import FILLED_FROM, ModelConfig, SearchConfig, TrainingConfig
 
     out = []
     for section, cls in (("search", SearchConfig), ("model", ModelConfig), ("training", TrainingConfig)):
+        filled = {f.name for f in dataclasses.fields(cls) if FILLED_FROM in f.metadata}  # not keys of the YAML
         for name, hint in typing.get_type_hints(cls).items():
-            if typing.get_origin(hint) is typing.Literal:
+            if typing.get_origin(hint) is typing.Literal and name not in filled:
                 out.append((f"{section}.{name}", typing.get_args(hint)))
     return out
+
+
+def test_the_cost_names_are_the_cost_models() -> None:
+    from gnn.config import CostName
+    from knossos.cost_models import COST_MODELS
+
+    assert set(typing.get_args(CostName)) == set(COST_MODELS)
 
 
 def test_the_enumerated_options_are_literal_types() -> None:
@@ -363,6 +373,7 @@ def test_the_enumerated_options_are_literal_types() -> None:
         "search.algorithm",
         "search.test_algorithm",
         "search.precision",
+        "search.cost",
         "model.kind",
         "model.cost_normalization",
         "training.targets",

@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from tqdm import tqdm  # noqa: E402
 
+from app.models import trained_search  # noqa: E402
 from benchmarks.bench_walltime import (  # noqa: E402
     CONV1D_RULES,
     GEMM_RULES,
@@ -75,12 +76,17 @@ from benchmarks.bench_walltime import (  # noqa: E402
     numpy_gemm,
     run_case,
 )
+from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cpp import compile as cpp_compile  # noqa: E402
 from knossos.cpp.bench import Measurement, Size, format_seconds  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
+from search.pseudo_beam import pseudo_beam  # noqa: E402
+from search.registry import get_search  # noqa: E402
+from search.spec import SearchSpec  # noqa: E402
 
 RESULTS = ROOT / "experiments" / "results" / "fig7_walltime" / "results.jsonl"
 QUICK_RESULTS = ROOT / "runs" / "quick" / "fig7_walltime" / "results.jsonl"
@@ -105,9 +111,11 @@ class Experiment:
     size_of: Callable[[int], Size]
     hand: dict[str, str]  # hand-written C++ variants
     numpy_fn: Callable[[Sequence[Any]], Callable[[], Any]]
+    #: The labels of the case's further searches (Case.more), in order.
+    more: tuple[str, ...] = ()
 
     def variants(self) -> list[str]:
-        return ["original", "baseline", "optimised", *self.hand, "numpy"]
+        return ["original", "baseline", "optimised", *self.more, *self.hand, "numpy"]
 
     def case(self) -> Case:
         """The program's variants (runs the search)."""
@@ -116,6 +124,32 @@ class Experiment:
 
 def conv_size(n: int) -> Size:
     return Size({"kernels": (CONV_K, CONV_L, CONV_KN), "image": (CONV_L, n), "d$r": (CONV_K, n)})
+
+
+#: The gradient rules' searches of rev$conv1d (docs/programs.md): plain pseudo-beam search with both
+#: prunings and the shipped `gradients` model's learned search, each for GRADIENT_SECONDS, under the
+#: allocation-aware cost with the figure's middle size (n = 128), so that the image's gradient loops
+#: over the kernel taps.
+GRADIENT_SECONDS = 60.0
+GRADIENT_SIZES = {"kernels": (CONV_K, CONV_L, CONV_KN), "image": (CONV_L, 128), "d$r": (CONV_K, 128)}
+GRADIENT_VARIANTS = ("gradient_rules plain", "gradient_rules model")
+
+
+def conv1d_with_gradients(depth: int, budget: int) -> Case:
+    """rev$conv1d as bench_walltime makes it, and the two gradient-rule searches of GRADIENT_VARIANTS."""
+    cost = AllocCost(GRADIENT_SIZES)
+    rules = get_rule_set("gradient_rules")
+    plain = SearchSpec(rules, 150, 10**7, cost=cost, seconds=GRADIENT_SECONDS, prune_commutes=True, prune_inlines=True)
+    trained = trained_search("gradients")
+    learned = trained.spec(10**7, GRADIENT_SECONDS, cost)
+    return conv1d_case(
+        depth,
+        budget,
+        more={
+            GRADIENT_VARIANTS[0]: lambda e: pseudo_beam(e, plain),
+            GRADIENT_VARIANTS[1]: lambda e: get_search(trained.search)(e, learned),
+        },
+    )
 
 
 EXPERIMENTS = [
@@ -139,7 +173,7 @@ EXPERIMENTS = [
     ),
     Experiment(
         "rev$conv1d",
-        conv1d_case,
+        conv1d_with_gradients,
         {"algorithm": "two_phase", "value_function": "zero", "rules": f"phase1 then {CONV1D_RULES}"},
         40,
         5000,
@@ -148,6 +182,7 @@ EXPERIMENTS = [
         conv_size,
         {},
         numpy_conv1d_rev,
+        GRADIENT_VARIANTS,
     ),
 ]
 
@@ -220,6 +255,22 @@ def search_summary(exp: Experiment, case: Case) -> dict[str, object]:
     }
 
 
+def more_summary(case: Case, label: str) -> dict[str, object] | None:
+    """What one of the case's further searches found (None for the other variants)."""
+    if label not in case.more:
+        return None
+    r, seconds = case.more[label]
+    return {
+        "description": label,
+        "start_cost": r.start_cost,
+        "best_cost": r.best_cost,
+        "steps": len(r.steps),
+        "rules_applied": list(dict.fromkeys(s.rule for s in r.steps)),
+        "evaluations": r.evaluations,
+        "seconds": round(seconds, 3),
+    }
+
+
 def measure(exp: Experiment, case: Case, n: int, seconds: float, rounds: int) -> tuple[list[Measurement], list[str]]:
     """Every variant at size n, timed together; and the variants that failed a check."""
     table = run_case(case, [exp.size_of(n)], [], exp.hand, exp.numpy_fn, seconds, rounds)
@@ -281,7 +332,7 @@ def run(args: argparse.Namespace) -> bool:
             ok = False
             tqdm.write(f"run.py: warning: {exp.program} n={n}: {', '.join(bad)} failed a check", file=sys.stderr)
         for m in got:
-            row = make_row(exp, case, n, m, context, search)
+            row = make_row(exp, case, n, m, context, more_summary(case, m.variant) or search)
             rows[key_of(row)] = row
         save_rows(args.out, rows)
     bar.close()

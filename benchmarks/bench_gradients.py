@@ -23,7 +23,7 @@ Variants (the program with the def's body replaced; each compiled with knossos.c
                and cost model it was trained with (--rules and --depth where it does not say), for S
                seconds; a model that does not exist is one line and no variant;
   path k/K     --path-points (4) programs evenly spaced along the rewrite path of the contender with
-               the lowest cost (its steps replayed from the original): after step round(k*L/K) of L,
+               the lowest reference cost (its steps replayed from the original): after step round(k*L/K) of L,
                K = --path-points + 1;
   numpy        the gradient as matrix products (knossos/cpp/numpy_refs.py), on one thread.
 Sizes: N = 8, 12, 16 (k = l = kn = n = N; --quick: 4, 6), and with --fig7-sizes (--only-fig7-sizes: only) Figure 7's
@@ -558,8 +558,8 @@ def make_variants(args: argparse.Namespace, program: Program, d: Def) -> list[Be
     contenders = plain_contenders(d.body, args)
     learned = model_contender(d.body, args)
     contenders += [learned] if learned is not None else []
-    best = min(contenders, key=lambda c: c.result.best_cost)
-    print(f"best: {best.label} (cost {best.result.best_cost:.6g})", flush=True)
+    best = min(contenders, key=lambda c: c.result.best.cost)  # the reference cost: contenders' costs differ
+    print(f"best: {best.label} (reference cost {best.result.best.cost:.6g})", flush=True)
     return (
         base_variants(program, d)
         + contender_variants(program, d, contenders)

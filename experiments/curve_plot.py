@@ -79,6 +79,8 @@ def plot(exp: CurveExperiment, rows: list[dict[str, Any]], out: Path) -> None:
             if r["kind"] == "reference" and r["agent"] in references:
                 text, colour, style = references[r["agent"]]
                 ax.hlines(r["total"], *span, color=colour, linestyles=style, label=text)
+        if exp.log_scale:  # costs that span orders of magnitude
+            ax.set_yscale("log")
         ax.set_title(f"test budget {budget} evaluations")
         ax.set_xlabel("epoch")
         ax.set_xlim(*span)

@@ -86,6 +86,8 @@ class CurveExperiment:
     reduced: str = ""
     #: Train in another figure's runs folder (the same runs serve both figures).
     runs_of: str | None = None
+    #: Plot the costs on a log scale.
+    log_scale: bool = False
 
     def quick(self) -> CurveExperiment:
         return dataclasses.replace(
@@ -129,7 +131,7 @@ def run(
     config = load_config(ROOT / exp.config, list(exp.overrides))
     targets = load_targets(config.data.test, "data.test")
     started = time.perf_counter()
-    _references(exp, results, targets)
+    _references(exp, results, targets, config.search.cost)
     for baseline in exp.baselines:
         for budget in exp.budgets:
             for seed in range(exp.repetitions if baseline.seeded else 1):
@@ -157,14 +159,18 @@ def run(
     return results.path
 
 
-def _references(exp: CurveExperiment, results: ResultsFile, targets: Sequence[Any]) -> None:
-    lines = {"initial": [t.expr.cost for t in targets]}
-    if all(t.best_known is not None for t in targets):
+def _references(exp: CurveExperiment, results: ResultsFile, targets: Sequence[Any], cost_model: str) -> None:
+    """The reference lines, in the config's cost model (best-known costs are the reference model's)."""
+    from knossos.cost_models import get_cost_model
+
+    cost = get_cost_model(cost_model)
+    lines = {"initial": [cost(t.expr) for t in targets]}
+    if all(t.best_known is not None for t in targets) and cost_model == "reference":
         lines["best_known"] = [t.best_known for t in targets]
     if exp.ksc_baseline:
         from rules.baseline import simplify
 
-        lines["ksc_baseline"] = [simplify(t.expr).cost for t in targets]
+        lines["ksc_baseline"] = [cost(simplify(t.expr)) for t in targets]
     for name, costs in lines.items():
         if not results.has(kind="reference", agent=name, seed=None, epoch=None, budget=None):
             results.add(_row("reference", name, None, None, None, costs))
@@ -256,8 +262,10 @@ def _search_all(
     depth: int | None = None,
 ) -> list[float]:
     """The best cost ``search`` reaches on each target (zero value function unless ``weights``), at
-    the config's depth unless ``depth``; ``pruning``: whether it prunes commutations and idle inlines."""
+    the config's depth unless ``depth``, in the config's cost model; ``pruning``: whether it prunes
+    commutations and idle inlines."""
     from app.models import load_value_function
+    from knossos.cost_models import get_cost_model
     from knossos.perf import fewer_gc_pauses
     from rules.sets import get_rule_set
     from search.registry import get_search
@@ -274,6 +282,7 @@ def _search_all(
         batch_size=config.search.batch_size,
         prune_commutes=pruning[0],
         prune_inlines=pruning[1],
+        cost=get_cost_model(config.search.cost),
     )
     with fewer_gc_pauses():
         return [float(get_search(search)(t.expr, spec).best_cost) for t in targets]

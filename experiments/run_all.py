@@ -16,7 +16,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = ("fig7_walltime", "fig6_blas", "fig5_generalisation", "fig9_search", "fig5_bootstrap", "fig6_cnn")
+FIGURES = (
+    "fig7_walltime",
+    "fig6_blas",
+    "fig5_generalisation",
+    "fig9_search",
+    "fig5_bootstrap",
+    "fig6_cnn",
+    "fig6_gradients",
+)
 
 
 def main() -> int:

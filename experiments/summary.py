@@ -22,6 +22,7 @@ from experiments.common import RESULTS, ROOT, ResultsFile
 from experiments.curves import unique_rows
 from experiments.default_model.passes import PassMetrics
 from knossos.atomic import atomic_write_text
+from knossos.cpp.bench import format_seconds
 
 README = ROOT / "experiments" / "README.md"
 #: The files that hold marked tables (each table in exactly one of them).
@@ -37,8 +38,9 @@ READMES = (
 TRAINING_RUNS = {
     "training_arith": ("arith_h64_b300_seed0", "arith_h64_b300_seed1", "arith_h64_b300_seed2"),
     "training_bootstrap": ("bootstrap_explored_h200_bf16", "bootstrap_explored_h64", "bootstrap_replay_h64"),
+    "gradients_training": ("../gradients/training",),
 }
-CURVES = ("fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig9_search")
+CURVES = ("fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig6_gradients", "fig9_search")
 MARKER = re.compile(r"(<!-- table:(?P<figure>[\w]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -377,7 +379,7 @@ def gradients_table(file: str = "bench.jsonl") -> str:
         return "_No results yet: run benchmarks/bench_gradients.py._\n"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     lines = [
-        "| size | variant | found by | alloc cost | reference cost | seconds per call | vs as written | / numpy |",
+        "| size | variant | found by | alloc cost | reference cost | time per call | vs as written | / numpy |",
         "|---|---|---|---|---|---|---|---|",
     ]
     rho_lines = []
@@ -386,6 +388,8 @@ def gradients_table(file: str = "bench.jsonl") -> str:
         timed = {r["variant"]: r["min_s"] for r in at if not r.get("skipped") and r.get("min_s")}
         original, numpy = timed.get("original"), timed.get("numpy")
         for r in at:
+            if r.get("kind") == "path":
+                continue  # ranked below with the others, not listed
             t = timed.get(r["variant"])
             found = _found_by(r)
             cost = "-" if r.get("alloc_cost") is None else f"{r['alloc_cost']:.4g}"
@@ -393,7 +397,7 @@ def gradients_table(file: str = "bench.jsonl") -> str:
             speed = f"{original / t:.0f}x" if original and t else "-"
             over = f"{t / numpy:.2f}" if numpy and t else "-"
             lines.append(
-                f"| {size} | {r['variant']} | {found} | {cost} | {ref} | {'skipped' if t is None else f'{t:.3g}'} | "
+                f"| {size} | {r['variant']} | {found} | {cost} | {ref} | {'skipped' if t is None else format_seconds(t)} | "
                 f"{speed} | {over} |"
             )
         programs = [r for r in at if r["variant"] != "numpy" and r["variant"] in timed]
@@ -403,7 +407,53 @@ def gradients_table(file: str = "bench.jsonl") -> str:
             if len(pairs) > 1:
                 rhos.append(f"{name} {spearman([p[0] for p in pairs], [p[1] for p in pairs]):.3f}")
         rho_lines.append(f"{size}: {', '.join(rhos)} ({len(programs)} programs)")
-    return "\n".join(lines) + "\n\nSpearman's rho of cost and time: " + "; ".join(rho_lines) + ".\n"
+    return (
+        "\n".join(lines)
+        + "\n\nSpearman's rho of cost and time over these and the points along the best path: "
+        + "; ".join(rho_lines)
+        + ".\n"
+    )
+
+
+def gradients_brief_table() -> str:
+    """For the README: rev$conv1d's seconds per call at k = l = kn = n = N, as written, the best plain
+    search's program, the gradients model's and numpy's (benchmarks/bench_gradients.py)."""
+    path = RESULTS / "gradients" / "bench.jsonl"
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_gradients.py._\n"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = ["| N | as written | best plain search | `--model gradients` | numpy |", "|---|---|---|---|---|"]
+    for n in dict.fromkeys(r["n"] for r in rows if r.get("n")):
+        at = {r["variant"]: r for r in rows if r.get("n") == n and not r.get("skipped")}
+        plain = [r for r in at.values() if r.get("kind") == "search" and r["search"].get("model") in (None, "none")]
+        best = min(plain, key=lambda r: r["min_s"], default=None)
+        cells = [at.get("original"), best, at.get("model gradients"), at.get("numpy")]
+        lines.append(f"| {n} | " + " | ".join("-" if c is None else format_seconds(c["min_s"]) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def gradients_program_table() -> str:
+    """The optimised rev$conv1d of experiments/results/gradients/ (optimize.py's -o and --json files):
+    its rewrite sequence, runs of one rule folded, and the def."""
+    folder = RESULTS / "gradients"
+    report, program = folder / "rev_conv1d.json", folder / "rev_conv1d.ks"
+    if not (report.is_file() and program.is_file()):
+        return "_No results yet: run the optimize.py command above._\n"
+    found = json.loads(report.read_text())
+    runs: list[list[Any]] = []
+    for step in found["steps"]:
+        if runs and runs[-1][0] == step["rule"]:
+            runs[-1][1] += 1
+        else:
+            runs.append([step["rule"], 1])
+    sequence = ", ".join(rule if n == 1 else f"{rule} x{n}" for rule, n in runs)
+    text = program.read_text()
+    body = text[text.index("(def rev$conv1d") :].rstrip()
+    return (
+        f"{len(found['steps'])} rewrites, cost ({found['cost_model']} model) {found['start_cost']:.6g} to "
+        f"{found['best_cost']:.6g}, {found['evaluations']} evaluations, {found['seconds']:.1f} s: {sequence}.\n\n"
+        f"```lisp\n{body}\n```\n"
+    )
 
 
 def _found_by(row: dict[str, Any]) -> str:
@@ -439,7 +489,8 @@ TABLES["default_model_brief"] = default_model_brief_table
 TABLES["blas_test"] = blas_test_table
 TABLES["egraph_baseline"] = egraph_table
 TABLES["gradients_bench"] = gradients_table
-TABLES["gradients_bench_fig7"] = functools.partial(gradients_table, "bench_fig7.jsonl")
+TABLES["gradients_program"] = gradients_program_table
+TABLES["gradients_brief"] = gradients_brief_table
 TABLES.update({name: functools.partial(training_table, name) for name in TRAINING_RUNS})
 
 

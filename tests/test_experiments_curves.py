@@ -1,4 +1,4 @@
-"""The learning-curve figures (fig5_generalisation, fig5_bootstrap, fig6_blas, fig6_cnn, fig9_search)
+"""The learning-curve figures (fig5_generalisation, fig5_bootstrap, fig6_blas, fig6_cnn, fig6_gradients, fig9_search)
 run end to end in --quick mode through the same entry points users run, resume without redoing work,
 and plot."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 
-FIGURES = ["fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig9_search"]
+FIGURES = ["fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig6_gradients", "fig9_search"]
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 

@@ -15,7 +15,7 @@ from conftest import ROOT
 HERE = ROOT / "experiments" / "fig7_walltime"
 VARIANTS = {
     "gemm": {"original", "baseline", "optimised", "hand i-k-j", "numpy"},
-    "rev$conv1d": {"original", "baseline", "optimised", "numpy"},
+    "rev$conv1d": {"original", "baseline", "optimised", "gradient_rules plain", "gradient_rules model", "numpy"},
 }
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

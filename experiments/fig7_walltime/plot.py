@@ -41,6 +41,8 @@ STYLE = {
     "original": ("tab:gray", "s", "-"),
     "baseline": ("tab:blue", "o", "-"),
     "optimised": ("tab:red", "^", "-"),
+    "gradient_rules plain": ("tab:orange", "v", "-"),
+    "gradient_rules model": ("tab:purple", "P", "-"),
     "hand i-k-j": ("tab:green", "D", "--"),
     "numpy": ("black", "x", ":"),
 }

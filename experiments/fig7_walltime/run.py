@@ -19,6 +19,9 @@ original at every size):
              budget 5000 (the fused program); rev$conv1d: two-phase A* (phase1 rules, then
              ml_rules_no_bind+zero_tensor_rules), depth 40, budget 5000 (the searches run once per program per run,
              only when a size of it is still to measure);
+  gradient_rules plain, gradient_rules model
+             rev$conv1d only: pseudo-beam over gradient_rules with the sized alloc cost, and
+             --model gradients as optimize.py runs it, 60 s each (GRADIENT_SECONDS);
   hand i-k-j GEMM only: the hand-written i-k-j loop (bench_walltime.HAND_GEMM);
   numpy      for context, on one thread: alpha*(A@B) + beta*C, and the gradient as matrix products
              (timed in the first round only).
@@ -102,7 +105,7 @@ class Experiment:
     """One program of the figure: how to make its variants and which sizes to time."""
 
     program: str
-    make_case: Callable[[int, int], Case]  # (depth, budget) -> the case, with its search run
+    make_case: Callable[[int, int, bool], Case]  # (depth, budget, quick) -> the case, with its searches run
     search: dict[str, object]  # how the optimised variant is searched for (with depth and budget)
     depth: int
     budget: int
@@ -117,31 +120,56 @@ class Experiment:
     def variants(self) -> list[str]:
         return ["original", "baseline", "optimised", *self.more, *self.hand, "numpy"]
 
-    def case(self) -> Case:
+    def case(self, quick: bool = False) -> Case:
         """The program's variants (runs the search)."""
-        return self.make_case(self.depth, self.budget)
+        return self.make_case(self.depth, self.budget, quick)
 
 
 def conv_size(n: int) -> Size:
     return Size({"kernels": (CONV_K, CONV_L, CONV_KN), "image": (CONV_L, n), "d$r": (CONV_K, n)})
 
 
-#: The gradient rules' searches of rev$conv1d (docs/programs.md): plain pseudo-beam search with both
-#: prunings and the shipped `gradients` model's learned search, each for GRADIENT_SECONDS, under the
-#: allocation-aware cost with the figure's middle size (n = 128), so that the image's gradient loops
-#: over the kernel taps.
+#: The gradient rules' searches of rev$conv1d (docs/programs.md), each for GRADIENT_SECONDS: plain
+#: pseudo-beam search with both prunings under the allocation-aware cost told the figure's middle size
+#: (n = 128, so that the image's gradient loops over the kernel taps), and the shipped `gradients`
+#: model's learned search as optimize.py runs it (its own cost, every vector 16 long: its values are
+#: in that cost's units, and under the sized cost it got no further than 5e8 in 60 s).
 GRADIENT_SECONDS = 60.0
+GRADIENT_QUICK_SECONDS = 2.0
 GRADIENT_SIZES = {"kernels": (CONV_K, CONV_L, CONV_KN), "image": (CONV_L, 128), "d$r": (CONV_K, 128)}
 GRADIENT_VARIANTS = ("gradient_rules plain", "gradient_rules model")
+#: How each is searched, for the results rows (the budget binds never: the seconds do).
+GRADIENT_SEARCHES: dict[str, dict[str, object]] = {
+    GRADIENT_VARIANTS[0]: {
+        "algorithm": "pseudo-beam",
+        "prune_commutes": True,
+        "prune_inlines": True,
+        "value_function": "zero",
+        "rules": "gradient_rules",
+        "cost": f"alloc, sizes {GRADIENT_SIZES}",
+        "depth": 150,
+        "budget": 10**7,
+    },
+    GRADIENT_VARIANTS[1]: {
+        "algorithm": "pseudo-beam",
+        "value_function": "gradients",
+        "rules": "gradient_rules",
+        "cost": "alloc",
+        "depth": 150,
+        "budget": 10**7,
+    },
+}
 
 
-def conv1d_with_gradients(depth: int, budget: int) -> Case:
-    """rev$conv1d as bench_walltime makes it, and the two gradient-rule searches of GRADIENT_VARIANTS."""
+def conv1d_with_gradients(depth: int, budget: int, quick: bool = False) -> Case:
+    """rev$conv1d as bench_walltime makes it, and the two gradient-rule searches of GRADIENT_VARIANTS
+    (GRADIENT_QUICK_SECONDS each with ``quick``)."""
+    seconds = GRADIENT_QUICK_SECONDS if quick else GRADIENT_SECONDS
     cost = AllocCost(GRADIENT_SIZES)
     rules = get_rule_set("gradient_rules")
-    plain = SearchSpec(rules, 150, 10**7, cost=cost, seconds=GRADIENT_SECONDS, prune_commutes=True, prune_inlines=True)
+    plain = SearchSpec(rules, 150, 10**7, cost=cost, seconds=seconds, prune_commutes=True, prune_inlines=True)
     trained = trained_search("gradients")
-    learned = trained.spec(10**7, GRADIENT_SECONDS, cost)
+    learned = trained.spec(10**7, seconds)
     return conv1d_case(
         depth,
         budget,
@@ -155,7 +183,7 @@ def conv1d_with_gradients(depth: int, budget: int) -> Case:
 EXPERIMENTS = [
     Experiment(
         "gemm",
-        gemm_case,
+        lambda depth, budget, quick: gemm_case(depth, budget),
         {
             "algorithm": "pseudo-beam",
             "prune_commutes": True,
@@ -260,7 +288,9 @@ def more_summary(case: Case, label: str) -> dict[str, object] | None:
     if label not in case.more:
         return None
     r, seconds = case.more[label]
+    spec = GRADIENT_SEARCHES.get(label, {})
     return {
+        **spec,
         "description": label,
         "start_cost": r.start_cost,
         "best_cost": r.best_cost,
@@ -324,7 +354,7 @@ def run(args: argparse.Namespace) -> bool:
     for exp, n in bar:
         bar.set_postfix_str(f"{exp.program} n={n}")
         if exp.program not in cases:  # the search runs only for a program with something left to measure
-            case = exp.case()
+            case = exp.case(args.quick)
             cases[exp.program] = case, search_summary(exp, case)
         case, search = cases[exp.program]
         got, bad = measure(exp, case, n, args.seconds, args.rounds)

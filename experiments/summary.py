@@ -449,10 +449,24 @@ def gradients_program_table() -> str:
     sequence = ", ".join(rule if n == 1 else f"{rule} x{n}" for rule, n in runs)
     text = program.read_text()
     body = text[text.index("(def rev$conv1d") :].rstrip()
+    bench = ["| n | as written | ksc-style simplifier | optimised | as written / optimised | verified, agrees |"]
+    bench.append("|---|---|---|---|---|---|")
+    for n in dict.fromkeys(r["size"]["n"] for r in found.get("bench", [])):
+        at = {r["variant"]: r for r in found["bench"] if r["size"]["n"] == n}
+        o, b, opt = at["original"], at["baseline"], at["optimised"]
+        checks = all(r["verified"] and r["agrees"] for r in at.values())
+        bench.append(
+            f"| {n} | {format_seconds(o['min_s'])} | {format_seconds(b['min_s'])} | {format_seconds(opt['min_s'])} | "
+            f"{o['min_s'] / opt['min_s']:.0f}x | {'yes' if checks else 'NO'} |"
+        )
     return (
-        f"{len(found['steps'])} rewrites, cost ({found['cost_model']} model) {found['start_cost']:.6g} to "
-        f"{found['best_cost']:.6g}, {found['evaluations']} evaluations, {found['seconds']:.1f} s: {sequence}.\n\n"
-        f"```lisp\n{body}\n```\n"
+        "\n".join(bench)
+        + "\n\n"
+        + (
+            f"{len(found['steps'])} rewrites, cost ({found['cost_model']} model) {found['start_cost']:.6g} to "
+            f"{found['best_cost']:.6g}, {found['evaluations']} evaluations, {found['seconds']:.1f} s: {sequence}.\n\n"
+            f"```lisp\n{body}\n```\n"
+        )
     )
 
 

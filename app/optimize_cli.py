@@ -240,11 +240,11 @@ def run(args: argparse.Namespace) -> int:
         assert src.program is not None
         d = _pick_def(src.program, args.def_name, src.label)
         start = d.body
+        outputs.check_def(src.program, d)
     sized = sorted(cost.sizes) if isinstance(cost, AllocCost) else []
     unknown = [name for name in sized if name not in start.free]
     if unknown:
         raise KsUsageError(f"--size names {', '.join(unknown)}, which the expression being optimised does not use")
-        outputs.check_def(src.program, d)
     bar = _progress_bar(args.budget, disabled=args.quiet)
     spec = SearchSpec(
         rules=rules,

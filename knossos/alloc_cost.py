@@ -4,17 +4,19 @@ The reference model (:mod:`knossos.cost`) charges a ``deltaVec`` or ``constVec``
 many elements it fills, and a vector-valued ``build`` or sum its arithmetic but not its stores.
 Compiled, a one-hot vector inside a loop is a fresh array of zeros per iteration, and a sum of
 vectors stores its whole accumulator once per term: a scatter (``sum_x deltaVec n x e``) costs
-``n`` per term where the gather that replaces it costs 1.  The reference model sees the two as
-equal, so no search guided by it prefers the gather.  :class:`AllocCost` is the reference model
-plus ``STORE_COST`` per element of every vector an op makes (per term, for a sum of vectors).
+``n`` per term where the gather that replaces it costs 1.  The reference model charges the one-hot
+vectors nothing per element, so it underrates scatters inside loops.  :class:`AllocCost` is the
+reference model plus ``STORE_COST`` per element of every vector an op makes (per term, for a sum of
+vectors).
 
-Loop trip counts are the reference's 16 unless sizes are given: ``AllocCost({"image": (16, 128)})``
-counts a loop over ``(size (index i image))`` as 128 iterations.  A size is recognised when it is a
-literal or the ``size`` of a parameter indexed zero or more times; anything else (a let-bound size,
-arithmetic) counts as 16.  Recognising sizes from the expression alone keeps every node's cost
-independent of its context, so costs are computed once per interned node and cached.  Element
-counts of vector types stay 16 per level.  With no sizes, scalar code costs what the reference
-says.
+A loop of literal size counts that many iterations; others count the reference's 16 unless sizes are
+given: ``AllocCost({"image": (16, 128)})`` counts a loop over ``(size (index i image))`` as 128
+iterations.  A size is recognised when it is the ``size`` of a parameter indexed zero or more times;
+anything else (a let-bound size, arithmetic) counts as 16.  Recognising sizes from the expression
+alone keeps every node's cost independent of its context, so costs are computed once per interned
+node and cached.  Element
+counts of vector types stay 16 per level.  Code without vectors or literal-size loops costs what
+the reference says.
 """
 
 from __future__ import annotations

@@ -297,21 +297,30 @@ def run(args: argparse.Namespace) -> int:
 
 # -- outputs: -o, --emit-cpp, --bench ------------------------------------------------------------------
 def _check_target(path: str, force: bool, what: str) -> None:
-    """A file we may write: its folder exists, and it is not there yet unless ``force``."""
+    """A file we may write: its folder exists, it is not there yet unless ``force``, and if it is
+    there it is a regular file (never a device, FIFO or socket, whatever ``force`` says)."""
+    if not path:
+        raise KsUsageError(f"{what} needs a file name, not an empty one")
     target = Path(path)
     if target.is_dir():
         raise KsUsageError(f"{what} names a folder", None, path)
+    if target.exists() and not target.is_file():
+        raise KsUsageError(f"{what}: not a regular file; refusing to replace it", None, path)
     if not target.resolve().parent.is_dir():
         raise KsUsageError(f"{what}: the folder does not exist", None, path)
     if target.exists() and not force:
         raise KsUsageError(f"{what}: the file exists; add --force to overwrite it", None, path)
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str, force: bool = True) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so that the
-    file is either the old one or the new one, never half written; an existing file keeps its mode."""
+    file is either the old one or the new one, never half written; an existing file keeps its mode.
+    Without ``force`` no file may be at ``path`` when it is written (one that appeared during the
+    search is left alone)."""
     try:
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, replace=force)
+    except FileExistsError:
+        raise KsUsageError("the file appeared during the search; add --force to overwrite it", None, path) from None
     except OSError as err:
         raise KsUsageError(f"cannot write: {err.strerror}", None, path) from None
 
@@ -346,6 +355,8 @@ class _Outputs:
     emit_cpp: str | None
     bench: tuple[str, list[int]] | None
     sizes: list[Size] = dataclasses.field(default_factory=list)
+    #: Whether -o may replace a file there (--force, or --in-place, whose target is the input).
+    replace_out: bool = False
 
     @property
     def wanted(self) -> bool:
@@ -362,6 +373,8 @@ class _Outputs:
                 raise KsUsageError("--in-place writes over FILE; it cannot be combined with -o naming another file")
             out = args.file
         elif out is not None:
+            if not out:
+                raise KsUsageError("-o needs a file name, not an empty one")
             if same_file(out, args.file):
                 raise KsUsageError("-o names the input file; add --in-place to overwrite it", None, out)
             _check_target(out, args.force, "-o")
@@ -372,7 +385,9 @@ class _Outputs:
                 raise KsUsageError("--emit-cpp and -o name the same file", None, args.emit_cpp)
             _check_target(args.emit_cpp, args.force, "--emit-cpp")
         bench = parse_bench(args.bench) if args.bench is not None else None
-        return cls(args.file or "<expr>", out, args.force, args.emit_cpp, bench)
+        return cls(
+            args.file or "<expr>", out, args.force, args.emit_cpp, bench, replace_out=args.force or args.in_place
+        )
 
     def check_def(self, program: Program, d: Def) -> None:
         """Before the search: the def has a C++ form (for --emit-cpp and --bench), and the --bench size
@@ -406,14 +421,14 @@ class _Outputs:
         """Write -o and --emit-cpp; returns what to tell the user."""
         messages = []
         if self.out is not None:
-            write_atomic(self.out, format_program(program.with_def(optimised)))
+            write_atomic(self.out, format_program(program.with_def(optimised)), self.replace_out)
             messages.append(f"wrote {self.out}: the program with '{original.name}' optimised")
         if self.emit_cpp is not None:
             try:
                 source = emit_program(program.with_def(optimised), [original.name])
             except KsError as err:
                 raise err.located(None, self.label) from None
-            write_atomic(self.emit_cpp, source)
+            write_atomic(self.emit_cpp, source, self.force)
             messages.append(f"wrote {self.emit_cpp}: C++17 of '{original.name}' and the defs it calls")
         return messages
 

@@ -11,6 +11,7 @@ from the results at any time.)
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -23,20 +24,26 @@ from typing import BinaryIO
 _TRIES = 8
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
+class NotARegularFile(OSError):
+    """The target exists and is a device, FIFO, socket or folder: it is never replaced by a file."""
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], object], replace: bool = True) -> None:
     """Replace ``path`` with what ``write(f)`` writes to ``f``, a binary file.
 
     ``f`` is a new file next to the target; once ``write`` returns it is flushed to disk and renamed
     over the target.  The file keeps the mode of the one it replaces (a new file gets the ordinary
     mode, 0o666 less the umask), and a symbolic link is followed: the file it points to is replaced.
-    If anything fails (``write`` included) the temporary file is removed, the old file is left as it
-    was and the error propagates (an :class:`OSError` for the file system's refusals).
+    Only a regular file is ever replaced (:class:`NotARegularFile` otherwise).  With ``replace=False``
+    the file must not exist when it is put in place (:class:`FileExistsError` if one has appeared
+    since the caller looked: the new file is linked in, which fails rather than overwrite).  If
+    anything fails (``write`` included) the temporary file is removed, the old file is left as it was
+    and the error propagates (an :class:`OSError` for the file system's refusals).
     """
     target = Path(os.path.realpath(path))
-    try:
-        mode: int | None = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = None
+    mode = _regular_mode(target)
+    if mode is not None and not replace:
+        raise FileExistsError(errno.EEXIST, "the file exists", str(target))
     fd, tmp = _create_beside(target)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -45,20 +52,49 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
             os.fsync(f.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        if replace:
+            _regular_mode(target)  # not replaced by a special file meanwhile
+            os.replace(tmp, target)
+        else:
+            _link_new(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def _regular_mode(target: Path) -> int | None:
+    """The permission bits of ``target``, None if there is none; NotARegularFile if it is not a file."""
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise NotARegularFile(errno.EINVAL, "not a regular file; refusing to replace it", str(target))
+    return stat.S_IMODE(st.st_mode)
+
+
+def _link_new(tmp: Path, target: Path) -> None:
+    """Put ``tmp`` in place as ``target`` only if no ``target`` exists (a hard link fails if one does)."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, "the file appeared while it was being made", str(target)) from None
+    except OSError:  # a file system without hard links: check, then rename (a narrow race remains)
+        if target.exists():
+            raise FileExistsError(errno.EEXIST, "the file appeared while it was being made", str(target)) from None
+        os.replace(tmp, target)
+        return
+    tmp.unlink()
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, replace: bool = True) -> None:
     """Replace ``path`` with ``data`` (see :func:`atomic_write`)."""
-    atomic_write(path, lambda f: f.write(data))
+    atomic_write(path, lambda f: f.write(data), replace)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str, replace: bool = True) -> None:
     """Replace ``path`` with ``text`` in UTF-8 (see :func:`atomic_write`)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), replace)
 
 
 @contextmanager

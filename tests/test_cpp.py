@@ -674,7 +674,8 @@ def test_cli_emits_cpp(tmp_path: Path) -> None:
     assert main(["cpp", src, "--def", "gemm", "-o", str(out)]) == 0
     text = out.read_text()
     assert "ks_gemm(" in text and "ks_matrix_matrix_multiply(" in text and "ks_dot(" not in text
-    assert main(["cpp", src, "--def", "gemm", "-o", str(out)]) == 0  # overwriting an output is fine
+    assert main(["cpp", src, "--def", "gemm", "-o", str(out)]) == 1  # an existing output needs --force
+    assert main(["cpp", src, "--def", "gemm", "-o", str(out), "--force"]) == 0
     exe = compile_cpp(text + "int main() { return 0; }\n", TEST_FLAGS)
     assert exe.exists()
 

@@ -1,13 +1,15 @@
-"""``knossos cpp FILE [--def NAME] [-o OUT.cpp] [--driver]``: emit a program as C++17.
+"""``knossos cpp FILE [--def NAME] [-o OUT.cpp [--force]] [--driver]``: emit a program as C++17.
 
 Registered through the ``knossos.commands`` entry point (see pyproject.toml).  The output stands alone
 (the runtime header is inlined); ``--driver`` adds the test driver's ``main()`` (see
-:mod:`knossos.cpp.driver`).  ``-o`` may overwrite a file, but never the input FILE.
+:mod:`knossos.cpp.driver`).  ``-o`` overwrites an existing file only with ``--force``, never the input
+FILE, and never anything but a regular file.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from knossos.atomic import atomic_write_text
@@ -24,13 +26,19 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--def", dest="def_name", metavar="NAME", help="only this def and the defs it calls")
     p.add_argument("-o", dest="out", metavar="OUT.cpp", help="write the C++ here instead of to stdout")
+    p.add_argument("--force", action="store_true", help="let -o overwrite an existing file")
     p.add_argument("--driver", action="store_true", help="add the test driver's main() (requests on stdin)")
     p.set_defaults(run=cmd_cpp)
 
 
 def cmd_cpp(args: argparse.Namespace) -> int:
-    if args.out is not None and same_file(args.out, args.file):
-        raise KsUsageError("-o names the input file; refusing to overwrite it", None, args.out)
+    if args.out is not None:
+        if not args.out:
+            raise KsUsageError("-o needs a file name, not an empty one")
+        if same_file(args.out, args.file):
+            raise KsUsageError("-o names the input file; refusing to overwrite it", None, args.out)
+        if os.path.lexists(args.out) and not args.force:
+            raise KsUsageError("-o: the file exists; add --force to overwrite it", None, args.out)
     program = load_program(args.file)
     names = [find_def(program, args.def_name, args.file).name] if args.def_name else None
     if args.driver:
@@ -40,8 +48,10 @@ def cmd_cpp(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(source)
         return 0
-    try:
-        atomic_write_text(args.out, source)  # a failed write leaves an existing output as it was
+    try:  # a failed write leaves an existing output as it was
+        atomic_write_text(args.out, source, replace=args.force)
+    except FileExistsError:
+        raise KsUsageError("-o: the file appeared meanwhile; add --force to overwrite it", None, args.out) from None
     except OSError as err:
         raise KsUsageError(f"cannot write: {err.strerror}", None, args.out) from None
     return 0

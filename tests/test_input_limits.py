@@ -1,0 +1,51 @@
+"""Program files are read only when they are regular files of a sane size (issue 31, item 5, and the BOM
+of item 10): `knossos check /dev/zero` and `optimize.py /dev/urandom` are one-line errors, not a memory
+blow-up or a run that never ends.  Through the real entry points."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from app.optimize_cli import main as optimize_main
+from knossos.cli import main as knossos_main
+
+from conftest import run_cli
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_devices_are_refused(device: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if not Path(device).exists():
+        pytest.skip(f"no {device} here")
+    for main, argv in ((knossos_main, ["check", device]), (optimize_main, [device, "--budget", "5"])):
+        code, out, err = run_cli(main, capsys, *argv)
+        assert code == 1 and out == "" and err.count("\n") == 1
+        assert f"{device}: error: not a regular file" in err
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "p.ks"
+    os.mkfifo(fifo)
+    code, _, err = run_cli(knossos_main, capsys, "check", str(fifo))
+    assert code == 1 and "not a regular file" in err
+
+
+def test_a_file_over_the_limit_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = tmp_path / "big.ks"
+    big.write_text("(def f Float ((x : Float)) x)\n" + " " * (2 * 2**20))
+    monkeypatch.setenv("KNOSSOS_MAX_SOURCE_MIB", "1")
+    code, _, err = run_cli(knossos_main, capsys, "check", str(big))
+    assert code == 1 and err.count("\n") == 1 and "larger than 1 MiB" in err and "KNOSSOS_MAX_SOURCE_MIB" in err
+    monkeypatch.setenv("KNOSSOS_MAX_SOURCE_MIB", "3")
+    assert run_cli(knossos_main, capsys, "check", str(big))[0] == 0
+
+
+def test_a_utf8_bom_is_read_as_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "bom.ks"
+    src.write_bytes("\ufeff(def f Float ((x : Float)) (add x 1.0))\n".encode())
+    code, out, _ = run_cli(knossos_main, capsys, "check", str(src))
+    assert code == 0 and "ok" in out

@@ -415,6 +415,15 @@ class _Outputs:
             )
         if not named and not any(_has_vectors(p.type) for p in d.params):
             raise KsUsageError(f"--bench: '{d.name}' has no vector parameter to size", None, self.label)
+        biggest = max(values)
+        numbers = sum(_numbers(p.type, biggest) for p in d.params)
+        if numbers > MAX_BENCH_NUMBERS:
+            raise KsUsageError(
+                f"--bench: at {name}={biggest} the inputs of '{d.name}' would hold more than {MAX_BENCH_NUMBERS:,} "
+                "numbers, the most that are made (2 GiB)",
+                None,
+                self.label,
+            )
         self.sizes = [Size({name: v} if named else {}, v, name) for v in values]
 
     def write(self, program: Program, original: Def, optimised: Def) -> list[str]:
@@ -444,6 +453,17 @@ class _Outputs:
         except KsError as err:
             raise err.located(None, self.label) from None
         return [r.to_json() for r in rows], notes
+
+
+#: The most numbers --bench makes for a def's inputs at one size (2 GiB of doubles).
+MAX_BENCH_NUMBERS = 2**28
+
+
+def _numbers(t: Type, n: int) -> int:
+    """How many numbers a value of ``t`` holds when every vector is ``n`` long (capped past the limit)."""
+    if t.kind is Kind.VEC:
+        return min(n * _numbers(t.children[0], n), MAX_BENCH_NUMBERS + 1)
+    return sum(_numbers(c, n) for c in t.children) if t.children else 1
 
 
 def _bench_table(name: str, rows: list[dict[str, object]]) -> str:

@@ -27,6 +27,7 @@ from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr, format_program
 from knossos.program import Def, Program
 from knossos.sized_cost import Abstract, SizedCost, parse_sizes, sized_def_cost
+from knossos.types import Kind, Type
 from knossos.values import from_python, to_json
 
 
@@ -149,15 +150,30 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 def _check_sizes_known(program: Program, names: list[str], sizes: dict[str, Any], file: str) -> None:
     known: set[str] = set()
+    levels: dict[str, int] = {}  # a vector parameter's nesting depth: the most lengths it can be given
     for n in names:
         for d in program.closure(n):
             known.update(p.name for p in d.params)
             known.update(d.size_vars)
+            levels.update((p.name, max(levels.get(p.name, 0), _vector_levels(p.type))) for p in d.params)
     unknown = sorted(set(sizes) - known)
     if unknown:
         raise KsUsageError(
             f"--size names {', '.join(unknown)}, which no parameter or vector size of the def(s) is called", None, file
         )
+    for name, dims in sizes.items():
+        given = len(dims) if isinstance(dims, tuple) else 1
+        if name in levels and given > max(levels[name], 1):
+            raise KsUsageError(
+                f"--size {name}: {given} lengths for a parameter with {levels[name]} level(s) of vectors", None, file
+            )
+
+
+def _vector_levels(t: Type) -> int:
+    """How deep vectors nest in ``t`` (0 for a scalar; a tuple: its deepest part)."""
+    if t.kind is Kind.VEC:
+        return 1 + _vector_levels(t.children[0])
+    return max((_vector_levels(c) for c in t.children), default=0)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

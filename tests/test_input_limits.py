@@ -12,7 +12,7 @@ import pytest
 from app.optimize_cli import main as optimize_main
 from knossos.cli import main as knossos_main
 
-from conftest import run_cli
+from conftest import PROGRAMS, run_cli
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
@@ -49,3 +49,16 @@ def test_a_utf8_bom_is_read_as_text(tmp_path: Path, capsys: pytest.CaptureFixtur
     src.write_bytes("\ufeff(def f Float ((x : Float)) (add x 1.0))\n".encode())
     code, out, _ = run_cli(knossos_main, capsys, "check", str(src))
     assert code == 0 and "ok" in out
+
+
+def test_bench_sizes_that_cannot_fit_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = (str(PROGRAMS / "blas_test.kso"), "--def", "gemm", "--rules", "ml_rules_no_bind", "--budget", "5")
+    code, out, err = run_cli(optimize_main, capsys, *argv, "--bench", "n=99999999999999")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "more than 268,435,456 numbers" in err
+
+
+def test_a_size_with_more_lengths_than_levels_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    src = str(PROGRAMS / "blas_test.kso")
+    code, _, err = run_cli(knossos_main, capsys, "cost", src, "--def", "gemm", "--size", "mat_x=2x2x2x2")
+    assert code == 1 and "--size mat_x: 4 lengths for a parameter with 2 level(s) of vectors" in err
+    assert run_cli(knossos_main, capsys, "cost", src, "--def", "gemm", "--size", "mat_x=2x3")[0] == 0

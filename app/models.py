@@ -62,10 +62,14 @@ def value_scale(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+#: The settings of a run whose model does not say them (or with no model).
+DEFAULT_RULES, DEFAULT_SEARCH, DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = "ml_rules", "astar", 10, "reference", 5000
+
+
 @dataclass(frozen=True)
 class TrainedSearch:
-    """A model's value function with the rules, search, depth, prunings and cost model it was trained
-    with (what optimize.py takes from it where the command line does not say)."""
+    """A model's value function with the rules, search, depth, prunings, cost model and budget it was
+    trained or exported with (what optimize.py takes from it where the command line does not say)."""
 
     value: ValueFunction
     rules: str
@@ -74,6 +78,7 @@ class TrainedSearch:
     prune_commutes: bool
     prune_inlines: bool
     cost: str
+    budget: int
 
     def spec(self, budget: int, seconds: float | None = None, cost: CostFunction | None = None) -> SearchSpec:
         """A search spec of these settings (``cost``: instead of the named model, e.g. with sizes)."""
@@ -90,19 +95,25 @@ class TrainedSearch:
 
 
 def trained_search(
-    spec: str, rules: str = "ml_rules", search: str = "astar", depth: int = 10, cost: str = "reference"
+    spec: str,
+    precision: Precision = "float32",
+    scale: float | None = None,
+    *,
+    rules: str = DEFAULT_RULES,
+    depth: int = DEFAULT_DEPTH,
 ) -> TrainedSearch:
-    """The model ``spec`` (as :func:`load_value_function` takes it) with its training's settings; the
-    arguments are the settings of a model that does not say (and of ``none``)."""
-    value = load_value_function(spec)
+    """The model ``spec`` (loaded as :func:`load_value_function` loads it) with its training's settings;
+    where it does not say one (and for ``none``), ``rules``, ``depth`` and the other defaults above."""
+    value = load_value_function(spec, precision, scale)
     trained: dict[str, object] = getattr(value, "trained_for", None) or {}
-    trained_depth = trained.get("depth")
+    trained_depth, budget = trained.get("depth"), trained.get("budget")
     return TrainedSearch(
         value,
         str(trained.get("rules", rules)),
-        str(trained.get("search", search)),
+        str(trained.get("search", DEFAULT_SEARCH)),
         trained_depth if isinstance(trained_depth, int) else depth,
         bool(trained.get("prune_commutes", False)),
         bool(trained.get("prune_inlines", False)),
-        str(trained.get("cost", cost)),
+        str(trained.get("cost", DEFAULT_COST)),
+        budget if isinstance(budget, int) else DEFAULT_BUDGET,
     )

@@ -15,10 +15,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.models import load_value_function, value_scale
+from app.models import DEFAULT_COST, trained_search, value_scale
 from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
+from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
 from knossos.cpp.emit import emit_program
@@ -31,7 +32,6 @@ from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
 from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, MAX_DEPTH, default_max_memory_mib
-from search.mdp import COST_MODELS, CostFunction, get_cost_model
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
 from search.spec import SearchSpec
@@ -180,11 +180,7 @@ def search_cost(name: str, size_specs: list[str]) -> CostFunction:
         return get_cost_model(name)
     if name != "alloc":
         raise KsUsageError(f"--size is for --cost alloc, not the {name} cost model")
-    return AllocCost({k: v if isinstance(v, tuple) else (v,) for k, v in sizes.items()})
-
-
-#: The rules, search, depth and cost model of a run whose model does not say (or with no model).
-DEFAULT_RULES, DEFAULT_SEARCH, DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = "ml_rules", "astar", 10, "reference", 5000
+    return AllocCost(sizes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -209,25 +205,14 @@ def run(args: argparse.Namespace) -> int:
         get_search(args.search)  # an unknown name is refused before a model is loaded
     if args.rules is not None:
         get_rule_set(args.rules)
-    value = load_value_function(args.model, args.precision, args.value_scale)
-    # a model's checkpoint says which rules, search, depth and cost it was trained for; the command line overrides
-    trained_for: dict[str, object] = getattr(value, "trained_for", None) or {}
-    if args.rules is None:
-        args.rules = str(trained_for.get("rules", DEFAULT_RULES))
+    trained = trained_search(args.model, args.precision, args.value_scale)
+    value = trained.value
+    # a model says which rules, search, depth, prunings, cost and budget it was trained for; the command line overrides
+    for setting in ("rules", "search", "depth", "prune_commutes", "prune_inlines", "cost", "budget"):
+        if getattr(args, setting) is None:
+            setattr(args, setting, getattr(trained, setting))
     rules = get_rule_set(args.rules)
-    if args.cost is None:
-        args.cost = str(trained_for.get("cost", DEFAULT_COST))
-    if args.budget is None:
-        args.budget = int(trained_for.get("budget", DEFAULT_BUDGET))  # type: ignore[call-overload]
     cost = search_cost(args.cost, args.size)
-    if args.search is None:
-        args.search = str(trained_for.get("search", DEFAULT_SEARCH))
-    if args.depth is None:
-        args.depth = int(trained_for.get("depth", DEFAULT_DEPTH))  # type: ignore[call-overload]
-    if args.prune_commutes is None:
-        args.prune_commutes = bool(trained_for.get("prune_commutes", False))
-    if args.prune_inlines is None:
-        args.prune_inlines = bool(trained_for.get("prune_inlines", False))
     search = get_search(args.search)
     if args.expr is not None and args.def_name:
         raise KsUsageError("give either FILE --def NAME or --expr, not both")
@@ -373,8 +358,6 @@ class _Outputs:
                 raise KsUsageError("--in-place writes over FILE; it cannot be combined with -o naming another file")
             out = args.file
         elif out is not None:
-            if not out:
-                raise KsUsageError("-o needs a file name, not an empty one")
             if same_file(out, args.file):
                 raise KsUsageError("-o names the input file; add --in-place to overwrite it", None, out)
             _check_target(out, args.force, "-o")
@@ -416,7 +399,7 @@ class _Outputs:
         if not named and not any(_has_vectors(p.type) for p in d.params):
             raise KsUsageError(f"--bench: '{d.name}' has no vector parameter to size", None, self.label)
         biggest = max(values)
-        numbers = sum(_numbers(p.type, biggest) for p in d.params)
+        numbers = sum(p.type.num_elements(biggest) for p in d.params)
         if numbers > MAX_BENCH_NUMBERS:
             raise KsUsageError(
                 f"--bench: at {name}={biggest} the inputs of '{d.name}' would hold more than {MAX_BENCH_NUMBERS:,} "
@@ -457,13 +440,6 @@ class _Outputs:
 
 #: The most numbers --bench makes for a def's inputs at one size (2 GiB of doubles).
 MAX_BENCH_NUMBERS = 2**28
-
-
-def _numbers(t: Type, n: int) -> int:
-    """How many numbers a value of ``t`` holds when every vector is ``n`` long (capped past the limit)."""
-    if t.kind is Kind.VEC:
-        return min(n * _numbers(t.children[0], n), MAX_BENCH_NUMBERS + 1)
-    return sum(_numbers(c, n) for c in t.children) if t.children else 1
 
 
 def _bench_table(name: str, rows: list[dict[str, object]]) -> str:

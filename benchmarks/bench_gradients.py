@@ -69,7 +69,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.models import trained_search  # noqa: E402
-from app.optimize_cli import DEFAULT_SEARCH  # noqa: E402
 from experiments.common import revision  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
@@ -168,8 +167,8 @@ class Settings:
     #: The cost model the search minimises (knossos.cost_models; a model's own where it says).
     cost: str = "alloc"
     budget: int = BUDGET
-    #: The alloc model's loop sizes (--search-size), as (parameter, lengths) pairs; () for 16 each.
-    sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: The alloc model's loop sizes (--search-size), as (parameter, length or lengths) pairs; () for 16 each.
+    sizes: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
 
     def cost_function(self) -> CostFunction:
         if self.sizes and self.cost == "alloc":
@@ -252,7 +251,7 @@ def model_contender(start: Expr, args: argparse.Namespace) -> Contender | None:
     if model in ("none", "zero"):
         return None
     try:
-        trained = trained_search(model, rules, DEFAULT_SEARCH, depth)
+        trained = trained_search(model, rules=rules, depth=depth)
     except KsError as err:
         print(f"model '{model}': skipped, it cannot be loaded ({err.message})", flush=True)
         return None
@@ -350,11 +349,6 @@ def compile_all(variants: Sequence[BenchVariant]) -> None:
 
 
 # -- timing ----------------------------------------------------------------------------------------------
-def sizes_dims(size: Size) -> dict[str, tuple[int, ...]]:
-    """The bench size's named shapes as the alloc model takes them."""
-    return {k: v if isinstance(v, tuple) else (v,) for k, v in size.named.items()}
-
-
 def sized_cost(d: Def, program: Program, bs: BenchSize) -> float | None:
     """The def's cost with the real sizes (None where the sized model cannot give one)."""
     try:
@@ -454,7 +448,7 @@ def variant_row(
         **measurement_row(v.label, v.kind, bs, m, reference),
         "cost": v.d.body.cost,
         "sized_cost": sized_cost(v.d, v.variant.program, bs),
-        "alloc_cost": AllocCost(sizes_dims(bs.size))(v.d.body),
+        "alloc_cost": AllocCost(bs.size.named)(v.d.body),
         "predicted_s": predicted,
         **v.info,
     }
@@ -618,9 +612,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--out", type=Path, default=None, metavar="FILE", help="the JSON lines file to write")
     args = ap.parse_args(argv)
-    args.search_sizes = tuple(
-        (k, v if isinstance(v, tuple) else (v,)) for k, v in parse_sizes(args.search_size).items()
-    )
+    args.search_sizes = tuple(parse_sizes(args.search_size).items())
     if args.seconds_search is None:
         args.seconds_search = 5.0 if args.quick else 60.0
     if args.out is None:

@@ -20,11 +20,11 @@ from gnn.config import Precision, SearchName, TargetScheme
 from gnn.fit import Sample
 from gnn.networks import Network, value_function
 from gnn.samples import split_samples
+from knossos.cost_models import get_cost_model
 from knossos.expr import Expr
 from knossos.serialize import Wire, exprs_from_wire, exprs_to_wire
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
-from search.mdp import get_cost_model
 from search.registry import get_search
 from search.spec import SearchSpec, ctrl_c_stops_searches
 from search.value import ValueFunction, ZeroValue

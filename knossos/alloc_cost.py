@@ -34,14 +34,17 @@ _MAKERS = frozenset({Op.BUILD, Op.DELTAVEC, Op.CONSTVEC, Op.ADD, Op.SUB, Op.MUL,
 #: A cache is cleared when it grows past this many nodes (searches make millions of states).
 _CACHE_LIMIT = 2_000_000
 
-Dims = Mapping[str, tuple[int, ...]]
+Dims = Mapping[str, int | tuple[int, ...]]
 
 
 class AllocCost:
-    """The allocation-aware cost model; ``sizes`` maps a parameter to its lengths at each nesting level."""
+    """The allocation-aware cost model; ``sizes`` maps a parameter to its lengths at each nesting level
+    (a single int: its length, as ``parse_sizes`` gives ``x=100``)."""
 
     def __init__(self, sizes: Dims | None = None) -> None:
-        self.sizes: dict[str, tuple[int, ...]] = dict(sizes or {})
+        self.sizes: dict[str, tuple[int, ...]] = {
+            name: dims if isinstance(dims, tuple) else (dims,) for name, dims in (sizes or {}).items()
+        }
         self._cache: dict[Expr, float] = {}
 
     def __call__(self, e: Expr) -> float:

@@ -27,7 +27,6 @@ from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr, format_program
 from knossos.program import Def, Program
 from knossos.sized_cost import Abstract, SizedCost, parse_sizes, sized_def_cost
-from knossos.types import Kind, Type
 from knossos.values import from_python, to_json
 
 
@@ -155,7 +154,7 @@ def _check_sizes_known(program: Program, names: list[str], sizes: dict[str, Any]
         for d in program.closure(n):
             known.update(p.name for p in d.params)
             known.update(d.size_vars)
-            levels.update((p.name, max(levels.get(p.name, 0), _vector_levels(p.type))) for p in d.params)
+            levels.update((p.name, max(levels.get(p.name, 0), p.type.vec_rank)) for p in d.params)
     unknown = sorted(set(sizes) - known)
     if unknown:
         raise KsUsageError(
@@ -167,13 +166,6 @@ def _check_sizes_known(program: Program, names: list[str], sizes: dict[str, Any]
             raise KsUsageError(
                 f"--size {name}: {given} lengths for a parameter with {levels[name]} level(s) of vectors", None, file
             )
-
-
-def _vector_levels(t: Type) -> int:
-    """How deep vectors nest in ``t`` (0 for a scalar; a tuple: its deepest part)."""
-    if t.kind is Kind.VEC:
-        return 1 + _vector_levels(t.children[0])
-    return max((_vector_levels(c) for c in t.children), default=0)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model, reference_cost
+from knossos.cost_models import CostFunction, reference_cost
 from knossos.expr import Expr
 from rules.actions import Action, children
 from rules.rule_set import RuleSet
@@ -18,7 +18,7 @@ from search.symmetry import CommuteFilter
 
 #: The reference cost model (the default of every search); the others are in knossos.cost_models.
 rlo_cost = reference_cost
-__all__ = ["COST_MODELS", "CostFunction", "Step", "Transitions", "get_cost_model", "rlo_cost"]
+__all__ = ["CostFunction", "Step", "Transitions", "rlo_cost"]
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,7 @@ GRADIENT_SECONDS = 60.0
 GRADIENT_QUICK_SECONDS = 2.0
 GRADIENT_SIZES = {"kernels": (CONV_K, CONV_L, CONV_KN), "image": (CONV_L, 128), "d$r": (CONV_K, 128)}
 GRADIENT_VARIANTS = ("gradient_rules plain", "gradient_rules model")
+GRADIENT_DEPTH, GRADIENT_BUDGET = 150, 10**7
 #: How each is searched, for the results rows (the budget binds never: the seconds do).
 GRADIENT_SEARCHES: dict[str, dict[str, object]] = {
     GRADIENT_VARIANTS[0]: {
@@ -147,16 +148,16 @@ GRADIENT_SEARCHES: dict[str, dict[str, object]] = {
         "value_function": "zero",
         "rules": "gradient_rules",
         "cost": f"alloc, sizes {GRADIENT_SIZES}",
-        "depth": 150,
-        "budget": 10**7,
+        "depth": GRADIENT_DEPTH,
+        "budget": GRADIENT_BUDGET,
     },
     GRADIENT_VARIANTS[1]: {
         "algorithm": "pseudo-beam",
         "value_function": "gradients",
         "rules": "gradient_rules",
         "cost": "alloc",
-        "depth": 150,
-        "budget": 10**7,
+        "depth": GRADIENT_DEPTH,
+        "budget": GRADIENT_BUDGET,
     },
 }
 
@@ -167,9 +168,11 @@ def conv1d_with_gradients(depth: int, budget: int, quick: bool = False) -> Case:
     seconds = GRADIENT_QUICK_SECONDS if quick else GRADIENT_SECONDS
     cost = AllocCost(GRADIENT_SIZES)
     rules = get_rule_set("gradient_rules")
-    plain = SearchSpec(rules, 150, 10**7, cost=cost, seconds=seconds, prune_commutes=True, prune_inlines=True)
+    plain = SearchSpec(
+        rules, GRADIENT_DEPTH, GRADIENT_BUDGET, cost=cost, seconds=seconds, prune_commutes=True, prune_inlines=True
+    )
     trained = trained_search("gradients")
-    learned = trained.spec(10**7, seconds)
+    learned = trained.spec(GRADIENT_BUDGET, seconds)
     return conv1d_case(
         depth,
         budget,

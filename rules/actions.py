@@ -7,7 +7,7 @@ rule set keeps them by op), so its cost is the expression size times the few rul
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from knossos.errors import KsUsageError
@@ -68,12 +68,18 @@ def actions(root: Expr, rule_set: RuleSet) -> list[Action]:
     return out
 
 
-def children(root: Expr, rule_set: RuleSet) -> list[tuple[Action, Expr]]:
+#: Asked after each child is built, with the child: True stops the enumeration.
+StopCheck = Callable[[Expr], bool]
+
+
+def children(root: Expr, rule_set: RuleSet, stop: StopCheck | None = None) -> list[tuple[Action, Expr]]:
     """Every action of ``rule_set`` on ``root`` (as :func:`actions` orders them) with its result.
 
     The same as ``apply`` on each of ``actions(root, rule_set)``, but it rewrites at the site the
     enumeration is standing on with what the match found: no second walk to the node, no second
-    match (what search needs).
+    match (what search needs).  Each child rebuilds the ancestors of its site, so the children of
+    a program ``d`` deep cost up to ``d**2`` nodes in all: ``stop``, asked after every child, lets a
+    search's limits hold within one enumeration (the list is then a prefix of the full one).
     """
     out: list[tuple[Action, Expr]] = []
     by_op = rule_set.by_op
@@ -81,7 +87,10 @@ def children(root: Expr, rule_set: RuleSet) -> list[tuple[Action, Expr]]:
         for r in by_op.get(site.node.op, ()):
             found = r.match(site)
             if found is not None:
-                out.append((Action(site.number, r), _rebuild(root, site, r, r.rewrite(site, found))))
+                child = _rebuild(root, site, r, r.rewrite(site, found))
+                out.append((Action(site.number, r), child))
+                if stop is not None and stop(child):
+                    return out
     return out
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from knossos.cost_models import CostFunction, reference_cost
 from knossos.expr import Expr
-from rules.actions import Action, children
+from rules.actions import Action, StopCheck, children
 from rules.rule_set import RuleSet
 from search.idle_inlines import IdleInlineFilter
 from search.symmetry import CommuteFilter
@@ -52,14 +52,26 @@ class Transitions:
         #: Expressions whose successors were computed (cache misses).
         self.expanded = 0
 
-    def successors(self, e: Expr) -> list[tuple[Action, Expr]]:
-        """Every (action, resulting expression) of ``e``, in the order of :func:`rules.actions.actions`."""
+    def successors(self, e: Expr, stop: StopCheck | None = None) -> list[tuple[Action, Expr]]:
+        """Every (action, resulting expression) of ``e``, in the order of :func:`rules.actions.actions`.
+
+        ``stop`` (see :func:`rules.actions.children`) may cut the enumeration short: the prefix is
+        returned and not cached, since it is not every successor.
+        """
         found = self._children.get(e)
         if found is None:
-            found = children(e, self.rules)
+            stopped = False
+
+            def check(child: Expr) -> bool:
+                nonlocal stopped
+                stopped = stop is not None and stop(child)
+                return stopped
+
+            found = children(e, self.rules, None if stop is None else check)
             for kept in self.filters:
                 found = [(a, c) for a, c in found if kept.keep(e, a, c)]
-            self._children[e] = found
+            if not stopped:
+                self._children[e] = found
             self.expanded += 1
         return found
 

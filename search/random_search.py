@@ -28,8 +28,8 @@ def random_search(start: Expr, spec: SearchSpec) -> SearchResult:
             for t in range(spec.depth, 0, -1):
                 if run.stop():
                     break
-                children = run.transitions.successors(e)
-                if not children:
+                children = run.transitions.successors(e, run.stop_check())
+                if not children or run.stop():  # a cut-short list would bias the choice
                     break
                 action, child = children[rng.randrange(len(children))]
                 graph.reach(child, t - 1, e, action)

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from knossos.expr import Expr
-from rules.actions import Action
+from rules.actions import Action, StopCheck
 from rules.rule_set import RuleSet
 from search.graph import SearchGraph
 from search.limits import (
@@ -105,9 +105,26 @@ class SearchRun:
         """Whether a limit (time, states, memory) is reached: the search then returns what it has."""
         return self.limits.reached(len(self.graph.states))
 
+    def stop_check(self) -> StopCheck:
+        """For one expansion: whether a limit is reached, counting the new children built so far as states."""
+        states = self.graph.states
+        new: set[Expr] = set()
+
+        def reached(child: Expr) -> bool:
+            if child not in states:
+                new.add(child)
+            return self.limits.reached(len(states) + len(new))
+
+        return reached
+
     def successors(self, e: Expr) -> list[tuple[Action, Expr]]:
-        """The successors of ``e``, recorded as explored edges of the graph."""
-        children = self.transitions.successors(e)
+        """The successors of ``e``, recorded as explored edges of the graph.
+
+        The limits are checked after every child built, counting the children as states, so that one
+        expansion of a deep program (whose children cost the square of its depth) cannot pass them;
+        when one is reached, only the children built so far are returned and the search stops.
+        """
+        children = self.transitions.successors(e, self.stop_check())
         self.graph.add_edges(e, [child for _, child in children])
         return children
 

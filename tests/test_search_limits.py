@@ -4,8 +4,11 @@ settings no machine could honour are refused in one line (optimize.py) or with a
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -67,9 +70,11 @@ def test_every_search_stops_at_the_state_limit(name: str) -> None:
     limit = 60
     result = get_search(name)(start(), SearchSpec(rules=RULES, max_states=limit, seconds=60, **ENDLESS))
     check_result(result, f"state limit of {limit} distinct")
-    # it stops before the next expansion: at most one expansion's children past the limit
-    widest = max((len(children) for children in result.graph.edges.values()), default=1)  # random: none kept
-    assert limit <= len(result.graph.states) < limit + widest
+    # the limit holds within an expansion too: it stops at the child that reaches it (MCTS and random
+    # search keep only some of the children they build, but count them all)
+    assert len(result.graph.states) <= limit
+    if name not in ("mcts", "random"):
+        assert len(result.graph.states) == limit
 
 
 @pytest.mark.parametrize("name", SEQUENCE_SEARCHES)
@@ -171,3 +176,39 @@ def test_ctrl_c_returns_the_best_or_stops_the_program(name: str) -> None:
     with ctrl_c_stops_searches(), pytest.raises(KeyboardInterrupt):
         get_search(name)(start(), replace(spec, cost=CtrlCAfter(200)))
     assert get_search(name)(start(), replace(spec, cost=CtrlCAfter(200))).interrupted  # as it was again
+
+
+def deep_chain(tmp_path: Path, depth: int) -> Path:
+    """The issue's program: ``(add 1.0 (add 1.0 ... x))``, ``depth`` deep.  Each of its ``depth``
+    children rebuilds the spine above its site, so one full expansion builds ``depth**2 / 2`` nodes
+    (at 3000 deep: 4.5 million nodes, tens of seconds and gigabytes)."""
+    body = "x"
+    for _ in range(depth):
+        body = f"(add 1.0 {body})"
+    path = tmp_path / "deep.ks"
+    path.write_text(f"(def f Float ((x : Float)) {body})\n")
+    return path
+
+
+CHAIN = ["--rules", "simplify_rules", "--model", "none", "--budget", "50", "--json", "--quiet"]
+
+
+def test_limits_hold_within_one_expansion_of_a_deep_program(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    chain = str(deep_chain(tmp_path, 3000))
+    code, out, err = run(capsys, chain, *CHAIN, "--max-states", "5")
+    assert code == 0 and err == ""
+    report = json.loads(out)
+    assert "state limit of 5 distinct" in report["notes"][0] and report["expanded"] == 1
+
+    began = time.perf_counter()
+    code, out, _ = run(capsys, chain, *CHAIN, "--seconds", "0.5")
+    assert time.perf_counter() - began < 0.5 + SLACK_S
+    assert code == 0 and "time limit of 0.5 s" in json.loads(out)["notes"][0]
+
+    # memory in a process of its own, whose peak is what the limit bounds (the full expansion: gigabytes)
+    peak = "import resource, runpy, sys\nsys.argv = sys.argv[1:]\ntry: runpy.run_path(sys.argv[0], run_name='__main__')\nfinally: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)"
+    limit = 400
+    argv = [str(ROOT / "optimize.py"), chain, *CHAIN, "--max-memory", str(limit)]
+    done = subprocess.run([sys.executable, "-c", peak, *argv], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "memory limit of 400 MiB" in json.loads(done.stdout)["notes"][0]
+    assert int(done.stderr.split()[-1]) < limit + 150  # memory is looked at every 0.25 s: a little past it at most

@@ -1,0 +1,105 @@
+"""Time and memory of optimize.py on deep programs, against the limits it was given.
+
+Run:  python benchmarks/bench_deep_programs.py [--depths 1000,5000,20000] [--full-depths 500,1000,2000] [--out FILE]
+
+Program: ``(def f Float ((x : Float)) (add 1.0 (add 1.0 ... x)))``, ``depth`` deep (issue 31's).  Each of its
+``depth`` children rebuilds the spine above its site, so one full expansion builds ``depth**2 / 2`` nodes.
+Cases, each a fresh ``optimize.py FILE --rules simplify_rules --model none --budget 50 --json`` process:
+  limits   ``--seconds 2 --max-memory 1000``: the search must stop near 2 s and 1000 MiB;
+  states   ``--max-states 5``: the search must hold at most 5 states;
+  full     (at --full-depths) ``--budget 1``, no limits: the time of one whole expansion, which grows
+           as the square of the depth (what the limits cut short).
+Printed: per case, wall seconds of the process (start-up and parsing included), the search's own
+seconds, peak resident MiB of the process, states expanded and the note.  Output: one JSON line per
+case in experiments/results/robustness/deep_programs.jsonl (--out to choose), rewritten atomically
+after every case, with the code revision and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from experiments.common import revision  # noqa: E402
+from knossos.atomic import atomic_write_text  # noqa: E402
+
+#: Runs optimize.py as __main__ and prints the process's peak resident memory (MiB) on stderr's last line.
+PEAK = (
+    "import resource, runpy, sys\nsys.argv = sys.argv[1:]\n"
+    "try: runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "finally: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)"
+)
+COMMON = ["--rules", "simplify_rules", "--model", "none", "--json", "--quiet"]
+CASES = {
+    "limits": ["--budget", "50", "--seconds", "2", "--max-memory", "1000"],
+    "states": ["--budget", "50", "--max-states", "5"],
+    "full": ["--budget", "1"],
+}
+
+
+def chain(depth: int, folder: Path) -> Path:
+    body = "x"
+    for _ in range(depth):
+        body = f"(add 1.0 {body})"
+    path = folder / f"chain{depth}.ks"
+    path.write_text(f"(def f Float ((x : Float)) {body})\n")
+    return path
+
+
+def measure(program: Path, case: str) -> dict[str, object]:
+    argv = [sys.executable, "-c", PEAK, str(ROOT / "optimize.py"), str(program), *COMMON, *CASES[case]]
+    began = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        raise SystemExit(f"{program.name} {case}: optimize.py failed: {done.stderr.strip().splitlines()[-2:]}")
+    report = json.loads(done.stdout)
+    return {
+        "case": case,
+        "flags": " ".join(CASES[case]),
+        "wall_s": round(wall, 2),
+        "search_s": report["seconds"],
+        "peak_mib": int(done.stderr.split()[-1]),
+        "expanded": report["expanded"],
+        "notes": report["notes"],
+    }
+
+
+def depths(text: str) -> list[int]:
+    return [int(d) for d in text.split(",") if d]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--depths", type=depths, default=[1000, 5000, 20000])
+    ap.add_argument("--full-depths", type=depths, default=[500, 1000, 2000])
+    ap.add_argument("--out", type=Path, default=ROOT / "experiments/results/robustness/deep_programs.jsonl")
+    args = ap.parse_args()
+    plan = [(d, c) for d in args.depths for c in ("limits", "states")] + [(d, "full") for d in args.full_depths]
+    stamp = {"revision": revision(), "machine": f"{platform.node()} {platform.processor() or platform.machine()}"}
+    rows: list[dict[str, object]] = []
+    print(f"{'depth':>6} {'case':<7} {'wall s':>7} {'search s':>8} {'peak MiB':>8} {'expanded':>8}  note", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for depth, case in plan:
+            row = {"depth": depth, **measure(chain(depth, Path(tmp)), case), **stamp}
+            rows.append(row)
+            note = "; ".join(row["notes"]) or "-"  # type: ignore[arg-type]
+            print(
+                f"{depth:>6} {case:<7} {row['wall_s']:>7} {row['search_s']:>8} {row['peak_mib']:>8} {row['expanded']:>8}  {note}",
+                flush=True,
+            )
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+if __name__ == "__main__":
+    main()

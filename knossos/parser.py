@@ -260,6 +260,8 @@ class Parser:
         if not form:
             raise self.error("empty form ()", form)
         head = form[0]
+        if isinstance(head, SList):  # ((lam ...) x): how the printer writes applying a non-variable
+            return self._recorded(self._apply_value(form), form.pos)
         if not isinstance(head, Symbol):
             raise self.error(f"expected an operator or function name, found {_describe(head)}", head)
         return self._recorded(self._dispatch(head.name, form), form.pos)
@@ -341,6 +343,13 @@ class Parser:
             args.append((yield f))
         arg = args[0] if len(args) == 1 else E.tuple_(*args)
         return E.make(Op.APPLY, (function, arg))
+
+    def _apply_value(self, form: SList) -> Conversion:
+        """``(FUNCTION ARG...)`` where FUNCTION is itself an expression, e.g. ``((lam (z : Float) z) 1.0)``."""
+        function = yield form[0]
+        if function.type.kind is not Kind.LAM:
+            raise self.type_error(f"only a function can be applied, not a value of type {function.type}", form[0])
+        return (yield from self._apply(function, form))
 
     def _tuple(self, form: SList) -> Conversion:
         args = []

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import multiprocessing
 import os
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from knossos.cli import ArgumentParser, internal_error
-from knossos.errors import KsError, KsUsageError
+from knossos.errors import KsError, KsUsageError, one_line
 from search.spec import ctrl_c_stops_searches
 
 if TYPE_CHECKING:  # imported when a run starts: --help needs no torch
@@ -59,18 +61,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("train.py: interrupted; the last finished epoch is checkpointed (resume with --resume)", file=sys.stderr)
         return 130
+    except OSError as err:  # the run folder cannot be written (a full disk, no permission): no bug of ours
+        where = f"{err.filename}: " if err.filename else ""
+        print(one_line(f"train.py: error: {where}{err.strerror or err}"), file=sys.stderr)
+        return 1
     except Exception as err:
         return internal_error("train.py", err)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gnn.config import load_config
+    from gnn.config import MAX_SEED, load_config
 
     ray = [f"training.ray_address={json.dumps(args.ray_address)}"] if args.ray_address is not None else []
-    config = load_config(args.config, [*args.overrides, *ray])
+    labels = {item: f"--ray-address {args.ray_address}" for item in ray}
+    config = load_config(args.config, [*args.overrides, *ray], labels)
     if not 1 <= args.repetitions <= MAX_PROCESSES:
         raise KsUsageError(
             f"--repetitions must be at least 1 and at most {MAX_PROCESSES} (one process each), not {args.repetitions}"
+        )
+    if config.training.seed + args.repetitions - 1 > MAX_SEED:
+        raise KsUsageError(
+            f"--repetitions {args.repetitions} from training.seed {config.training.seed} would need seeds "
+            f"above {MAX_SEED}, the largest"
         )
     if config.training.executor == "ray":
         from gnn.ray_executor import check_reachable, import_ray
@@ -121,52 +133,120 @@ def _train_in_worker(config: TrainConfig, folder: Path, threads: int) -> EpochMe
 
 
 def train_one(config: TrainConfig, folder: Path, show_progress: bool) -> EpochMetrics:
-    from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
     from gnn.training import Trainer
 
-    folder.mkdir(parents=True, exist_ok=True)
-    bar = tqdm(total=config.training.epochs, unit="epoch", file=sys.stderr, disable=not show_progress or None)
-
     def progress(what: str, done: int, total: int) -> None:
         bar.set_postfix_str(f"{what} {done + 1}/{total}")
 
+    # reads the data and the rules first: a config refused here leaves no run folder behind
     trainer = Trainer(config, folder, progress)
-    if trainer.resume():
+    resumed = trainer.resume()
+    folder.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(total=config.training.epochs, unit="epoch", file=sys.stderr, disable=not show_progress or None)
+    if resumed:
         bar.update(trainer.epoch)
-    writer = SummaryWriter(log_dir=str(folder / "tensorboard"), purge_step=trainer.epoch + 1)
-    if trainer.epoch == 0:  # a resumed run has them in its first events file
-        write_hyperparameters(writer, config)
+    with _quiet_writer_threads():
+        board = TensorBoardLog(folder / "tensorboard", purge_step=trainer.epoch + 1)
+        if trainer.epoch == 0:  # a resumed run has them in its first events file
+            board.write(lambda writer: write_hyperparameters(writer, config))
 
-    def log(metrics: EpochMetrics) -> None:
-        step = metrics.epoch
-        writer.add_scalar("train/loss", metrics.loss, step)
-        writer.add_scalar("train/samples", metrics.samples, step)
-        writer.add_scalar("train/evaluations", metrics.train_evaluations, step)
-        writer.add_scalar("seconds", metrics.seconds, step)
-        for name, m in (("train", metrics.train), ("test", metrics.test)):
-            if m is None:
-                continue
-            writer.add_scalar(f"{name}/total_cost", m.total_cost, step)
-            writer.add_scalar(f"{name}/mean_ratio_to_start", m.mean_ratio_to_start, step)
-            writer.add_scalar(f"{name}/evaluations", m.evaluations, step)
-            if m.mean_ratio_to_best_known is not None:
-                writer.add_scalar(f"{name}/mean_ratio_to_best_known", m.mean_ratio_to_best_known, step)
-                writer.add_scalar(f"{name}/reached_best_known", m.reached_best_known, step)
-            for i, c in enumerate(m.best_costs):
-                writer.add_scalar(f"{name}/best_cost/{i}", c, step)
-        writer.flush()
-        bar.update(1)
+        def log(metrics: EpochMetrics) -> None:
+            board.write(lambda writer: log_metrics(writer, metrics))
+            bar.update(1)
 
-    try:
-        with ctrl_c_stops_searches():  # Ctrl-C stops the run, never cuts one search short
-            history = trainer.train(log)
-        events_of(writer).add_summary(hparams_summaries(config)[2])  # the HParams session ended well
-    finally:
-        writer.close()
-        bar.close()
+        try:
+            with ctrl_c_stops_searches():  # Ctrl-C stops the run, never cuts one search short
+                history = trainer.train(log)
+            # the HParams session ended well
+            board.write(lambda writer: events_of(writer).add_summary(hparams_summaries(config)[2]))
+        finally:
+            board.close()
+            bar.close()
     return history[-1]
+
+
+def log_metrics(writer: SummaryWriter, metrics: EpochMetrics) -> None:
+    """An epoch's numbers in the TensorBoard log, flushed."""
+    step = metrics.epoch
+    writer.add_scalar("train/loss", metrics.loss, step)
+    writer.add_scalar("train/samples", metrics.samples, step)
+    writer.add_scalar("train/evaluations", metrics.train_evaluations, step)
+    writer.add_scalar("seconds", metrics.seconds, step)
+    for name, m in (("train", metrics.train), ("test", metrics.test)):
+        if m is None:
+            continue
+        writer.add_scalar(f"{name}/total_cost", m.total_cost, step)
+        writer.add_scalar(f"{name}/mean_ratio_to_start", m.mean_ratio_to_start, step)
+        writer.add_scalar(f"{name}/evaluations", m.evaluations, step)
+        if m.mean_ratio_to_best_known is not None:
+            writer.add_scalar(f"{name}/mean_ratio_to_best_known", m.mean_ratio_to_best_known, step)
+            writer.add_scalar(f"{name}/reached_best_known", m.reached_best_known, step)
+        for i, c in enumerate(m.best_costs):
+            writer.add_scalar(f"{name}/best_cost/{i}", c, step)
+    writer.flush()
+
+
+class TensorBoardLog:
+    """A run's TensorBoard writer, whose failures do not stop the run: the log is for watching it,
+    and the checkpoints and metrics.jsonl hold its results.  The first write that fails (a full
+    disk, a folder without write permission) is a one-line warning, and nothing more is logged."""
+
+    def __init__(self, folder: Path, purge_step: int) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.folder = folder
+        self.writer: SummaryWriter | None = None
+        try:
+            self.writer = SummaryWriter(log_dir=str(folder), purge_step=purge_step)
+        except OSError as err:
+            self._failed(err)
+
+    def write(self, action: Callable[[SummaryWriter], object]) -> None:
+        """``action(writer)``, unless writing has failed before; a failure (OSError) is warned of."""
+        if self.writer is None:
+            return
+        try:
+            action(self.writer)
+        except OSError as err:
+            self._failed(err)
+
+    def close(self) -> None:
+        self.write(lambda writer: writer.close())
+        self.writer = None
+
+    def _failed(self, err: OSError) -> None:
+        print(
+            one_line(
+                f"train.py: warning: {self.folder}: cannot write the TensorBoard log ({err.strerror or err}); "
+                "training goes on without it"
+            ),
+            file=sys.stderr,
+        )
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            with contextlib.suppress(OSError):  # it fails again as it flushes what it holds
+                writer.close()
+
+
+@contextlib.contextmanager
+def _quiet_writer_threads() -> Iterator[None]:
+    """TensorBoard writes from a thread of its own, whose failure Python prints as a traceback; the
+    writer raises the same error again at its next write or flush (in :class:`TensorBoardLog`,
+    which says it in one line), so the thread's own report of an OSError is dropped."""
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__module__.startswith("tensorboard."):
+            return
+        previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def hyperparameters(config: TrainConfig) -> dict[str, bool | int | float | str]:

@@ -88,6 +88,53 @@ class SearchConfig:
     cost: CostName = "reference"
 
 
+#: The largest ``training.seed``: numpy takes any non-negative seed and torch any below 2**64; 32 bits
+#: is what every seeding API takes (numpy's legacy RandomState among them) and seeds enough runs.
+MAX_SEED = 2**32 - 1
+#: The longest run name, in UTF-8 bytes: the run's folder is named after it (most file systems' limit).
+MAX_NAME_BYTES = 255
+
+
+def check_run_name(name: str) -> None:
+    """A ValueError unless ``name`` can be the folder ``runs/<name>``: one plain path component, not
+    hidden (no leading dot, so never ``.`` or ``..``), without separators or control characters."""
+    if not name:
+        raise ValueError("must not be empty (it names the run's folder under runs/)")
+    if "/" in name or "\\" in name or name.startswith(".") or not name.isprintable():
+        raise ValueError(
+            f"'{name}' is not a plain folder name (it names the run's folder under runs/: no '/', '\\', "
+            "leading '.' or control characters)"
+        )
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise ValueError(f"longer than {MAX_NAME_BYTES} bytes (it names the run's folder under runs/)")
+
+
+#: The most features per node (``model.hidden``).
+MAX_HIDDEN = 8192
+
+
+def _has_type(value: object, hint: Any) -> bool:
+    """Whether ``value`` is of the type ``hint`` of a model setting: a whole number (not a bool), a
+    bool, a number, or one of a Literal's names."""
+    if typing.get_origin(hint) is Literal:
+        return isinstance(value, str) and value in typing.get_args(hint)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _wrong_type(value: object, hint: Any) -> str:
+    """What is wrong with ``value``, which is not of the type ``hint`` (:func:`_has_type`)."""
+    if typing.get_origin(hint) is Literal:
+        if isinstance(value, str):
+            return f"'{value}' is not one of {', '.join(typing.get_args(hint))}"
+        return f"expected text, not {value!r}"
+    words = {int: "a whole number", bool: "true or false", float: "a number", str: "text"}
+    return f"expected {words.get(hint, str(hint))}, not {value!r}"
+
+
 #: The metadata key of a field that is no key of its YAML section: where its value comes from.
 FILLED_FROM = "filled_from"
 
@@ -136,10 +183,17 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         from gnn.graph import NUM_NODE_TYPES
+        from search.limits import MAX_DEPTH
 
         def bad(key: str, reason: str) -> SettingError:
             return SettingError(key, reason, "model")
 
+        # a checkpoint's model_config comes here unchecked: the types first
+        hints = typing.get_type_hints(ModelConfig)
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not _has_type(value, hints[f.name]):
+                raise bad(f.name, _wrong_type(value, hints[f.name]))
         if self.hidden < 1:
             raise bad("hidden", f"must be at least 1, not {self.hidden}")
         if self.hidden < NUM_NODE_TYPES + 1:
@@ -150,12 +204,13 @@ class ModelConfig:
             raise bad("steps", f"must be at least 0, not {self.steps}")
         if self.depth < 1:
             raise bad("depth", f"must be at least 1, not {self.depth}")
-        if self.kind not in MODEL_KINDS:
-            raise bad("kind", f"'{self.kind}' is not one of {', '.join(MODEL_KINDS)}")
-        if self.cost_normalization not in COST_NORMALIZATIONS:
-            raise bad(
-                "cost_normalization", f"'{self.cost_normalization}' is not one of {', '.join(COST_NORMALIZATIONS)}"
-            )
+        for key, value, most, why in (  # sizes no machine can run: refused rather than left to run out of memory
+            ("steps", self.steps, 1000, "each step is a pass over every graph"),
+            ("hidden", self.hidden, MAX_HIDDEN, "the weights grow with its square"),
+            ("depth", self.depth, MAX_DEPTH, "each state keeps a value per step left"),
+        ):
+            if value > most:
+                raise bad(key, f"must be at most {most} ({why}), not {value}")
 
 
 @dataclass
@@ -173,6 +228,7 @@ class TrainingConfig:
     replay_epochs: int = 1
     lr: float = 1e-4
     batch_size: int = 16
+    #: 0 .. MAX_SEED (with --repetitions N, seed + N - 1 at most MAX_SEED).
     seed: int = 0
     #: Evaluate on the train and test sets every this many epochs (and after the last).
     eval_every: int = 1
@@ -237,9 +293,20 @@ class TrainConfig:
         """The config as nested dicts of its YAML keys (as checkpoints keep it)."""
         return config_dict(self)
 
-    def validate(self, file: str) -> None:
+    def validate(self, where: str | _Where) -> None:
+        """Check what the types do not (ranges, keys that go together); ``where``: the config's file,
+        or where each key's value came from (:func:`load_config`)."""
+        at = _Where(where) if isinstance(where, str) else where
+
         def bad(key: str, msg: str) -> KsUsageError:
-            return KsUsageError(f"{key}: {msg}", None, file)  # checked after overrides: no line
+            return at.error(key, f"{key}: {msg}", with_line=False)  # checked after overrides: no line
+
+        try:
+            check_run_name(self.name)
+        except ValueError as err:
+            raise bad("name", str(err)) from None
+        if not 0 <= self.training.seed <= MAX_SEED:
+            raise bad("training.seed", f"must be at least 0 and at most {MAX_SEED}, not {self.training.seed}")
 
         # the enumerated options were checked when they were read (their Literal types)
         from search.value import check_value_scale
@@ -285,16 +352,14 @@ class TrainConfig:
         # the model's own checks are ModelConfig's (made when the section is read)
         if self.model.kind == "tree" and self.search.precision != "float32":
             raise bad("search.precision", "the tree network runs in float32 only")
-        from search.limits import MAX_BUDGET, MAX_DEPTH
+        from search.limits import MAX_BUDGET
 
+        # (the model's sizes, search.depth among them, are ModelConfig's to check)
         for key, value, most, why in (  # values no machine can run: refused rather than left to run out of memory
-            ("search.depth", self.search.depth, MAX_DEPTH, "each state keeps a value per step left"),
             ("search.budget", self.search.budget, MAX_BUDGET, "no memory holds more states"),
             ("search.test_budget", self.search.test_budget, MAX_BUDGET, "no memory holds more states"),
             ("training.warmup_budget", self.training.warmup_budget, MAX_BUDGET, "no memory holds more states"),
             ("search.batch_size", self.search.batch_size, MAX_BUDGET, "no memory holds more states"),
-            ("model.steps", self.model.steps, 1000, "each step is a pass over every graph"),
-            ("model.hidden", self.model.hidden, 8192, "the weights grow with its square"),
             ("training.batch_size", self.training.batch_size, 100_000, "a batch is one graph in memory"),
             ("training.workers", self.training.workers, 1024, "a process each"),
         ):
@@ -319,6 +384,46 @@ def config_dict(section: object) -> dict[str, Any]:
     return out
 
 
+def check_stored_config(raw: object) -> None:
+    """A ValueError (``key: what is wrong``) unless ``raw``, a checkpoint's ``config`` (the
+    :meth:`TrainConfig.to_dict` of its run), is None or a mapping of sections whose keys known here
+    have values of the types they have here, and a search depth and value scale a search takes.
+    Keys it lacks or that are unknown here are let be: a checkpoint outlives the code that wrote it."""
+    if raw is None:
+        return
+    _check_stored(TrainConfig, raw, "")
+    from search.limits import MAX_DEPTH
+    from search.value import check_value_scale
+
+    search = raw.get("search", {}) if isinstance(raw, dict) else {}
+    depth = search.get("depth", 1)
+    if not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"search.depth: must be at least 1 and at most {MAX_DEPTH}, not {depth}")
+    try:
+        check_value_scale(float(search.get("value_scale", 1.0)))
+    except ValueError as err:
+        raise ValueError(f"search.value_scale: {err}") from None
+
+
+def _check_stored(cls: type, raw: object, prefix: str) -> None:
+    if not isinstance(raw, dict):
+        what = prefix.rstrip(".") or "config"
+        raise ValueError(f"{what}: expected a mapping of keys, not {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    where = _Where("")
+    for f in dataclasses.fields(cls):
+        if FILLED_FROM in f.metadata or f.name not in raw:
+            continue
+        key, hint = prefix + f.name, hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            _check_stored(hint, raw[f.name], key + ".")  # type: ignore[arg-type]
+            continue
+        try:
+            _convert(hint, raw[f.name], key, where)
+        except KsUsageError as err:
+            raise ValueError(err.message) from None
+
+
 def flatten_keys(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """A nested config (:func:`config_dict`) as dotted keys: ``{"search.depth": 10, "data.train.set": ...}``."""
     out: dict[str, Any] = {}
@@ -330,45 +435,129 @@ def flatten_keys(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
-    """Read ``path`` and apply ``key=value`` overrides; a KsUsageError on any problem."""
+#: The deepest nesting of lists and mappings a config may have (configs need 3 levels): deeper YAML is
+#: refused while it is read, before Python's recursion limit is reached.
+MAX_NESTING = 50
+
+
+class _ConfigYAMLError(yaml.MarkedYAMLError):  # type: ignore[misc]  # yaml is untyped
+    """YAML that parses but that no config may hold: a duplicate key, nesting beyond MAX_NESTING."""
+
+
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last one
+    silently) and nesting deeper than :data:`MAX_NESTING` (its composer recurses once per level)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.nesting = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        self.nesting += 1
+        try:
+            if self.nesting > MAX_NESTING:
+                mark = self.peek_event().start_mark
+                raise _ConfigYAMLError(problem=f"nested more than {MAX_NESTING} levels deep", problem_mark=mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.nesting -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[object, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue  # a merge (<<) may be overridden by the mapping's own keys
+            key = self.construct_object(key_node)
+            if key in seen:
+                first = seen[key].start_mark
+                raise _ConfigYAMLError(
+                    problem=f"duplicate key '{key_node.value}' (first given at line {first.line + 1})",
+                    problem_mark=key_node.start_mark,
+                )
+            seen[key] = key_node
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep)
+        return mapping
+
+
+def _load_yaml(text: str) -> tuple[yaml.Node | None, object]:
+    """The YAML document of ``text``: its node tree (for the keys' lines) and its value."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        return node, loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+
+
+def _yaml_error(err: yaml.YAMLError, file: str) -> KsUsageError:
+    mark = getattr(err, "problem_mark", None)
+    pos = Pos(mark.line + 1, mark.column + 1) if mark is not None else None
+    return KsUsageError(f"not valid YAML: {getattr(err, 'problem', None) or err}", pos, file)
+
+
+def _read_text(path: str | Path) -> str:
+    """The config file's text (UTF-8; a leading BOM is dropped), or a one-line error naming it."""
     file = str(path)
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as err:
         raise KsUsageError(f"cannot read the config: {err.strerror or err}", None, file) from None
     try:
-        node = yaml.compose(text)
-        raw = yaml.safe_load(text)
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        col = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        byte = data[err.start]
+        raise KsUsageError(
+            f"not UTF-8 text (byte 0x{byte:02x}): a config is UTF-8 YAML", Pos(line, col), file
+        ) from None
+
+
+def load_config(
+    path: str | Path, overrides: list[str] | None = None, labels: dict[str, str] | None = None
+) -> TrainConfig:
+    """Read ``path`` and apply ``key=value`` overrides; a KsUsageError on any problem.  An error in
+    an override's value is labelled ``--set KEY=VALUE`` (``labels`` gives others: an override that a
+    command-line option made)."""
+    file = str(path)
+    text = _read_text(path)
+    try:
+        node, raw = _load_yaml(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        pos = Pos(mark.line + 1, mark.column + 1) if mark is not None else None
-        raise KsUsageError(f"not valid YAML: {getattr(err, 'problem', None) or err}", pos, file) from None
+        raise _yaml_error(err, file) from None
     if not isinstance(raw, dict):
         raise KsUsageError("a config is a mapping of keys to values", None, file)
+    where = _Where(file, _key_lines(node))
     for item in overrides or []:
+        label = (labels or {}).get(item) or _override_label(item)
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise KsUsageError(f"bad override '{item}': expected KEY=VALUE, e.g. training.epochs=5")
+        if not sep or not key.strip():
+            raise KsUsageError(f"bad override '{item}': expected KEY=VALUE, e.g. training.epochs=5", None, label)
         try:
-            parsed = yaml.safe_load(value)
+            _, parsed = _load_yaml(value)
+        except _ConfigYAMLError as err:
+            raise KsUsageError(f"not valid YAML: {err.problem}", None, label) from None
         except yaml.YAMLError:
-            parsed = value
-        _set_dotted(raw, key.strip(), parsed)
-    overridden = {item.partition("=")[0].strip() for item in overrides or []}
-    where = _Where(file, _key_lines(node), overridden)
+            parsed = value  # text YAML cannot read (``a: b``) is taken as it is
+        _set_dotted(raw, key.strip(), parsed, label)
+        where.overridden[key.strip()] = label
     config: TrainConfig = _build(TrainConfig, raw, "", where)
-    config.validate(file)
+    config.validate(where)
     return config
 
 
-def _set_dotted(raw: dict[str, Any], key: str, value: object) -> None:
+def _override_label(item: str, most: int = 60) -> str:
+    """``--set KEY=VALUE``, where errors in the override are said to be; a long value is cut short."""
+    return f"--set {item if len(item) <= most else item[: most - 3] + '...'}"
+
+
+def _set_dotted(raw: dict[str, Any], key: str, value: object, label: str) -> None:
     parts = key.split(".")
     here = raw
     for p in parts[:-1]:
         nxt = here.setdefault(p, {})
         if not isinstance(nxt, dict):
-            raise KsUsageError(f"override {key}: '{p}' is not a section")
+            raise KsUsageError(f"override {key}: '{p}' is not a section", None, label)
         here = nxt
     here[parts[-1]] = value
 
@@ -378,23 +567,28 @@ class _Where:
     """Where a key's value came from: a line of the file, or a --set override."""
 
     file: str
-    lines: dict[str, Pos]
-    overridden: set[str]
+    lines: dict[str, Pos] = field(default_factory=dict)
+    #: Each overridden key (dotted) and the override's label (``--set KEY=VALUE``); the last one wins.
+    overridden: dict[str, str] = field(default_factory=dict)
 
-    def error(self, key: str, message: str) -> KsUsageError:
-        if any(key == o or key.startswith(o + ".") for o in self.overridden):
-            return KsUsageError(f"--set {message}")
-        return KsUsageError(message, self.lines.get(key), self.file)
+    def error(self, key: str, message: str, with_line: bool = True) -> KsUsageError:
+        """An error in ``key``, labelled with the override that set it (or one below it: it made
+        the section what it is), else with the file (and the key's line, ``with_line``)."""
+        for o, label in reversed(self.overridden.items()):
+            if key == o or key.startswith(o + ".") or o.startswith(key + "."):
+                return KsUsageError(message, None, label)
+        return KsUsageError(message, self.lines.get(key) if with_line else None, self.file)
 
 
-def _key_lines(node: yaml.Node | None, prefix: str = "") -> dict[str, Pos]:
-    """Line and column of every (dotted) key of a YAML mapping."""
+def _key_lines(node: yaml.Node | None, prefix: str = "", levels: int = 3) -> dict[str, Pos]:
+    """Line and column of every (dotted) key of a YAML mapping, down to ``levels`` levels (the
+    deepest config key, ``data.train.set``; an alias may make a mapping contain itself)."""
     out: dict[str, Pos] = {}
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, yaml.MappingNode) and levels > 0:
         for k, v in node.value:
             key = f"{prefix}{k.value}"
             out[key] = Pos(k.start_mark.line + 1, k.start_mark.column + 1)
-            out.update(_key_lines(v, key + "."))
+            out.update(_key_lines(v, key + ".", levels - 1))
     return out
 
 
@@ -413,13 +607,14 @@ def _build(cls: type, raw: object, prefix: str, where: _Where) -> Any:
         key = f"{prefix}{name}"
         if name not in raw:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise KsUsageError(f"missing key '{key}'", None, where.file)
+                raise where.error(key, f"missing key '{key}'", with_line=False)
             continue
         values[name] = _convert(hints[name], raw[name], key, where)
     try:
         return cls(**values)
     except SettingError as err:  # a section's own check (ModelConfig's)
-        raise KsUsageError(f"{prefix}{err.key}: {err.reason}", None, where.file) from None
+        key = f"{prefix}{err.key}"
+        raise where.error(key, f"{key}: {err.reason}", with_line=False) from None
 
 
 def _convert(hint: Any, value: object, key: str, where: _Where) -> Any:
@@ -442,7 +637,7 @@ def _convert(hint: Any, value: object, key: str, where: _Where) -> Any:
         if not isinstance(value, str):
             raise where.error(key, f"{key}: expected text, not {value!r}")
         if value not in options:
-            raise KsUsageError(f"{key}: '{value}' is not one of {', '.join(options)}", None, where.file)
+            raise where.error(key, f"{key}: '{value}' is not one of {', '.join(options)}", with_line=False)
         return value
     if hint is bool:
         if not isinstance(value, bool):

@@ -390,5 +390,6 @@ def test_an_enumerated_option_takes_its_names_only(tmp_path: Path, key: str, nam
         section, field = key.split(".")
         assert getattr(getattr(load_config(path, [f"{key}={name}"]), section), field) == name
     assert load_config(path, ["model.kind=tree"]).model.kind == "tree"
-    assert error_of(path, [f"{key}=nope"]) == f"{path}: error: {key}: 'nope' is not one of {', '.join(names)}"
-    assert error_of(path, [f"{key}=3"]) == f"knossos: error: --set {key}: expected text, not 3"
+    # errors in a --set value are said to be in the override, not in the file
+    assert error_of(path, [f"{key}=nope"]) == f"--set {key}=nope: error: {key}: 'nope' is not one of {', '.join(names)}"
+    assert error_of(path, [f"{key}=3"]) == f"--set {key}=3: error: {key}: expected text, not 3"

@@ -22,11 +22,11 @@ def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
             following: list[Expr] = []
             for e in level:
                 following.extend(run.expand(e, t))
+                if run.stop():  # first: a limit may have cut this expansion short
+                    stopped = f"{run.limits.note} (depth {spec.depth - t + 1} of {spec.depth}); the best found so far"
+                    break
                 if len(graph.states) > spec.budget:
                     stopped = f"stopped at the state limit of {spec.budget} distinct expressions (depth {spec.depth - t + 1} of {spec.depth})"
-                    break
-                if run.stop():
-                    stopped = f"{run.limits.note} (depth {spec.depth - t + 1} of {spec.depth}); the best found so far"
                     break
             run.evaluator.evaluations = len(graph.states)
             run.report()

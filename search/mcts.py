@@ -89,7 +89,7 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
                 visits[state] = visits.get(state, 0) + 1
                 total[state] = total.get(state, 0.0) + x
             run.report()
-            if not descent and not run.transitions.successors(start):
+            if not descent and not run.transitions.successors(start, run.stop_check()):
                 break  # nothing to rewrite at all
     except KeyboardInterrupt:
         run.on_ctrl_c()

@@ -1,13 +1,17 @@
 """Scalar semantics shared by the interpreter and the native functions.
 
 Floats behave as C++ ``double`` does (IEEE: division by zero gives an infinity or NaN, overflow
-gives an infinity) rather than raising as Python does; Integer division truncates towards zero as in
-C++, and dividing an Integer by zero is a run-time error.
+gives an infinity) rather than raising as Python does, and a Float sum adds in index order from +0.0
+(:func:`fsum_in_order`), so interpreter and C++ agree to the bit; Integer division truncates towards
+zero as in C++, and dividing an Integer by zero is a run-time error.
 """
 
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Iterable
+from functools import reduce
 
 from knossos.errors import KsEvalError
 
@@ -82,6 +86,15 @@ def flgamma(a: float) -> float:
         return math.lgamma(a)
     except (OverflowError, ValueError):
         return INF
+
+
+def fsum_in_order(terms: Iterable[float]) -> float:
+    """The sum of Floats as the emitted C++ computes it: ``((0.0 + t0) + t1) + ...``, IEEE double adds
+    in index order.  Not ``math.fsum`` (which rounds the exact sum, so differs in the last bits, and
+    raises on inf + -inf or an overflowing partial sum) nor numpy's pairwise sum: infinities and NaN
+    propagate as in C++ and nothing raises."""
+    total: float = reduce(operator.add, terms, 0.0)
+    return total
 
 
 def cmax(a: float, b: float) -> float:

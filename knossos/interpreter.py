@@ -81,7 +81,7 @@ def _total(t: Type, items: Sequence[Value]) -> Value:
     if not items:
         return zero_of(t)
     if t is FLOAT:
-        return math.fsum(items)
+        return arith.fsum_in_order(items)
     acc = items[0]
     for x in items[1:]:
         acc = add(t, acc, x)

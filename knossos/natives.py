@@ -25,13 +25,13 @@ def _same_size(what: str, a: list[object], b: list[object]) -> None:
 
 def _dotv(a: list[float], b: list[float]) -> float:
     _same_size("dotv", a, b)  # type: ignore[arg-type]
-    return math.fsum(x * y for x, y in zip(a, b, strict=True))
+    return arith.fsum_in_order(x * y for x, y in zip(a, b, strict=True))
 
 
 def _mul_mat_vec(m: list[list[float]], v: list[float]) -> list[float]:
     for row in m:
         _same_size("mul$Mat$Vec", row, v)  # type: ignore[arg-type]
-    return [math.fsum(x * y for x, y in zip(row, v, strict=True)) for row in m]
+    return [arith.fsum_in_order(x * y for x, y in zip(row, v, strict=True)) for row in m]
 
 
 def _rev_mul_mat_vec(m: list[list[float]], v: list[float], dr: list[float]) -> tuple[Value, Value]:
@@ -39,7 +39,7 @@ def _rev_mul_mat_vec(m: list[list[float]], v: list[float], dr: list[float]) -> t
     for row in m:
         _same_size("rev$mul$Mat$Vec", row, v)  # type: ignore[arg-type]
     d_m = [[d * x for x in v] for d in dr]
-    d_v = [math.fsum(dr[i] * m[i][j] for i in range(len(m))) for j in range(len(v))]
+    d_v = [arith.fsum_in_order(dr[i] * m[i][j] for i in range(len(m))) for j in range(len(v))]
     return (d_m, d_v)
 
 

@@ -396,7 +396,7 @@ def test_loops_match_interpreter() -> None:
 
 def test_row_wise_sums_add_in_the_order_of_the_program() -> None:
     """The GEMM of blas_test.kso runs with j outside k, and each element is still ((0 + t0) + t1) + ...
-    to the bit (the interpreter's math.fsum would round the exact sum instead)."""
+    to the bit, as in the interpreter (knossos.arith.fsum_in_order; not math.fsum's rounded exact sum)."""
     program = parse_program(LOOPS, "loops.ks")
     source = emit_program(program, ["mm"], include_runtime=False)
     assert "ks::check_range(" in source and re.search(r"\.data\[v[0-9]+_k\] \+= ", source)
@@ -414,6 +414,7 @@ def test_row_wise_sums_add_in_the_order_of_the_program() -> None:
             row.append(acc)
         want.append(row)
     assert run_def(program, "mm", [a, b], extra_flags=TEST_FLAGS) == want
+    assert Interpreter().call(program.defs["mm"], [a, b]) == want
     gemm = emit_program(load_program(PROGRAMS / "blas_test.kso"), ["gemm"], include_runtime=False)
     multiply = gemm.split("ks_matrix_matrix_multiply(const", 2)[2].split("\n}\n", 1)[0]
     innermost = multiply.rsplit("for (", 1)[1]  # reads rows, with no check per element

@@ -18,9 +18,10 @@
 // (by zero: an error), index out of range, element-wise operations on vectors of different sizes and
 // failed asserts are errors.  Errors are thrown as ks::Error with a one-line message.  Lazy results are
 // exact, signs of zeros included; a lazy zero added to an accumulator is skipped, and +0.0 added to
-// the whole accumulator once at the end where that matters.  Two known differences: Float sums add in
-// order (the interpreter's math.fsum rounds the exact sum), and the sizes of the zeros of lazy vectors
-// are not compared with those of the other operand (only the outer size is).
+// the whole accumulator once at the end where that matters.  Float sums (sum, sumbuild, dotv, ...) add
+// in index order from +0.0, as the interpreter's arith.fsum_in_order does, so they agree to the bit,
+// infinities and NaN included.  One known difference: the sizes of the zeros of lazy vectors are not
+// compared with those of the other operand (only the outer size is).
 #pragma once
 
 #include <algorithm>
@@ -721,7 +722,7 @@ void normalise_zeros(T& acc) {
     }
 }
 
-// The sum of the elements of a vector: Floats from +0.0 as math.fsum gives (never -0.0 from zeros);
+// The sum of the elements of a vector: Floats from +0.0 in index order (never -0.0 from zeros);
 // anything else the first element and the others added in place.
 template <class T>
 T sum(const Vec<T>& v, const char* type_text) {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import re
 import warnings
@@ -10,13 +11,14 @@ from typing import Any
 
 import torch
 
-from gnn.config import ModelConfig, Precision
+from gnn.config import ModelConfig, Precision, SettingError, check_stored_config
 from gnn.graph import NODE_TYPES
 from gnn.networks import Network, build_network, value_function
 from gnn.tree_value import TreeValue
 from gnn.value import NetworkValue
 from knossos.atomic import atomic_write
 from knossos.errors import KsUsageError
+from search.limits import MAX_BUDGET
 from search.value import check_value_scale
 
 
@@ -47,7 +49,56 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
         raise KsUsageError("not a checkpoint written by train.py", None, str(path))
     check_node_types(state, str(path))
+    check_metadata(state, str(path))
     return state
+
+
+def check_metadata(state: dict[str, Any], label: str) -> None:
+    """Refuse a checkpoint whose settings are not of the types train.py writes, or beyond what a
+    config may ask for, before any network is built from them (a stored ``hidden`` of 100000 would
+    ask for hundreds of GB): the model's settings, the training config, the weights' container, the
+    value scale and the default budget."""
+
+    def bad(what: str, reason: str) -> KsUsageError:
+        return KsUsageError(f"the checkpoint's {what} are not usable: {reason}", None, label)
+
+    model_config_of(state, label)
+    if not isinstance(state["model"], dict):
+        raise bad("weights", f"expected a mapping of tensors, not {type(state['model']).__name__}")
+    try:
+        check_stored_config(state.get("config"))
+    except ValueError as err:
+        raise bad("training settings", str(err)) from None
+    scale = state.get("value_scale", 1.0)
+    if isinstance(scale, bool) or not isinstance(scale, int | float):
+        raise bad("search settings", f"value_scale: expected a number, not {type(scale).__name__}")
+    try:
+        check_value_scale(scale)
+    except ValueError as err:
+        raise bad("search settings", f"value_scale: {err}") from None
+    budget = state.get("budget", 1)
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
+        raise bad("search settings", f"budget: expected a whole number from 1 to {MAX_BUDGET}, not {budget!r:.60}")
+
+
+def model_config_of(state: dict[str, Any], label: str) -> ModelConfig:
+    """The checkpoint's model settings, checked as a config's ``model:`` section is (types and
+    limits); settings it lacks (written before they existed) take their defaults."""
+    raw = state["model_config"]
+
+    def bad(reason: str) -> KsUsageError:
+        return KsUsageError(f"the checkpoint's model settings are not usable: {reason}", None, label)
+
+    if not isinstance(raw, dict):
+        raise bad(f"expected a mapping of settings, not {type(raw).__name__}")
+    known = [f.name for f in dataclasses.fields(ModelConfig)]
+    unknown = [k for k in raw if k not in known]
+    if unknown:
+        raise bad(f"unknown setting {str(unknown[0])!r:.60} (known: {', '.join(known)})")
+    try:
+        return ModelConfig(**raw)
+    except SettingError as err:
+        raise bad(str(err)) from None
 
 
 #: The key of a checkpoint's node-type vocabulary (absent from checkpoints written before it was stored).
@@ -152,11 +203,7 @@ def load_weights(module: torch.nn.Module, weights: dict[str, Any], label: str) -
 
 
 def network_from(state: dict[str, Any], label: str) -> Network:
-    try:
-        config = ModelConfig(**state["model_config"])
-    except (TypeError, ValueError) as err:
-        raise KsUsageError(f"the checkpoint's model settings are not usable: {err}", None, label) from None
-    network = build_network(config)
+    network = build_network(model_config_of(state, label))
     load_weights(network, state["model"], label)
     network.eval()
     return network

@@ -122,6 +122,40 @@ class BestTargets:
         )
 
 
+#: What a checkpoint needs to be resumed, and of which type (load_checkpoint checked the rest).
+RESUMABLE: dict[str, type] = {
+    "config": dict,
+    "optimizer": dict,
+    "numpy_rng": dict,
+    "torch_rng": torch.Tensor,
+    "epoch": int,
+    "history": list,
+    "replay": list,
+}
+
+
+def check_resumable(state: dict[str, Any], label: str) -> None:
+    """Refuse, in one line, a checkpoint that lacks the training state train.py --resume needs (an
+    exported model has none) or holds it in other types."""
+    for key, kind in RESUMABLE.items():
+        if key not in state:
+            raise KsUsageError(
+                f"not a training checkpoint: it has no {key} to resume from (an exported model?)", None, label
+            )
+        if not isinstance(state[key], kind) or isinstance(state[key], bool):
+            raise KsUsageError(
+                f"the checkpoint's training state is not usable: {key}: expected {kind.__name__}, "
+                f"not {type(state[key]).__name__}",
+                None,
+                label,
+            )
+    for key in ("best_targets", "best_horizons"):  # absent from checkpoints written before them
+        if not isinstance(state.get(key, {}), dict):
+            raise KsUsageError(f"the checkpoint's training state is not usable: {key}: expected dict", None, label)
+    if state["epoch"] < 0:
+        raise KsUsageError(f"the checkpoint's training state is not usable: epoch {state['epoch']} < 0", None, label)
+
+
 class Trainer:
     def __init__(self, config: TrainConfig, out: Path, progress: Progress | None = None) -> None:
         self.config = config
@@ -170,6 +204,7 @@ class Trainer:
 
     def restore(self, state: dict[str, Any]) -> None:
         label = str(self.out / CHECKPOINT)
+        check_resumable(state, label)
         # a run may be continued for more epochs; anything else must be as it was
         mine, theirs = flatten_keys(self.config.to_dict()), flatten_keys(state["config"])
         # a key added to the config after the checkpoint was written reads as its default there
@@ -185,12 +220,17 @@ class Trainer:
         load_weights(self.network, state["model"], label)
         try:
             self.fitter.optimizer.load_state_dict(state["optimizer"])
-        except (ValueError, KeyError) as err:
+        except (ValueError, KeyError, TypeError, RuntimeError) as err:
             raise KsUsageError(f"the checkpoint's optimiser state does not fit: {err}", None, label) from None
-        self.rng.bit_generator.state = state["numpy_rng"]
-        torch.set_rng_state(state["torch_rng"])
+        try:
+            self.rng.bit_generator.state = state["numpy_rng"]
+            torch.set_rng_state(state["torch_rng"])
+            self.history = [EpochMetrics.from_json(m) for m in state["history"]]
+        except (TypeError, ValueError, KeyError, RuntimeError) as err:
+            raise KsUsageError(
+                f"the checkpoint's training state is not usable ({type(err).__name__}: {err})", None, label
+            ) from None
         self.epoch = state["epoch"]
-        self.history = [EpochMetrics.from_json(m) for m in state["history"]]
         self.replay = state["replay"]
         self.best.table = state.get("best_targets", {})
         self.best.horizon = state.get("best_horizons", {})

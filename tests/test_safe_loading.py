@@ -158,7 +158,7 @@ def test_training_state_round_trips(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     state: dict[str, Any] = {
         "model": {"w": torch.arange(4.0)},
-        "model_config": {"hidden": 8, "steps": 2},
+        "model_config": {"hidden": 48, "steps": 2},  # settings a network can have (load_checkpoint checks them)
         "model_kind": "ggnn",
         "numpy_rng": rng.bit_generator.state,
         "torch_rng": torch.get_rng_state(),

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from app.models import DEFAULT_COST, trained_search, value_scale
@@ -24,10 +24,11 @@ from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import serializable
 from knossos.cpp.emit import emit_program
 from knossos.errors import KsError, KsUsageError
+from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_def, format_expr, format_program
-from knossos.program import Def, Program
-from knossos.sized_cost import parse_sizes
+from knossos.program import Def, Param, Program
+from knossos.sized_cost import check_size_levels, parse_sizes
 from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
@@ -173,6 +174,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_sizes(sizes: Mapping[str, int | tuple[int, ...]], start: Expr, params: list[Param], file: str) -> None:
+    """The --size names are variables that ``start`` (the expression being optimised) uses, given at
+    most as many lengths as their types have levels of vectors; a one-line error otherwise."""
+    unknown = [name for name in sorted(sizes) if name not in start.free]
+    if unknown:
+        order = [p.name for p in params if p.name in start.free]
+        uses = order + sorted(start.free - set(order))
+        raise KsUsageError(
+            f"--size names {', '.join(unknown)}, which the expression being optimised does not use "
+            f"(it uses: {', '.join(uses) or 'no variables'})"
+        )
+    check_size_levels(sizes, {p.name: p.type.vec_rank for p in params}, file)
+
+
 def search_cost(name: str, size_specs: list[str]) -> CostFunction:
     """The cost model ``name``, with the sizes of ``--size`` (which only the alloc model takes)."""
     sizes = parse_sizes(size_specs)
@@ -226,10 +241,9 @@ def run(args: argparse.Namespace) -> int:
         d = _pick_def(src.program, args.def_name, src.label)
         start = d.body
         outputs.check_def(src.program, d)
-    sized = sorted(cost.sizes) if isinstance(cost, AllocCost) else []
-    unknown = [name for name in sized if name not in start.free]
-    if unknown:
-        raise KsUsageError(f"--size names {', '.join(unknown)}, which the expression being optimised does not use")
+    if isinstance(cost, AllocCost):
+        params = list(d.params) if d is not None else [Param(v.data, v.type) for v in src.free]
+        check_sizes(cost.sizes, start, params, src.label)
     bar = _progress_bar(args.budget, disabled=args.quiet)
     spec = SearchSpec(
         rules=rules,

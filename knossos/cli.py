@@ -26,7 +26,7 @@ from knossos.parser import load_program, parse_expr, parse_expr_positions, read_
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr, format_program
 from knossos.program import Def, Program
-from knossos.sized_cost import Abstract, SizedCost, parse_sizes, sized_def_cost
+from knossos.sized_cost import Abstract, SizedCost, check_size_levels, parse_sizes, sized_def_cost
 from knossos.values import from_python, to_json
 
 
@@ -160,12 +160,7 @@ def _check_sizes_known(program: Program, names: list[str], sizes: dict[str, Any]
         raise KsUsageError(
             f"--size names {', '.join(unknown)}, which no parameter or vector size of the def(s) is called", None, file
         )
-    for name, dims in sizes.items():
-        given = len(dims) if isinstance(dims, tuple) else 1
-        if name in levels and given > max(levels[name], 1):
-            raise KsUsageError(
-                f"--size {name}: {given} lengths for a parameter with {levels[name]} level(s) of vectors", None, file
-            )
+    check_size_levels(sizes, levels, file)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -275,6 +275,18 @@ def parse_sizes(specs: list[str]) -> dict[str, int | tuple[int, ...]]:
     return out
 
 
+def check_size_levels(sizes: Mapping[str, int | tuple[int, ...]], levels: Mapping[str, int], file: str | None) -> None:
+    """A one-line error when a size of :func:`parse_sizes` gives a parameter more lengths than it has
+    levels of vectors (``levels``: each parameter's :attr:`Type.vec_rank`; a scalar takes one length,
+    its own value); the extra lengths would be ignored silently."""
+    for name, dims in sizes.items():
+        given = len(dims) if isinstance(dims, tuple) else 1
+        if name in levels and given > max(levels[name], 1):
+            raise KsUsageError(
+                f"--size {name}: {given} lengths for a parameter with {levels[name]} level(s) of vectors", None, file
+            )
+
+
 def _short(text: str, most: int = 60) -> str:
     """``text``, cut to ``most`` characters for an error line."""
     return text if len(text) <= most else text[: most - 3] + "..."

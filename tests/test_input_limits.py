@@ -62,3 +62,28 @@ def test_a_size_with_more_lengths_than_levels_is_one_line(capsys: pytest.Capture
     code, _, err = run_cli(knossos_main, capsys, "cost", src, "--def", "gemm", "--size", "mat_x=2x2x2x2")
     assert code == 1 and "--size mat_x: 4 lengths for a parameter with 2 level(s) of vectors" in err
     assert run_cli(knossos_main, capsys, "cost", src, "--def", "gemm", "--size", "mat_x=2x3")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("size", "message"),
+    [
+        ("a=2x2x2x2", "blas_test.kso: error: --size a: 4 lengths for a parameter with 2 level(s) of vectors"),
+        ("alpha=2x2", "blas_test.kso: error: --size alpha: 2 lengths for a parameter with 0 level(s) of vectors"),
+        (
+            "mat_q=3",
+            "optimize.py: error: --size names mat_q, which the expression being optimised does not use (it uses: ",
+        ),
+    ],
+)
+def test_optimize_sizes_are_checked_as_knossos_cost_checks_them(
+    capsys: pytest.CaptureFixture[str], size: str, message: str
+) -> None:
+    """Was: optimize.py --cost alloc --size a=2x2x2x2 ran, the extra lengths ignored (mat_x is a parameter of
+    a def gemm calls: knossos cost sizes the callees too, optimize.py the expression it rewrites)."""
+    argv = (str(PROGRAMS / "blas_test.kso"), "--def", "gemm", "--cost", "alloc", "--budget", "5", "--model", "none")
+    code, out, err = run_cli(optimize_main, capsys, *argv, "--size", size, "--quiet")
+    assert code == 1 and out == "" and err.count("\n") == 1 and message in err, err
+    code, _, err = run_cli(optimize_main, capsys, *argv, "--size", "a=2x3", "--quiet")
+    assert code == 0, err
+    code, _, err = run_cli(optimize_main, capsys, "--expr", "(add x 1.0)", "--cost", "alloc", "--size", "x=2x2")
+    assert code == 1 and err == "<expr>: error: --size x: 2 lengths for a parameter with 0 level(s) of vectors\n"

@@ -51,6 +51,9 @@ from search.mdp import Transitions
 #: Random walks of 10 steps over the bundled sets and programs meet at most 97 rewrites per state
 #: with binding_simplify_rules (arithmetic sets) and 448 with ml_rules (gmm programs): twice that.
 DEFAULT_MAX_ACTIONS: Final = 1024
+#: The largest action space: every step hands out an int8 mask this long (1 MiB), and no state of the
+#: bundled sets comes near it; far larger values only fail later, inside numpy.
+MAX_ACTIONS_LIMIT: Final = 2**20
 INVALID_ACTION_MODES: Final = ("noop", "raise")
 
 Observation = dict[str, Any]
@@ -67,7 +70,7 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
             list of expressions.
         rules: a rule set name (several joined by ``+``) or a :class:`~rules.rule_set.RuleSet`.
         depth: the steps of an episode.
-        max_actions: the size of the action space.
+        max_actions: the size of the action space, 1 to :data:`MAX_ACTIONS_LIMIT`.
         invalid_action: ``"noop"`` (a masked-out action spends a step and changes nothing) or ``"raise"``.
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the expression's text).
     """
@@ -88,7 +91,7 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         render_mode: str | None = None,
     ) -> None:
         self.depth = _whole_number("depth", depth)
-        self.max_actions = _whole_number("max_actions", max_actions)
+        self.max_actions = _whole_number("max_actions", max_actions, MAX_ACTIONS_LIMIT)
         if invalid_action not in INVALID_ACTION_MODES:
             raise KsUsageError(f"invalid_action= must be 'noop' or 'raise', not {one_line(repr(invalid_action))}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -219,9 +222,15 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         }
 
 
-def _whole_number(name: str, value: object) -> int:
+class SettingError(KsUsageError, ValueError):
+    """A setting out of its range: a usage error, and a ValueError as Gymnasium code expects."""
+
+
+def _whole_number(name: str, value: object, limit: int | None = None) -> int:
     if not isinstance(value, Integral) or isinstance(value, bool) or int(value) < 1:
-        raise KsUsageError(f"{name}= must be a whole number of at least 1, not {one_line(repr(value))}")
+        raise SettingError(f"{name}= must be a whole number of at least 1, not {one_line(repr(value))}")
+    if limit is not None and int(value) > limit:
+        raise SettingError(f"{name}= must be at most {limit:,}, not {int(value):,}")
     return int(value)
 
 

@@ -1,8 +1,13 @@
 """Arithmetic rules: the paper's Table 3 (names as in the reference), constant folding, a/a.
 
-Float arithmetic is not associative, so reassociating rules preserve values up to rounding; rules
-that are exact only on part of the inputs say so in ``domain``.  The division rules hold for Floats
-only (Integer division truncates), and are restricted to them.
+The rules hold in exact arithmetic (real numbers, unbounded integers).  Programs compute with IEEE
+doubles and 64-bit Integers (overflow is an error in the interpreter), so every rule that reorders,
+factors or cancels says in ``domain`` where that can change a result: an intermediate value that
+overflows to an infinity (``0 * (b + c)`` with ``b + c`` infinite is NaN), an Integer overflow
+(``a * b + a * c`` with ``a = 0`` computes ``b + c`` once factored), an infinite or NaN operand.
+Reassociating Floats also rounds differently (up to rounding, relative to the largest intermediate).
+Rules marked ``strict`` change no value on any input.  The division rules hold for Floats only
+(Integer division truncates), and are restricted to them.
 """
 
 from __future__ import annotations
@@ -18,8 +23,13 @@ from knossos.types import FLOAT, INTEGER, Kind
 from rules.rule import Condition, FoldRule, Rule, Site, TableRule, condition, rule
 from rules.zeros import LITERAL_ZERO, is_zero
 
-FINITE = "the operands are finite"
-NONZERO_C = "c is not zero"
+#: Reordering or factoring: where every step is finite, only rounding differs.
+FINITE_STEPS = "every value on either side is finite and no Integer overflows (Floats up to rounding)"
+#: Division also amplifies what underflow lost: a subnormal divisor makes it visible.
+NORMAL_STEPS = "every value on either side is finite and, if not zero, normal (no over- or underflow; up to rounding)"
+NONZERO_C = f"c is not zero, and {NORMAL_STEPS}"
+NONZERO_B = f"b is not zero, and {NORMAL_STEPS}"
+NONZERO_BC = f"b and c are not zero, and {NORMAL_STEPS}"
 
 
 def _floats_only(hole: str = "?a") -> Condition:
@@ -35,40 +45,39 @@ def _scalar(hole: str) -> Condition:
 
 
 ALGEBRAIC: list[TableRule] = [
-    rule("add_zero", "(add 0 ?a)", "?a"),  # exact up to the sign of a zero (0.0 + -0.0 is 0.0)
-    rule("mul_zero", "(mul 0 ?a)", "0", domain="a is finite (0 * inf is NaN); up to the sign of zero"),
-    rule("mul_one", "(mul 1 ?a)", "?a"),
-    rule("sub_zero", "(sub ?a 0)", "?a"),
-    rule("div_one", "(div ?a 1)", "?a"),
-    rule("add_neg_to_sub", "(add ?a (mul ?b -1))", "(sub ?a ?b)"),
+    rule("add_zero", "(add 0 ?a)", "?a", strict=True),  # the sign of a zero aside (0.0 + -0.0 is 0.0)
+    rule("mul_zero", "(mul 0 ?a)", "0", domain="a is finite (0 * inf and 0 * NaN are NaN); up to the sign of zero"),
+    rule("mul_one", "(mul 1 ?a)", "?a", strict=True),
+    rule("sub_zero", "(sub ?a 0)", "?a", strict=True),
+    rule("div_one", "(div ?a 1)", "?a", strict=True),
+    # a + b * -1 and a - b overflow together (b * -1 alone fails only before)
+    rule("add_neg_to_sub", "(add ?a (mul ?b -1))", "(sub ?a ?b)", strict=True),
     # Not the paper's: the reference's parser read (neg x) as (sub 0.0 x), so its rules saw a sub there
-    rule("neg_to_sub", "(neg ?a)", "(sub 0 ?a)", _scalar("?a")),  # up to the sign of zero, as add_zero
-    rule("commute_mul", "(mul ?a ?b)", "(mul ?b ?a)"),
-    rule("commute_add", "(add ?a ?b)", "(add ?b ?a)"),
+    rule("neg_to_sub", "(neg ?a)", "(sub 0 ?a)", _scalar("?a"), strict=True),  # the sign of zero aside
+    rule("commute_mul", "(mul ?a ?b)", "(mul ?b ?a)", strict=True),
+    rule("commute_add", "(add ?a ?b)", "(add ?b ?a)", strict=True),
     rule("sub_self", "(sub ?a ?a)", "0", domain="a is finite (inf - inf is NaN)"),
-    rule("assoc_add_add", "(add (add ?a ?b) ?c)", "(add (add ?a ?c) ?b)"),
-    rule("assoc_sub_add", "(sub (add ?a ?b) ?c)", "(add (sub ?a ?c) ?b)"),
-    rule("assoc_add_sub", "(add (sub ?a ?b) ?c)", "(sub (add ?a ?c) ?b)"),
-    rule("assoc_sub_sub", "(sub (sub ?a ?b) ?c)", "(sub (sub ?a ?c) ?b)"),
-    rule("sub_sub_to_sub_add", "(sub ?a (sub ?b ?c))", "(sub (add ?a ?c) ?b)"),
-    rule("assoc_mul_mul", "(mul (mul ?a ?b) ?c)", "(mul (mul ?a ?c) ?b)"),
-    rule("mul_by_add", "(mul ?a (add ?b ?c))", "(add (mul ?a ?b) (mul ?a ?c))", domain=FINITE),
-    rule("mul_by_sub", "(mul ?a (sub ?b ?c))", "(sub (mul ?a ?b) (mul ?a ?c))", domain=FINITE),
-    rule("add_of_muls", "(add (mul ?a ?b) (mul ?a ?c))", "(mul ?a (add ?b ?c))", domain=FINITE),
-    rule("sub_of_muls", "(sub (mul ?a ?b) (mul ?a ?c))", "(mul ?a (sub ?b ?c))", domain=FINITE),
+    rule("assoc_add_add", "(add (add ?a ?b) ?c)", "(add (add ?a ?c) ?b)", domain=FINITE_STEPS),
+    rule("assoc_sub_add", "(sub (add ?a ?b) ?c)", "(add (sub ?a ?c) ?b)", domain=FINITE_STEPS),
+    rule("assoc_add_sub", "(add (sub ?a ?b) ?c)", "(sub (add ?a ?c) ?b)", domain=FINITE_STEPS),
+    rule("assoc_sub_sub", "(sub (sub ?a ?b) ?c)", "(sub (sub ?a ?c) ?b)", domain=FINITE_STEPS),
+    rule("sub_sub_to_sub_add", "(sub ?a (sub ?b ?c))", "(sub (add ?a ?c) ?b)", domain=FINITE_STEPS),
+    rule("assoc_mul_mul", "(mul (mul ?a ?b) ?c)", "(mul (mul ?a ?c) ?b)", domain=FINITE_STEPS),
+    rule("mul_by_add", "(mul ?a (add ?b ?c))", "(add (mul ?a ?b) (mul ?a ?c))", domain=FINITE_STEPS),
+    rule("mul_by_sub", "(mul ?a (sub ?b ?c))", "(sub (mul ?a ?b) (mul ?a ?c))", domain=FINITE_STEPS),
+    rule("add_of_muls", "(add (mul ?a ?b) (mul ?a ?c))", "(mul ?a (add ?b ?c))", domain=FINITE_STEPS),
+    rule("sub_of_muls", "(sub (mul ?a ?b) (mul ?a ?c))", "(mul ?a (sub ?b ?c))", domain=FINITE_STEPS),
 ]
 
 FLOAT_ONLY: list[TableRule] = [
     rule("assoc_div_mul", "(div (mul ?a ?b) ?c)", "(mul (div ?a ?c) ?b)", _floats_only(), domain=NONZERO_C),
-    rule("assoc_mul_div", "(mul (div ?a ?b) ?c)", "(div (mul ?a ?c) ?b)", _floats_only(), domain="b is not zero"),
-    rule("div_by_div", "(div ?a (div ?b ?c))", "(div (mul ?a ?c) ?b)", _floats_only(), domain="b and c are not zero"),
+    rule("assoc_mul_div", "(mul (div ?a ?b) ?c)", "(div (mul ?a ?c) ?b)", _floats_only(), domain=NONZERO_B),
+    rule("div_by_div", "(div ?a (div ?b ?c))", "(div (mul ?a ?c) ?b)", _floats_only(), domain=NONZERO_BC),
     rule("add_of_divs", "(add (div ?a ?c) (div ?b ?c))", "(div (add ?a ?b) ?c)", _floats_only(), domain=NONZERO_C),
     rule("sub_of_divs", "(sub (div ?a ?c) (div ?b ?c))", "(div (sub ?a ?b) ?c)", _floats_only(), domain=NONZERO_C),
-    rule(
-        "assoc_div_div", "(div (div ?a ?b) ?c)", "(div (div ?a ?c) ?b)", _floats_only(), domain="b and c are not zero"
-    ),
-    rule("div_of_div", "(div (div ?a ?b) ?c)", "(div ?a (mul ?b ?c))", _floats_only(), domain="b and c are not zero"),
-    rule("div_by_mul", "(div ?a (mul ?b ?c))", "(div (div ?a ?b) ?c)", _floats_only(), domain="b and c are not zero"),
+    rule("assoc_div_div", "(div (div ?a ?b) ?c)", "(div (div ?a ?c) ?b)", _floats_only(), domain=NONZERO_BC),
+    rule("div_of_div", "(div (div ?a ?b) ?c)", "(div ?a (mul ?b ?c))", _floats_only(), domain=NONZERO_BC),
+    rule("div_by_mul", "(div ?a (mul ?b ?c))", "(div (div ?a ?b) ?c)", _floats_only(), domain=NONZERO_BC),
 ]
 
 
@@ -124,5 +133,5 @@ DIV_BY_SELF = rule(
     "(div ?a ?a)",
     "1",
     condition("not_zero_literal", lambda a: not is_zero(a, through=LITERAL_ZERO), "?a", shallow=True),
-    domain="a is finite and not zero",
+    domain="a is finite and not zero (0/0 and inf/inf are NaN)",
 )

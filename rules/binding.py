@@ -19,6 +19,7 @@ class InlineLet(Rule):
     """``(let (x e) ... x ...)`` -> ``(let (x e) ... e ...)`` at one occurrence of ``x``."""
 
     name = "inline_let"
+    strict = True
     heads = frozenset({Op.VAR})
     lhs_text = "(let (x e) ...x...)"
     rhs_text = "(let (x e) ...e...)"
@@ -58,6 +59,7 @@ class NewBind(Rule):
     """``e`` -> ``(let (x e) x)`` for a compound ``e`` whose parent is not a let."""
 
     name = "new_bind"
+    strict = True
     heads = None
     lhs_text = "e"
     rhs_text = "(let (x e) x)"
@@ -110,6 +112,7 @@ class CseBind(Rule):
     """``(let (x e) (let (y e) b))`` -> ``(let (x e) b[y := x])``."""
 
     name = "cse_bind"
+    strict = True
     heads = frozenset({Op.LET})
     lhs_text = "(let (x e) (let (y e) b))"
     rhs_text = "(let (x e) b[y := x])"
@@ -126,8 +129,8 @@ class CseBind(Rule):
         return site.number, E.let(var, value, new_body)
 
 
-DELETE_LET = rule("delete_let", "(let (?x ?e) ?b)", "?b", not_free("?x", "?b"))
-LET_RECOVER = rule("let_recover", "(let (?x ?e) ?x)", "?e")
+DELETE_LET = rule("delete_let", "(let (?x ?e) ?b)", "?b", not_free("?x", "?b"), strict=True)
+LET_RECOVER = rule("let_recover", "(let (?x ?e) ?x)", "?e", strict=True)
 
 INLINE_LET = InlineLet()
 NEW_BIND = NewBind()

@@ -22,6 +22,7 @@ class InlineCall(Rule):
     """
 
     name = "inline_call"
+    strict = True
     heads = frozenset({Op.CALL})
     lhs_text = "(f a1 ... ak)"
     rhs_text = "(let ((p1 a1) ... (pk ak)) body_f)"

@@ -79,6 +79,7 @@ def _describe(r: Rule) -> dict[str, Any]:
         "rhs": r.rhs_text,
         "conditions": list(r.conditions_text),
         "domain": r.domain,
+        "strict": r.strict,
     }
 
 

@@ -11,11 +11,12 @@ from knossos.ops import Op
 from rules.rule import FoldRule, Rewrite, Rule, Site, can_leave_parent, rule, with_child
 
 IF_TABLE = [
-    rule("if_true", "(if true ?a ?b)", "?a"),
-    rule("if_false", "(if false ?a ?b)", "?b"),
-    rule("if_return_p", "(if ?p true false)", "?p"),
-    rule("if_both_same", "(if ?p ?a ?a)", "?a", domain="evaluating p does not fail"),
-    rule("eq_self", "(eq ?a ?a)", "true", domain="a is not NaN"),
+    rule("if_true", "(if true ?a ?b)", "?a", strict=True),
+    rule("if_false", "(if false ?a ?b)", "?b", strict=True),
+    rule("if_return_p", "(if ?p true false)", "?p", strict=True),
+    # strict: outside the domain the original fails (p does) and the rewrite may not
+    rule("if_both_same", "(if ?p ?a ?a)", "?a", domain="evaluating p does not fail", strict=True),
+    rule("eq_self", "(eq ?a ?a)", "true", domain="a is not NaN (NaN equals nothing)"),
 ]
 
 

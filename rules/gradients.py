@@ -32,6 +32,7 @@ from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind
 from rules.rule import Rewrite, Rule, Site, condition, not_free, rule
 from rules.substitution import fresh_name, names_in, substitute
+from rules.vectors import SUMS_REORDERED
 from rules.zeros import is_zero
 
 GRADIENT_TABLE = [
@@ -41,6 +42,7 @@ GRADIENT_TABLE = [
         "(deltaVec ?n ?i (let (?v ?e) ?b))",
         not_free("?v", "?n"),
         not_free("?v", "?i"),
+        strict=True,
     ),
     rule(
         "sumbuild_let_out",
@@ -67,7 +69,7 @@ GRADIENT_TABLE = [
         not_free("?x", "?m"),
         not_free("?y", "?n"),
         condition("distinct_names", lambda x, y: x.data != y.data, "?x", "?y"),
-        domain="n >= 1 and m >= 1 (a sum of no vectors fails); Float sums are reassociated",
+        domain=f"n >= 1 and m >= 1 (a sum of no vectors fails); {SUMS_REORDERED}",
     ),
     rule(
         "sumbuild_of_onehot",
@@ -159,6 +161,7 @@ class SumbuildTupleSplit(Rule):
     heads = frozenset({Op.SUMBUILD})
     lhs_text = "(sumbuild n (lam x e)), e a tuple"
     rhs_text = "(tuple (sumbuild n (lam x π1 e)) ... (sumbuild n (lam x πk e)))"
+    domain = SUMS_REORDERED
     conditions_text = (
         "e is of tuple type and not a literal tuple (sumbuild_of_tuple does those)",
         "every part of the tuple is numbers (an empty tuple cannot be summed)",
@@ -262,6 +265,7 @@ class SumbuildOfShiftedOnehot(Rule):
     lhs_text = "(sumbuild n (lam x (deltaVec m (±x + c) e))), e a number"
     rhs_text = "(build m (lam y (let (x (±(y - c))) (if (and (gte x 0) (lt x n)) e 0))))"
     conditions_text = ("x is not free in m or c", "the index is not x itself (sumbuild_of_onehot does that)")
+    domain = "y - c does not overflow for 0 <= y < m (it is now computed for every y)"
 
     def match(self, site: Site) -> Affine | None:
         _n, x, body = site.node.args
@@ -295,7 +299,10 @@ class SumbuildOfIfEq(Rule):
     lhs_text = "(sumbuild n (lam x (if (eq (±x + c) j) e z))), also (eq j (±x + c))"
     rhs_text = "(let (x (±(j - c))) (if (and (gte x 0) (lt x n)) e 0))"
     conditions_text = ("x is not free in j or c", "z is zero", "e is a number")
-    domain = "n >= 1, or evaluating j and c does not fail (they are now evaluated even when the sum is empty)"
+    domain = (
+        "n >= 1, or evaluating j and c does not fail (they are now evaluated even when the sum is empty); "
+        "j - c does not overflow"
+    )
 
     def match(self, site: Site) -> tuple[Affine, Expr] | None:
         _n, x, body = site.node.args
@@ -341,6 +348,7 @@ class SumbuildOfLetBuild(Rule):
     heads = frozenset({Op.SUMBUILD})
     lhs_text = "(sumbuild o (lam oi (let (v1 e1) ... (build n (lam ni b)))))"
     rhs_text = "(build n (lam ni (sumbuild o (lam oi (let (v1 e1) ... b)))))"
+    domain = SUMS_REORDERED
     conditions_text = (
         "at least one let; every e is loop-free (see let_substitute)",
         "n uses neither oi nor any v",
@@ -383,6 +391,7 @@ class LetSubstitute(Rule):
     """``(let (x e) b)`` -> ``b[x := e]`` for a value without loops (sizes, indices, scalar arithmetic)."""
 
     name = "let_substitute"
+    strict = True
     heads = frozenset({Op.LET})
     lhs_text = "(let (x e) b)"
     rhs_text = "b[x := e]"

@@ -31,23 +31,18 @@ class FoldUnary(FoldRule):
         return value if math.isfinite(value) else None
 
 
+#: exp overflows above about 709.78 and loses precision (subnormal, then 0) below about -708.
+EXP_NORMAL = "exp(a) is a finite, normal double (about -708 < a < 709.78)"
+EXPS_NORMAL = "exp(a), exp(b) and exp(a + b) are finite, normal doubles (inf * 0 is NaN)"
+LOGS_POSITIVE = "a > 0 and b > 0, and a * b is a finite, normal double (neither overflows nor underflows)"
+
 LOG_EXP_RULES: list[Rule] = [
-    rule("log_of_exp", "(log (exp ?a))", "?a", domain="exp(a) does not overflow"),
+    rule("log_of_exp", "(log (exp ?a))", "?a", domain=EXP_NORMAL),
     rule("exp_of_log", "(exp (log ?a))", "?a", domain="a > 0"),
     FoldUnary("cprop_log", Op.LOG, math.log),
     FoldUnary("cprop_exp", Op.EXP, math.exp),
-    rule("exp_of_add", "(exp (add ?a ?b))", "(mul (exp ?a) (exp ?b))", domain="no overflow"),
-    rule("mul_of_exps", "(mul (exp ?a) (exp ?b))", "(exp (add ?a ?b))", domain="no overflow"),
-    rule(
-        "log_of_mul",
-        "(log (mul ?a ?b))",
-        "(add (log ?a) (log ?b))",
-        domain="a > 0 and b > 0, and a * b neither overflows nor underflows",
-    ),
-    rule(
-        "add_of_logs",
-        "(add (log ?a) (log ?b))",
-        "(log (mul ?a ?b))",
-        domain="a > 0 and b > 0, and a * b neither overflows nor underflows",
-    ),
+    rule("exp_of_add", "(exp (add ?a ?b))", "(mul (exp ?a) (exp ?b))", domain=EXPS_NORMAL),
+    rule("mul_of_exps", "(mul (exp ?a) (exp ?b))", "(exp (add ?a ?b))", domain=EXPS_NORMAL),
+    rule("log_of_mul", "(log (mul ?a ?b))", "(add (log ?a) (log ?b))", domain=LOGS_POSITIVE),
+    rule("add_of_logs", "(add (log ?a) (log ?b))", "(log (mul ?a ?b))", domain=LOGS_POSITIVE),
 ]

@@ -96,8 +96,13 @@ class Rule:
     lhs_text: str = ""
     rhs_text: str = ""
     conditions_text: tuple[str, ...] = ()
-    #: Where the rule is only valid on part of the inputs, in words (e.g. "a is finite").
+    #: Where the rule is only valid on part of the inputs, in words (e.g. "a is finite"); None: on all
+    #: of them, the edges of machine arithmetic (infinities, NaN, 64-bit Integer overflow) included.
     domain: str | None = None
+    #: Whether the rewrite never changes a value the original computes, on any input: it may turn a
+    #: failure into a value, never a value into another value, an infinity, NaN or a failure (up to the
+    #: sign of a zero).  The ``strict:`` rule sets keep only these (see docs/rules.md).
+    strict: bool = False
 
     def match(self, site: Site) -> Any:
         """What :meth:`rewrite` needs at ``site`` (never None), or None where the rule does not apply."""
@@ -120,7 +125,10 @@ class FoldRule(Rule):
     """A rule that replaces a node by a literal it computes (constant folding).
 
     Subclasses implement :meth:`match`, the literal's value (``None`` where the rule does not apply).
+    Strict: the value is what run time computes, and none is folded that is not finite or in range.
     """
+
+    strict = True
 
     def match(self, site: Site) -> bool | int | float | None:
         raise NotImplementedError
@@ -178,7 +186,9 @@ _FLOAT_LEAVES = frozenset({Kind.FLOAT})
 class TableRule(Rule):
     """A rule given by a left-hand pattern, a right-hand pattern and side conditions."""
 
-    def __init__(self, name: str, lhs: str, rhs: str, conditions: tuple[Condition, ...], domain: str | None) -> None:
+    def __init__(
+        self, name: str, lhs: str, rhs: str, conditions: tuple[Condition, ...], domain: str | None, strict: bool
+    ) -> None:
         self.name = name
         self.lhs_text, self.rhs_text = lhs, rhs
         self.lhs: Pattern = parse_pattern(lhs)
@@ -186,6 +196,7 @@ class TableRule(Rule):
         self.conditions = conditions
         self.conditions_text = tuple(c.text for c in conditions)
         self.domain = domain
+        self.strict = strict
         op = head_op(self.lhs)
         self.heads = None if op is None else frozenset({op})
         bound = set(holes(self.lhs))
@@ -226,6 +237,8 @@ def _has_numeric_literal(p: Pattern) -> bool:
     return False
 
 
-def rule(name: str, lhs: str, rhs: str, *conditions: Condition, domain: str | None = None) -> TableRule:
-    """One row of a rule table."""
-    return TableRule(name, lhs, rhs, conditions, domain)
+def rule(
+    name: str, lhs: str, rhs: str, *conditions: Condition, domain: str | None = None, strict: bool = False
+) -> TableRule:
+    """One row of a rule table (``strict``: see :attr:`Rule.strict`)."""
+    return TableRule(name, lhs, rhs, conditions, domain, strict)

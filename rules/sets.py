@@ -82,16 +82,31 @@ RULE_SETS: dict[str, RuleSet] = {
 }
 
 
+#: ``strict:NAME`` is the set NAME (or union) without the rules that may change a value (Rule.strict).
+STRICT_PREFIX = "strict:"
+
+
+def strict(rule_set: RuleSet) -> RuleSet:
+    """``rule_set`` with only its strict rules: those that change no value on any input, the edges of
+    machine arithmetic (infinities, NaN, 64-bit Integer overflow) included."""
+    return RuleSet(STRICT_PREFIX + rule_set.name, [r for r in rule_set if r.strict])
+
+
 def get_rule_set(name: str) -> RuleSet:
-    """A rule set by name, or the union of several joined by ``+`` (``ml_rules_no_bind+zero_tensor_rules``);
-    a one-line error listing the names otherwise."""
+    """A rule set by name, or the union of several joined by ``+`` (``ml_rules_no_bind+zero_tensor_rules``),
+    ``strict:`` before either for its strict rules only; a one-line error listing the names otherwise."""
+    if name.strip().startswith(STRICT_PREFIX):
+        return strict(get_rule_set(name.strip()[len(STRICT_PREFIX) :]))
     found: RuleSet | None = None
     for part in name.split("+"):
         one = RULE_SETS.get(part.strip())
         if one is None:
             where = f" in '{name}'" if "+" in name else ""
             known = ", ".join(RULE_SETS)
-            raise KsUsageError(f"unknown rule set '{part.strip()}'{where} (known: {known}; join names with +)")
+            raise KsUsageError(
+                f"unknown rule set '{part.strip()}'{where} (known: {known}; join names with +, "
+                f"put {STRICT_PREFIX} first for the strict rules only)"
+            )
         found = one if found is None else found + one
     assert found is not None
     return found

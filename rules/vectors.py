@@ -1,7 +1,9 @@
 """Vector and tuple rules: the paper's Table 4 (names as in the reference's ``vector_tuple_rules``).
 
 Summing over no elements is defined differently before and after some of these rewrites (an error for
-vector sums, zero for scalars), so several hold for sizes of at least one: ``domain`` says so.
+vector sums, zero for scalars), so several hold for sizes of at least one: ``domain`` says so.  Rules
+that regroup a sum add its terms in another order: Floats round differently, and a partial sum, Float
+or Integer, may overflow in one order only.
 """
 
 from __future__ import annotations
@@ -14,27 +16,37 @@ from rules.substitution import fresh_name, names_in, substitute
 from rules.zeros import CONSTVEC_ZERO, is_zero
 
 IN_RANGE = "the index is within the vector"
-NONEMPTY = "n >= 1"
+#: Regrouped sums: every partial sum is finite and no Integer one overflows, in either order.
+SUMS_REORDERED = "no partial sum overflows, in either order (Floats up to rounding)"
 
 
 VECTOR_TABLE = [
-    rule("size_of_build", "(size (build ?n (lam ?x ?b)))", "?n", domain="n >= 0"),
-    rule("index_of_build", "(index ?arg (build ?sz (lam ?x ?body)))", "(let (?x ?arg) ?body)", domain=IN_RANGE),
-    rule("mk_sumbuild", "(sum (build ?n (lam ?x ?e)))", "(sumbuild ?n (lam ?x ?e))"),
+    # strict, as several below: outside the domain the original fails (a build of negative size, an
+    # index out of range, a sum of no vectors) and the rewrite may not
+    rule("size_of_build", "(size (build ?n (lam ?x ?b)))", "?n", domain="n >= 0", strict=True),
+    rule(
+        "index_of_build",
+        "(index ?arg (build ?sz (lam ?x ?body)))",
+        "(let (?x ?arg) ?body)",
+        domain=IN_RANGE,
+        strict=True,
+    ),
+    rule("mk_sumbuild", "(sum (build ?n (lam ?x ?e)))", "(sumbuild ?n (lam ?x ?e))", strict=True),
     rule(
         "sumbuild_other_deltavec",
         "(sumbuild ?n (lam ?x (deltaVec ?m ?i ?v)))",
         "(deltaVec ?m ?i (sumbuild ?n (lam ?x ?v)))",
         not_free("?x", "?m"),
         not_free("?x", "?i"),
-        domain=NONEMPTY,
+        domain=f"n >= 1; {SUMS_REORDERED}; where i is out of range, the sum of v is now computed",
     ),
     rule(
         "sumbuild_of_deltavec",
         "(sumbuild ?n (lam ?x (deltaVec ?n ?x ?e)))",
         "(build ?n (lam ?x ?e))",
         not_free("?x", "?n"),
-        domain=NONEMPTY,
+        domain="n >= 1",
+        strict=True,
     ),
     rule(
         "sumbuild_invariant",
@@ -42,7 +54,7 @@ VECTOR_TABLE = [
         "(mul (to_float ?n) ?c)",
         not_free("?x", "?c"),
         all_floats("?c"),
-        domain=NONEMPTY,
+        domain="n >= 1, or c evaluates to a finite value (it is now evaluated; 0 * inf is NaN); Floats up to rounding",
     ),
     rule(
         "sumbuild_of_zero_vec",
@@ -50,19 +62,21 @@ VECTOR_TABLE = [
         "?z",
         not_free("?x", "?z"),
         condition("is_zero_vec", lambda z: is_zero(z, through=CONSTVEC_ZERO), "?z"),
-        domain=NONEMPTY,
+        domain="n >= 1",
+        strict=True,
     ),
     rule(
         "sum_of_deltavecs",
         "(add (deltaVec ?n ?i ?e1) (deltaVec ?n ?i ?e2))",
         "(deltaVec ?n ?i (add ?e1 ?e2))",
         condition("same type", lambda e1, e2: e1.type is e2.type, "?e1", "?e2", shallow=True),
+        domain="i is within the vector, or e1 + e2 does not overflow (it is now computed)",
     ),
     rule(
         "sumbuild_of_sum",
         "(sumbuild ?n (lam ?x (add ?a ?b)))",
         "(add (sumbuild ?n (lam ?x ?a)) (sumbuild ?n (lam ?x ?b)))",
-        domain=NONEMPTY,
+        domain=f"n >= 1; {SUMS_REORDERED}",
     ),
 ]
 
@@ -79,7 +93,7 @@ class SumbuildOfBuild(Rule):
     lhs_text = "(sumbuild o (lam oi (build n (lam ni e))))"
     rhs_text = "(build n (lam ni (sumbuild o (lam oi e))))"
     conditions_text = ("not_free(oi, n)", "ni is renamed if it is oi's name or free in o")
-    domain = "o >= 1"
+    domain = f"o >= 1; {SUMS_REORDERED}"
 
     def match(self, site: Site) -> bool | None:
         _, oi, body = site.node.args
@@ -103,6 +117,7 @@ class SelectOfTuple(Rule):
     lhs_text = "(get$i$n (tuple e1 ... en))"
     rhs_text = "ei"
     domain = "evaluating the other elements does not fail"
+    strict = True
 
     def match(self, site: Site) -> bool | None:
         return site.node.args[0].op is Op.TUPLE or None
@@ -118,6 +133,7 @@ class SumbuildOfTuple(Rule):
     heads = frozenset({Op.SUMBUILD})
     lhs_text = "(sumbuild n (lam x (tuple e1 ... ek)))"
     rhs_text = "(tuple (sumbuild n (lam x e1)) ... (sumbuild n (lam x ek)))"
+    domain = SUMS_REORDERED
 
     def match(self, site: Site) -> bool | None:
         return site.node.args[2].op is Op.TUPLE or None
@@ -134,6 +150,7 @@ class AddTuples(Rule):
     heads = frozenset({Op.ADD})
     lhs_text = "(add (tuple a1 ... ak) (tuple b1 ... bk))"
     rhs_text = "(tuple (add a1 b1) ... (add ak bk))"
+    strict = True
 
     def match(self, site: Site) -> bool | None:
         a, b = site.node.args
@@ -152,6 +169,7 @@ class MulTupleScalar(Rule):
     lhs_text = "(mul (tuple a1 ... ak) z)"
     rhs_text = "(tuple (mul a1 z) ... (mul ak z))"
     conditions_text = ("z is a scalar",)
+    strict = True
 
     def match(self, site: Site) -> bool | None:
         a, z = site.node.args

@@ -95,6 +95,7 @@ class AddZeroVec(Rule):
         "a has the add's type, which is a vector or tuple (add_zero does numbers)",
     )
     domain = "z has a's shape and evaluating it does not fail"
+    strict = True  # outside the domain the original fails; a + 0 is a, the sign of a zero aside
 
     def match(self, site: Site) -> Expr | None:
         """The operand kept."""

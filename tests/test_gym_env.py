@@ -15,7 +15,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs.rewrite import RewriteEnv
+from envs.rewrite import MAX_ACTIONS_LIMIT, RewriteEnv
 from knossos.errors import KsError
 from knossos.parser import parse_expr
 from knossos.printer import format_expr
@@ -149,6 +149,20 @@ def test_an_expression_without_rewrites_ends_at_the_first_step() -> None:
     assert (reward, terminated, info["invalid_action"]) == (0.0, True, True)
 
 
+@pytest.mark.parametrize("value", [-1, 0, 2.5, "8", None, 2**20 + 1, 10**30])
+def test_max_actions_out_of_range_is_a_one_line_value_error(value: object) -> None:
+    with pytest.raises(ValueError, match="max_actions=") as caught:
+        RewriteEnv(program=EXPR, max_actions=value)  # type: ignore[arg-type]
+    assert isinstance(caught.value, KsError) and "\n" not in str(caught.value)
+
+
+def test_max_actions_takes_its_limit_and_numpy_integers() -> None:
+    env = RewriteEnv(program=EXPR, max_actions=MAX_ACTIONS_LIMIT)
+    _, info = env.reset(seed=0)
+    assert env.action_space.n == MAX_ACTIONS_LIMIT and info["action_mask"].shape == (MAX_ACTIONS_LIMIT,)
+    assert RewriteEnv(program=EXPR, max_actions=np.int64(7)).action_space.n == 7
+
+
 def test_states_with_more_actions_than_max_actions_drop_the_last() -> None:
     env = make(program=EXPR, max_actions=4)
     with pytest.warns(UserWarning, match="a state has 6 actions, more than max_actions=4"):
@@ -194,6 +208,12 @@ def test_render_ansi_is_the_expression() -> None:
         ({"program": EXPR, "depth": 0}, "depth= must be a whole number of at least 1, not 0"),
         ({"program": EXPR, "depth": 2.5}, "depth= must be a whole number of at least 1, not 2.5"),
         ({"program": EXPR, "max_actions": -1}, "max_actions= must be a whole number of at least 1"),
+        ({"program": EXPR, "max_actions": 0}, "max_actions= must be a whole number of at least 1, not 0"),
+        ({"program": EXPR, "max_actions": 2.0}, "max_actions= must be a whole number of at least 1, not 2.0"),
+        ({"program": EXPR, "max_actions": "8"}, "max_actions= must be a whole number of at least 1, not '8'"),
+        ({"program": EXPR, "max_actions": True}, "max_actions= must be a whole number of at least 1, not True"),
+        ({"program": EXPR, "max_actions": 2**20 + 1}, "max_actions= must be at most 1,048,576, not 1,048,577"),
+        ({"program": EXPR, "max_actions": 10**30}, "max_actions= must be at most 1,048,576, not 1,000,"),
         ({"program": EXPR, "invalid_action": "skip"}, "invalid_action= must be 'noop' or 'raise'"),
     ],
 )

@@ -300,11 +300,14 @@ class Parser:
         if name in special:
             return special[name](form)
         local = self.scope.lookup(name)
-        if local is not None:  # lexical scoping: a local variable shadows functions of that name
+        callee = self.program.callees.get(name)
+        # Lexical scoping: a local function shadows functions of its name.  A local that is not a
+        # function cannot be applied, so there the name means the def or edef: rewrites (lift_bind,
+        # inline_call, fresh names) put calls under binders of the callee's name, and they print so.
+        if local is not None and (local.type.kind is Kind.LAM or callee is None):
             if local.type.kind is not Kind.LAM:
                 raise self.type_error(f"'{name}' is a variable of type {local.type}, not a function", form[0])
             return self._apply(local, form)
-        callee = self.program.callees.get(name)
         if callee is not None:
             return self._call(callee, form)
         if name in PRIMITIVES:

@@ -5,14 +5,23 @@ lines of their own, aligned under the first one, and the bodies of ``let``, ``la
 ``sumbuild`` go on the next line, indented by two.  Runs of nested ``let`` are written as one
 multi-binding ``let``.  The writer works from an explicit stack, so depth is no problem, and
 indentation stops growing at :data:`MAX_INDENT` so that very deep programs stay linear in size.
+
+The text reads back as the same (interned) expressions: an application of anything but a variable is
+``((lam ...) x)``, and a local function named like a def or edef that is called in its scope is written
+under a fresh name (``var0_1``), since ``(var0 ...)`` there would apply the local.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
 from sexpdata import Symbol as _SexpSymbol
 
+from knossos import trampoline
 from knossos.expr import Expr
-from knossos.ops import NAMES, Op
+from knossos.ops import BINDERS, NAMES, Op
 from knossos.program import Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes
 from knossos.types import Kind, Type
 
@@ -48,7 +57,131 @@ def format_type(t: Type, sizes: SizeTree = None) -> str:
     return str(t)
 
 
-def _head(node: Expr) -> str:
+class _Node(Protocol):
+    """What the layout reads of a node: an :class:`Expr`, or a :class:`_Renamed` view of one."""
+
+    @property
+    def op(self) -> Op: ...
+    @property
+    def args(self) -> tuple[_Node, ...]: ...
+    @property
+    def data(self) -> Any: ...
+    @property
+    def type(self) -> Type: ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Renamed:
+    """A node as printed where some variables in it are written under other names."""
+
+    op: Op
+    args: tuple[_Node, ...]
+    data: Any
+    type: Type
+
+
+def _dag(root: Expr) -> Iterator[Expr]:
+    """Every distinct node of ``root`` once, children before parents."""
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if ready:
+            yield node
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((a, False) for a in node.args)
+
+
+def _unclashed(root: Expr) -> _Node:
+    """``root``, or a view of it where each local function named like a def or edef called in its scope
+    has a fresh name.  In the text ``(f ...)`` under a local function ``f`` applies the local (lexical
+    scoping), so such a call, which rewrites can make (a fresh ``var0`` let-bound around a call of a
+    def ``var0``), would read back as an application.  Binders are alpha-renamed only: same node."""
+    called: set[str] = set()
+    bound: set[str] = set()
+    seen = {id(root)}
+    stack = [root]
+    while stack:  # any order: only which names are called and which local functions are bound
+        node = stack.pop()
+        if node.op is Op.CALL:
+            called.add(node.data.name)
+        elif node.op in BINDERS and node.args[BINDERS[node.op][0]].type.kind is Kind.LAM:
+            bound.add(node.args[BINDERS[node.op][0]].data)
+        for a in node.args:
+            if id(a) not in seen:
+                seen.add(id(a))
+                stack.append(a)
+    clashing = called & bound
+    if not clashing:
+        return root
+    names = {n.data for n in _dag(root) if n.op is Op.VAR}
+    return _Renamer(root, clashing, names | called).view
+
+
+class _Renamer:
+    """The view made by :func:`_unclashed` (iterative, so depth is no problem; shared nodes that
+    need no renaming stay shared)."""
+
+    def __init__(self, root: Expr, clashing: set[str], taken: set[str]) -> None:
+        self.fresh: dict[str, str] = {}
+        for name in sorted(clashing):
+            k = 1
+            while f"{name}_{k}" in taken:
+                k += 1
+            self.fresh[name] = f"{name}_{k}"
+        #: The clashing names each node calls, and whether a binder in it must be renamed.
+        self.calls: dict[int, frozenset[str]] = {}
+        self.renames: dict[int, bool] = {}
+        for node in _dag(root):
+            here = frozenset({node.data.name}) & clashing if node.op is Op.CALL else frozenset()
+            self.calls[id(node)] = here.union(*(self.calls[id(a)] for a in node.args))
+            self.renames[id(node)] = self._clashes(node) or any(self.renames[id(a)] for a in node.args)
+        self.memo: dict[tuple[int, tuple[tuple[str, str], ...]], _Node] = {}
+        self.view: _Node = trampoline.run(self._start, (root, {}))
+
+    def _clashes(self, node: Expr) -> bool:
+        if node.op not in BINDERS:
+            return False
+        var_index, scope_index = BINDERS[node.op]
+        v = node.args[var_index]
+        return v.type.kind is Kind.LAM and v.data in self.calls[id(node.args[scope_index])]
+
+    def _start(self, item: tuple[Expr, dict[str, str]]) -> _Node | Generator[Any, _Node, _Node]:
+        node, env = item
+        key = (id(node), tuple(sorted((n, env[n]) for n in node.free if n in env)))
+        if not key[1] and not self.renames[id(node)]:
+            return node
+        if key in self.memo:
+            return self.memo[key]
+        if node.op is Op.VAR:
+            return _Renamed(Op.VAR, (), env[node.data], node.type)
+        return self._rebuild(node, env, key)
+
+    def _rebuild(
+        self, node: Expr, env: dict[str, str], key: tuple[int, tuple[tuple[str, str], ...]]
+    ) -> Generator[Any, _Node, _Node]:
+        var_index, scope_index = BINDERS.get(node.op, (-1, -1))
+        inner = env
+        if var_index >= 0:
+            v = node.args[var_index]
+            if self._clashes(node):
+                inner = {**env, v.data: self.fresh[v.data]}
+            elif v.data in env:  # a binder of the same name that needs none: it shadows the renamed one
+                inner = {n: m for n, m in env.items() if n != v.data}
+        args: list[_Node] = []
+        for i, a in enumerate(node.args):
+            if i == var_index:
+                args.append(_Renamed(Op.VAR, (), inner.get(a.data, a.data), a.type))
+            else:
+                args.append((yield (a, inner if i == scope_index else env)))
+        view = _Renamed(node.op, tuple(args), node.data, node.type)
+        self.memo[key] = view
+        return view
+
+
+def _head(node: _Node) -> str:
     if node.op is Op.CALL:
         return quote_name(node.data.name)
     if node.op is Op.GET:
@@ -56,23 +189,23 @@ def _head(node: Expr) -> str:
     return NAMES[node.op]
 
 
-def _binding(v: Expr) -> str:
+def _binding(v: _Node) -> str:
     return f"({quote_name(v.data)} : {v.type})"
 
 
-def _let_chain(node: Expr) -> tuple[list[tuple[Expr, Expr]], Expr]:
-    bindings: list[tuple[Expr, Expr]] = []
+def _let_chain(node: _Node) -> tuple[list[tuple[_Node, _Node]], _Node]:
+    bindings: list[tuple[_Node, _Node]] = []
     while node.op is Op.LET:
         bindings.append((node.args[0], node.args[1]))
         node = node.args[2]
     return bindings, node
 
 
-def _flat_texts(root: Expr, limit: int) -> dict[int, str]:
+def _flat_texts(root: _Node, limit: int) -> dict[int, str]:
     """One-line text of every subterm no longer than ``limit`` characters (iterative, post-order)."""
     texts: dict[int, str] = {}
     too_long: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
+    stack: list[tuple[_Node, bool]] = [(root, False)]
     while stack:
         node, ready = stack.pop()
         key = id(node)
@@ -93,7 +226,7 @@ def _flat_texts(root: Expr, limit: int) -> dict[int, str]:
     return texts
 
 
-def _flat(node: Expr, texts: dict[int, str]) -> str:
+def _flat(node: _Node, texts: dict[int, str]) -> str:
     op = node.op
     if op is Op.CONST:
         return format_literal(node.data)
@@ -131,15 +264,16 @@ class _Writer:
 
 
 # Work items: a string to emit, an int to start a new line at that indent, or an expression.
-_Item = str | int | Expr
+_Item = str | int | _Node
 
 
 def format_expr(root: Expr, width: int = WIDTH, indent: int = 0) -> str:
     """``root`` as text; continuation lines are indented at least ``indent``."""
-    texts = _flat_texts(root, width)
+    node = _unclashed(root)
+    texts = _flat_texts(node, width)
     w = _Writer(width)
     w.col = indent
-    stack: list[_Item] = [root]
+    stack: list[_Item] = [node]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
@@ -171,7 +305,7 @@ def _closers_after(stack: list[_Item], limit: int) -> int:
     return total
 
 
-def _broken(node: Expr, base: int) -> list[_Item]:
+def _broken(node: _Node, base: int) -> list[_Item]:
     """The items of ``node`` laid out over several lines, starting at column ``base``."""
     op = node.op
     if op is Op.LET:

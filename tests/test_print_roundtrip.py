@@ -34,6 +34,7 @@ from knossos.ops import Op
 from knossos.parser import load_program, parse_expr, parse_program
 from knossos.printer import format_expr, format_program
 from knossos.program import COST_PREFIX, Def, Edef, Program
+from knossos.types import Kind
 from rules.actions import actions, apply
 from rules.sets import all_rules
 
@@ -198,3 +199,52 @@ def test_optimize_in_place_leaves_a_program_that_reads_back(tmp_path: Path, caps
     assert "((lam (z : Float) (mul z x)) y)" in source.read_text()
     assert run_cli(knossos_main, capsys, "check", str(source))[0] == 0
     assert call_def(load_program(source).defs["g"], 2.0, 3.0) == 7.0
+
+
+#: Programs whose rewrites put a call of a def under a binder of the def's name (issue 31, item 2, found
+#: by the walks' idea applied exhaustively): a fresh let name lifted over a call of the def ``var0``, the
+#: same for a local function (printed under a fresh name), and inline_call putting a call of ``h`` under
+#: the parameter ``h`` and a let of ``h`` (a local that is not a function reads as the call).
+CLASHES = [
+    "(def var0 Float ((a : Float)) (mul a 2.0))\n(def g Float ((x : Float)) (add (mul x 3.0) (var0 (mul x 3.0))))",
+    "(def var0 Float ((a : Float)) (mul a 2.0))\n"
+    "(def g Float ((x : Float)) (add ((lam (z : Float) (mul z x)) 1.0) (var0 x)))",
+    "(def h Float ((a : Float)) (mul a 2.0))\n(def sq Float ((b : Float)) (h b))\n"
+    "(def g Float ((h : Float)) (add (sq h) (let (h 2.0) (sq h))))",
+]
+
+
+def every_state(start: Expr, depth: int) -> set[Expr]:
+    """Every expression within ``depth`` rewrites of ``start`` (breadth-first)."""
+    seen, frontier = {start}, [start]
+    for _ in range(depth):
+        frontier = [e for old in frontier for e in (apply(old, a) for a in actions(old, all_rules)) if e not in seen]
+        seen.update(frontier)
+    return seen
+
+
+@pytest.mark.parametrize("text", CLASHES)
+def test_calls_under_binders_of_the_callee_name_read_back(text: str) -> None:
+    program = parse_program(text, "clash.ks")
+    d = program.defs["g"]
+    for e in every_state(d.body, 3):
+        assert_program_round_trips(program.with_def(Def(d.name, d.ret_type, d.params, e, d.ret_sizes)), d, e)
+
+
+def test_a_local_function_named_like_a_called_def_prints_renamed() -> None:
+    program = parse_program(CLASHES[1], "clash.ks")
+    d = program.defs["g"]
+    lifted = next(
+        e
+        for e in every_state(d.body, 3)
+        if e.op is Op.LET and e.args[0].data == "var0" and e.args[0].type.kind is Kind.LAM
+    )
+    text = format_expr(lifted)
+    assert text == "(let (var0_1 (lam (z : Float) (mul z x))) (add (var0_1 1.0) (var0 x)))"
+    assert_program_round_trips(program.with_def(Def(d.name, d.ret_type, d.params, lifted, d.ret_sizes)), d, lifted)
+
+
+def test_a_variable_that_is_not_a_function_does_not_hide_a_def() -> None:
+    program = parse_program("(def h Float ((a : Float)) (mul a 2.0))\n(def g Float ((h : Float)) (h h))", "h.ks")
+    assert program.defs["g"].body.op is Op.CALL
+    assert call_def(program.defs["g"], 3.0) == 6.0

@@ -1,0 +1,21 @@
+"""Automatic differentiation as a source transformation: ``fwd$f`` and ``rev$f`` for a def ``f``.
+
+    from knossos.autodiff import grad_program
+    with_gradients = grad_program(load_program("f.ks"), defs=["f"], mode="rev")
+
+See :mod:`knossos.autodiff.derivatives` for the conventions and docs/autodiff.md for the method.
+"""
+
+from knossos.autodiff.anf import NotDifferentiable
+from knossos.autodiff.derivatives import Differentiator, Mode, derivative_defs, grad_program, without_derivatives
+from knossos.autodiff.tangent import tangent_type
+
+__all__ = [
+    "Differentiator",
+    "Mode",
+    "NotDifferentiable",
+    "derivative_defs",
+    "grad_program",
+    "tangent_type",
+    "without_derivatives",
+]

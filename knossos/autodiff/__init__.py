@@ -7,7 +7,14 @@ See :mod:`knossos.autodiff.derivatives` for the conventions and docs/autodiff.md
 """
 
 from knossos.autodiff.anf import NotDifferentiable
-from knossos.autodiff.derivatives import Differentiator, Mode, derivative_defs, grad_program, without_derivatives
+from knossos.autodiff.derivatives import (
+    Differentiator,
+    Mode,
+    derivative_defs,
+    grad_program,
+    with_derivatives,
+    without_derivatives,
+)
 from knossos.autodiff.tangent import tangent_type
 
 __all__ = [
@@ -17,5 +24,6 @@ __all__ = [
     "derivative_defs",
     "grad_program",
     "tangent_type",
+    "with_derivatives",
     "without_derivatives",
 ]

@@ -216,7 +216,11 @@ def derivative_defs(
 
 def grad_program(program: Program, defs: Iterable[str] | None = None, mode: str = "both") -> Program:
     """``program`` with the derivatives of ``defs`` added after its own defs (see :func:`derivative_defs`)."""
-    maker = derivative_defs(program, defs, mode)
+    return with_derivatives(program, derivative_defs(program, defs, mode))
+
+
+def with_derivatives(program: Program, maker: Differentiator) -> Program:
+    """``program`` with the derivatives ``maker`` made for it added after its own defs."""
     out = Program()
     for item in program.items:
         out.add(item, program.callees[item.name])

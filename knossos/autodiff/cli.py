@@ -1,0 +1,71 @@
+"""``knossos grad FILE [--def NAME] [--mode rev|fwd|both] [-o OUT.ks [--force]]``.
+
+Writes FILE's program with ``fwd$``/``rev$`` defs added (every def's, or NAME's, and those of the
+defs they call).  ``-o`` follows optimize.py's rules: never over FILE, over another existing file
+only with ``--force``, only ever a regular file, written atomically.  A def that cannot be
+differentiated is a one-line error, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from knossos.atomic import atomic_write_text
+from knossos.autodiff.derivatives import derivative_defs, with_derivatives
+from knossos.cli import ArgumentParser, find_def, located, same_file
+from knossos.errors import KsUsageError
+from knossos.parser import load_program
+from knossos.printer import format_program
+
+
+def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
+    """Add the ``grad`` subcommand to the ``knossos`` command line."""
+    p = sub.add_parser("grad", help="add forward- and reverse-mode derivatives (fwd$f, rev$f) of a program's defs")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--def", dest="def_name", metavar="NAME", help="only this def (and the defs it calls)")
+    p.add_argument("--mode", choices=("rev", "fwd", "both"), default="both", help="which derivatives (default both)")
+    p.add_argument("-o", dest="out", metavar="OUT.ks", help="write the program here instead of to stdout")
+    p.add_argument("--force", action="store_true", help="let -o overwrite an existing file")
+    p.set_defaults(run=cmd_grad)
+
+
+def check_output(out: str, source: str, force: bool) -> None:
+    """A file ``-o`` may write (optimize.py's rules), checked before any work."""
+    if not out:
+        raise KsUsageError("-o needs a file name, not an empty one")
+    if same_file(out, source):
+        raise KsUsageError("-o names the input file; refusing to overwrite it", None, out)
+    target = Path(out)
+    if target.is_dir():
+        raise KsUsageError("-o names a folder", None, out)
+    if os.path.lexists(out) and not target.is_file():
+        raise KsUsageError("-o: not a regular file; refusing to replace it", None, out)
+    if not target.resolve().parent.is_dir():
+        raise KsUsageError("-o: the folder does not exist", None, out)
+    if os.path.lexists(out) and not force:
+        raise KsUsageError("-o: the file exists; add --force to overwrite it", None, out)
+
+
+def cmd_grad(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_output(args.out, args.file, args.force)
+    program = load_program(args.file)
+    names = [find_def(program, args.def_name, args.file).name] if args.def_name else None
+    maker = located(lambda: derivative_defs(program, names, args.mode), args.file)
+    result = with_derivatives(program, maker)
+    for name in maker.reused:
+        print(f"knossos grad: note: keeping the program's own '{name}'", file=sys.stderr)
+    text = format_program(result)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:  # a failed write leaves an existing output as it was
+        atomic_write_text(args.out, text, replace=args.force)
+    except FileExistsError:
+        raise KsUsageError("-o: the file appeared meanwhile; add --force to overwrite it", None, args.out) from None
+    except OSError as err:
+        raise KsUsageError(f"cannot write: {err.strerror}", None, args.out) from None
+    return 0

@@ -321,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     expr_option(p)
     p.set_defaults(run=cmd_eval)
 
+    from knossos.autodiff.cli import register as register_grad  # it imports this module: here, not at the top
+
+    register_grad(sub)
+
     # Other packages (rules, search) add their commands through this entry point group, so that the
     # language core does not import them.
     for entry in sorted(entry_points(group="knossos.commands"), key=lambda e: e.name):

@@ -231,11 +231,19 @@ def with_derivatives(program: Program, maker: Differentiator) -> Program:
 
 
 def without_derivatives(program: Program) -> Program:
-    """``program`` without its ``fwd$``/``rev$`` defs (those of defs it has), to make them anew."""
+    """``program`` without its ``fwd$``/``rev$`` defs of its defs, to make them anew (a derivative that
+    one of the defs kept calls is kept too)."""
     derived = {m.name_of(n) for m in Mode for n in program.defs}
+    keep = {item.name for item in program.items if item.name not in derived}
+    stack = [n for n in keep if n in program.defs]
+    while stack:
+        for callee in program.defs[stack.pop()].direct_callees():
+            if callee.kind is CalleeKind.DEF and callee.name not in keep:
+                keep.add(callee.name)
+                stack.append(callee.name)
     out = Program()
     for item in program.items:
-        if item.name not in derived:
+        if item.name in keep:
             out.add(item, program.callees[item.name])
     out.positions = program.positions
     return out

@@ -413,7 +413,7 @@ def test_row_wise_sums_add_in_the_order_of_the_program() -> None:
                 acc += a[i][j] * b[j][k]
             row.append(acc)
         want.append(row)
-    assert run_def(program, "mm", [a, b], extra_flags=TEST_FLAGS) == want
+    assert run_def(program, "mm", [a, b], extra_flags=TEST_FLAGS, exact_order=True) == want
     assert Interpreter().call(program.defs["mm"], [a, b]) == want
     gemm = emit_program(load_program(PROGRAMS / "blas_test.kso"), ["gemm"], include_runtime=False)
     multiply = gemm.split("ks_matrix_matrix_multiply(const", 2)[2].split("\n}\n", 1)[0]
@@ -442,7 +442,7 @@ def test_a_sum_inside_each_element_is_computed_row_wise_first() -> None:
     want = [
         [2.0 * sum_in_order(a[i][j] * b[j][k] for j in range(4)) - 0.5 * c[i][k] for k in range(5)] for i in range(3)
     ]
-    assert run_def(program, "gemm_fused", [2.0, a, b, -0.5, c], extra_flags=TEST_FLAGS) == want
+    assert run_def(program, "gemm_fused", [2.0, a, b, -0.5, c], extra_flags=TEST_FLAGS, exact_order=True) == want
 
 
 def sum_in_order(terms: Iterable[float]) -> float:
@@ -463,7 +463,7 @@ def test_adding_zeros_keeps_signs_of_zeros() -> None:
                (add z (deltaVec (size m) 1 (index 0 m))) (add z z) (add c c))))"""
     program = parse_program(text, "zeros.ks")
     m = [[-0.0, 1.0], [2.0, -0.0]]
-    got = run_def(program, "zeros", [m, -0.0], extra_flags=TEST_FLAGS)
+    got = run_def(program, "zeros", [m, -0.0], extra_flags=TEST_FLAGS, exact_order=True)
     assert got == Interpreter().call(program.defs["zeros"], [m, -0.0])
     signs = [[math.copysign(1.0, x) for row in part for x in row] for part in got]
     assert signs == [[1.0] * 4] * 5 + [[-1.0] * 4]

@@ -11,12 +11,13 @@ as written, simplified, optimised, or a hand-written C++ function) at several si
   and a default for every other length.  Nested vectors are rectangular.
 * **check** (at a small size: every length and named size capped at ``check_size``, 4 by default): the
   first variant's def is run by the interpreter and every compiled variant must give the same value
-  (relative tolerance 1e-9); a variant's ``verified`` says it did.  The interpreter is far too slow
+  (within the reassociation tolerance of :func:`values_agree`; to the bit with ``exact_order``); a
+  variant's ``verified`` says it did.  The interpreter is far too slow
   for benchmark sizes, so it is never run at them.
 * **timing** (each size): every variant gets the same inputs; its driver calls the def repeatedly until
   at least ``min_seconds`` (0.2 s) have passed (at least once) and reports the minimum and the median
   time per call; the arena is reset after every call, so memory is not retained between calls.  The
-  output of every variant must equal the first variant's (relative tolerance 1e-9): ``agrees``.
+  output of every variant must equal the first variant's (within :func:`values_agree`'s tolerance): ``agrees``.
 
 Every variant is compiled on its own (``g++ -O3 -std=c++17 -march=native``, see
 :mod:`knossos.cpp.compile`), as the def and the defs it calls plus the driver's ``main()``.
@@ -241,6 +242,47 @@ def make_inputs(d: Def, size: Size, seed: int = 0) -> list[object]:
 
 
 # -- comparing ------------------------------------------------------------------------------------------
+#: Compiled Float sums may be reassociated (vectorised, split across threads), so a compiled value
+#: ``b`` agrees with the interpreter's ``a`` when ``|a - b| <= REL_TOL * max(|a|, |b|, SCALE_FRACTION * M)``,
+#: ``M`` the largest finite magnitude in the whole value compared (a sum that cancels to nearly zero
+#: keeps the error of its large terms: the tolerance is scaled by the magnitude of the sums' values,
+#: not only by its own); infinities must be equal and NaN matches NaN.  With exact order: the same bits.
+SCALE_FRACTION = 1e-3
+
+
+def _magnitude(a: Value) -> float:
+    """The largest finite magnitude of the numbers in ``a`` (0 if none)."""
+    if isinstance(a, bool):
+        return 0.0
+    if isinstance(a, float | int):
+        return abs(float(a)) if math.isfinite(a) else 0.0
+    if isinstance(a, list | tuple):
+        try:
+            x = np.asarray(a, dtype=float)
+        except (ValueError, TypeError, OverflowError):
+            return max((_magnitude(p) for p in a), default=0.0)
+        finite = np.abs(x[np.isfinite(x)])
+        return float(finite.max()) if finite.size else 0.0
+    return 0.0
+
+
+def same_bits(a: Value, b: Value) -> bool:
+    """Whether two values are identical to the bit (signs of zeros included; NaN matches NaN)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or a.hex() == b.hex()
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return type(a) is type(b) and len(a) == len(b) and all(same_bits(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def values_agree(want: Value, have: Value, exact: bool = False) -> bool:
+    """Whether a compiled value ``have`` agrees with ``want`` (the interpreter's, or another variant's):
+    to the bit with ``exact``, otherwise within the reassociation tolerance (:data:`SCALE_FRACTION`)."""
+    if exact:
+        return same_bits(want, have)
+    return values_close(want, have, abs_tol=max(ABS_TOL, REL_TOL * SCALE_FRACTION * _magnitude(want)))
+
+
 def values_close(a: Value, b: Value, rel: float = REL_TOL, abs_tol: float = ABS_TOL) -> bool:
     """:func:`knossos.values.isclose`, with numpy for rectangular arrays of numbers (fast for big outputs)."""
     if isinstance(a, list) and isinstance(b, list):
@@ -262,16 +304,23 @@ def values_close(a: Value, b: Value, rel: float = REL_TOL, abs_tol: float = ABS_
 
 
 # -- compiling and timing ----------------------------------------------------------------------------------
-def compile_variant(variant: Variant, def_name: str, extra_flags: Sequence[str] = ()) -> CompiledProgram:
+def compile_variant(
+    variant: Variant,
+    def_name: str,
+    extra_flags: Sequence[str] = (),
+    *,
+    exact_order: bool = False,
+    threads: int | None = None,
+) -> CompiledProgram:
     """The driver of ``def_name`` in ``variant`` (emitted, or the variant's own C++ function)."""
     program = variant.program
     if def_name not in program.defs:
         raise KsUsageError(f"variant '{variant.label}' has no def named '{def_name}'")
     if variant.cpp is None:
-        return compile_program(program, [def_name], extra_flags)
+        return compile_program(program, [def_name], extra_flags, exact_order=exact_order, threads=threads)
     d = program.defs[def_name]
     source = emit_program(program, []) + "\n" + variant.cpp + "\n" + driver_main([d])
-    return CompiledProgram(program, compile_cpp(source, extra_flags), [d])
+    return CompiledProgram(program, compile_cpp(source, extra_flags, exact_order=exact_order), [d], threads=threads)
 
 
 def _one(compiled: CompiledProgram, name: str, args: Sequence[object], timing: float | None) -> Value | KsError:
@@ -280,7 +329,7 @@ def _one(compiled: CompiledProgram, name: str, args: Sequence[object], timing: f
 
 
 def check(
-    reference: Def, compiled: Sequence[CompiledProgram], size: Size, seed: int = 0
+    reference: Def, compiled: Sequence[CompiledProgram], size: Size, seed: int = 0, exact: bool = False
 ) -> tuple[list[bool], str | None]:
     """Whether each compiled variant's output at ``size`` equals the interpreter's on ``reference``
     (and why nothing could be verified, when the interpreter failed)."""
@@ -292,7 +341,7 @@ def check(
     out = []
     for c in compiled:
         have = _one(c, reference.name, args, None)
-        out.append(not isinstance(have, KsError) and values_close(want, have))
+        out.append(not isinstance(have, KsError) and values_agree(want, have, exact))
     return out, None
 
 
@@ -311,6 +360,8 @@ def bench(
     on_reference: OnReference | None = None,
     notes: list[str] | None = None,
     rounds: int = 1,
+    exact_order: bool = False,
+    threads: int | None = None,
 ) -> list[Measurement]:
     """Time every variant of ``def_name`` at every size (see the module docstring); one
     :class:`Measurement` per size and variant, sizes outermost, variants in the order given.
@@ -320,6 +371,8 @@ def bench(
     variants in turn that many times (so that a passing disturbance hits one round, not one variant):
     the minimum is over all rounds, the median is the median of the rounds' medians.  Why a check could not verify anything is
     appended to ``notes``.  A variant that fails (a run-time error in its C++ code) raises KsEvalError.
+    ``exact_order``: compile with in-order Float sums and check against the interpreter to the bit
+    (otherwise within the tolerance of :func:`values_agree`); ``threads``: for parallel loops.
     """
     if not variants:
         raise KsUsageError("nothing to benchmark: no variants")
@@ -328,11 +381,11 @@ def bench(
     reference = variants[0].program.defs.get(def_name)
     if reference is None:
         raise KsUsageError(f"no def named '{def_name}'")
-    compiled = [compile_variant(v, def_name, extra_flags) for v in variants]
+    compiled = [compile_variant(v, def_name, extra_flags, exact_order=exact_order, threads=threads) for v in variants]
     verified = [True] * len(variants)
     smalls = {s.capped(check_size).text(): s.capped(check_size) for s in sizes}  # distinct check sizes
     for small in smalls.values():
-        flags, why = check(reference, compiled, small, seed)
+        flags, why = check(reference, compiled, small, seed, exact_order)
         verified = [a and b for a, b in zip(verified, flags)]
         if why is not None and notes is not None:
             notes.append(why)
@@ -354,7 +407,7 @@ def bench(
                     if on_reference is not None and r == 0:
                         on_reference(size, args, first)
                 else:
-                    agrees[k] = agrees[k] and values_close(first, got.value)
+                    agrees[k] = agrees[k] and values_agree(first, got.value)
                 got = dataclasses.replace(got, value=None)  # outputs can be large: keep only the first's
                 timings[k][-1] = got
         for k, v in enumerate(variants):
@@ -411,6 +464,8 @@ __all__ = [
     "compile_variant",
     "format_seconds",
     "make_inputs",
+    "same_bits",
     "time_python",
+    "values_agree",
     "values_close",
 ]

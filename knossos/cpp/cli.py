@@ -1,4 +1,4 @@
-"""``knossos cpp FILE [--def NAME] [-o OUT.cpp [--force]] [--driver]``: emit a program as C++17.
+"""``knossos cpp FILE [--def NAME] [-o OUT.cpp [--force]] [--driver] [--exact-order]``: emit a program as C++17.
 
 Registered through the ``knossos.commands`` entry point (see pyproject.toml).  The output stands alone
 (the runtime header is inlined); ``--driver`` adds the test driver's ``main()`` (see
@@ -28,6 +28,12 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
     p.add_argument("-o", dest="out", metavar="OUT.cpp", help="write the C++ here instead of to stdout")
     p.add_argument("--force", action="store_true", help="let -o overwrite an existing file")
     p.add_argument("--driver", action="store_true", help="add the test driver's main() (requests on stdin)")
+    p.add_argument(
+        "--exact-order",
+        action="store_true",
+        help="Float sums add in index order, bit-identical to the interpreter (by default, compiled with "
+        "-fopenmp, they may be vectorised and split across threads: equal up to rounding)",
+    )
     p.set_defaults(run=cmd_cpp)
 
 
@@ -42,9 +48,9 @@ def cmd_cpp(args: argparse.Namespace) -> int:
     program = load_program(args.file)
     names = [find_def(program, args.def_name, args.file).name] if args.def_name else None
     if args.driver:
-        source = located(lambda: driver_source(program, names)[0], args.file)
+        source = located(lambda: driver_source(program, names, exact_order=args.exact_order)[0], args.file)
     else:
-        source = located(lambda: emit_program(program, names), args.file)
+        source = located(lambda: emit_program(program, names, exact_order=args.exact_order), args.file)
     if args.out is None:
         sys.stdout.write(source)
         return 0

@@ -1,6 +1,7 @@
 """Compiling generated C++ with g++, cached on a hash of the source and the flags.
 
-``g++ -O3 -std=c++17 -march=native`` (``-march=native`` left out where the compiler refuses it) runs
+``g++ -O3 -std=c++17 -ffp-contract=off -march=native -fopenmp [-DKS_EXACT_ORDER]`` (``-march=native`` and
+``-fopenmp`` left out where the compiler refuses them) runs
 through :mod:`subprocess` with an argument list, never a shell.  Results are cached under
 ``$KNOSSOS_CPP_CACHE`` (default ``~/.cache/knossos-cpp``) in a folder named by the SHA-256 of the
 compiler, the flags and the source; the folder keeps ``source.cpp`` and ``compile.log`` too.  The
@@ -25,6 +26,10 @@ from knossos.errors import KsUsageError
 
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-ffp-contract=off")  # no FMA: IEEE as the interpreter
 NATIVE_FLAG = "-march=native"
+#: OpenMP (it ships with gcc): parallel loops, and vectorised (reassociated) Float sums unless exact order.
+OPENMP_FLAG = "-fopenmp"
+#: Exact order: Float sums add in index order, as the interpreter's (runtime.h: KS_EXACT_ORDER).
+EXACT_ORDER_FLAG = "-DKS_EXACT_ORDER"
 #: Seconds one compilation may take.
 COMPILE_TIMEOUT = 900.0
 
@@ -42,6 +47,7 @@ class _Stats:
 stats = _Stats()
 _lock = threading.Lock()
 _native_ok: dict[str, bool] = {}
+_openmp_ok: dict[str, bool] = {}
 
 
 def cache_dir() -> Path:
@@ -93,11 +99,43 @@ def native_supported(cxx: str | None = None) -> bool:
     return _native_ok[cxx]
 
 
-def compile_flags(extra_flags: Sequence[str] = (), shared: bool = False) -> list[str]:
-    """The flags a compilation uses (later flags win: ``extra_flags=("-O1",)`` overrides ``-O3``)."""
+def openmp_supported(cxx: str | None = None) -> bool:
+    """Whether the compiler builds and links ``-fopenmp`` code (probed once per compiler)."""
+    cxx = cxx or compiler()
+    if cxx not in _openmp_ok:
+        with tempfile.TemporaryDirectory(prefix="knossos-cpp-") as tmp:
+            src = Path(tmp) / "probe.cpp"
+            src.write_text(
+                "#include <omp.h>\nint main() { int s = 0;\n#pragma omp parallel for reduction(+ : s)\n"
+                "for (int i = 0; i < 4; ++i) s += i;\nreturn s == 6 && omp_get_max_threads() > 0 ? 0 : 1; }\n",
+                encoding="utf-8",
+            )
+            try:
+                proc = subprocess.run(
+                    [cxx, OPENMP_FLAG, "-o", str(Path(tmp) / "probe"), str(src)],
+                    capture_output=True,
+                    timeout=120,
+                    check=False,
+                )
+                _openmp_ok[cxx] = proc.returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                _openmp_ok[cxx] = False
+    return _openmp_ok[cxx]
+
+
+def compile_flags(extra_flags: Sequence[str] = (), shared: bool = False, *, exact_order: bool = False) -> list[str]:
+    """The flags a compilation uses (later flags win: ``extra_flags=("-O1",)`` overrides ``-O3``).
+
+    ``-fopenmp`` where the compiler has it (without it, loops run on one thread and sums in order);
+    with ``exact_order``, ``-DKS_EXACT_ORDER``: Float sums add in index order, bit-identical to the
+    interpreter."""
     flags = list(BASE_FLAGS)
     if native_supported():
         flags.append(NATIVE_FLAG)
+    if openmp_supported():
+        flags.append(OPENMP_FLAG)
+    if exact_order:
+        flags.append(EXACT_ORDER_FLAG)
     if shared:
         flags += ["-shared", "-fPIC"]
     flags += list(extra_flags)
@@ -121,13 +159,16 @@ def _first_error(output: str) -> str:
     return ""
 
 
-def compile_cpp(source: str, extra_flags: Sequence[str] = (), *, shared: bool = False) -> Path:
+def compile_cpp(
+    source: str, extra_flags: Sequence[str] = (), *, shared: bool = False, exact_order: bool = False
+) -> Path:
     """Compile ``source`` into an executable (or, with ``shared``, a shared object); return its path.
 
     The result is cached: the same source and flags give the same path without compiling again.
+    ``exact_order``: see :func:`compile_flags`.
     """
     cxx = compiler()
-    flags = compile_flags(extra_flags, shared)
+    flags = compile_flags(extra_flags, shared, exact_order=exact_order)
     key = cache_key(source, flags, cxx)
     folder = cache_dir() / key
     out = folder / ("module.so" if shared else "program")

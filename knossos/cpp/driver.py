@@ -150,10 +150,12 @@ int main() {{
 """
 
 
-def driver_source(program: Program, defs: Iterable[str] | None = None) -> tuple[str, list[Def]]:
+def driver_source(
+    program: Program, defs: Iterable[str] | None = None, *, exact_order: bool = False
+) -> tuple[str, list[Def]]:
     """Source of a driver executable for the defs (and what they call), and the defs in id order."""
     chosen = selected_defs(program, defs)
-    return emit_program(program, [d.name for d in chosen]) + driver_main(chosen), chosen
+    return emit_program(program, [d.name for d in chosen], exact_order=exact_order) + driver_main(chosen), chosen
 
 
 # -- the value format, Python side ------------------------------------------------------------------------
@@ -234,6 +236,8 @@ class CompiledProgram:
     ids: dict[str, int] = field(default_factory=dict)
     #: The memory a call may allocate, in MiB (beyond it, the call's answer is a KsEvalError).
     budget_mib: int = DEFAULT_BUDGET_MIB
+    #: Threads for parallel loops (``None``: the machine's cores, :func:`default_threads`).
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         self.ids = {d.name: k for k, d in enumerate(self.defs) if _def_serializable(d)}
@@ -269,7 +273,11 @@ class CompiledProgram:
                 text=True,
                 timeout=RUN_TIMEOUT,
                 check=False,
-                env={**os.environ, BUDGET_VARIABLE: str(self.budget_mib)},
+                env={
+                    **os.environ,
+                    BUDGET_VARIABLE: str(self.budget_mib),
+                    "OMP_NUM_THREADS": str(check_threads(self.threads)),
+                },
             )
         except subprocess.TimeoutExpired:
             raise KsEvalError(f"the compiled program ran for more than {RUN_TIMEOUT:.0f} s") from None
@@ -323,32 +331,73 @@ class CompiledProgram:
         return result
 
 
-_compiled: dict[tuple[str, tuple[str, ...]], Path] = {}
+#: The most threads a compiled program may be asked for.
+MAX_THREADS = 1024
+
+
+def default_threads() -> int:
+    """The threads parallel loops use by default: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_threads(threads: int | None) -> int:
+    """``threads``, or the default for ``None``; anything but a whole number 1..1024 is a one-line error."""
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise KsUsageError(f"threads must be a whole number from 1 to {MAX_THREADS}, not {threads!r}")
+    return threads
+
+
+_compiled: dict[tuple[str, tuple[str, ...], bool], Path] = {}
 
 
 def compile_program(
-    program: Program, defs: Iterable[str] | None = None, extra_flags: Sequence[str] = ()
+    program: Program,
+    defs: Iterable[str] | None = None,
+    extra_flags: Sequence[str] = (),
+    *,
+    exact_order: bool = False,
+    threads: int | None = None,
 ) -> CompiledProgram:
-    """Compile a driver for the defs of ``program`` (all, or those named and what they call)."""
-    source, chosen = driver_source(program, defs)
-    key = (hashlib.sha256(source.encode()).hexdigest(), tuple(extra_flags))
+    """Compile a driver for the defs of ``program`` (all, or those named and what they call).
+
+    ``exact_order``: Float sums add in index order, bit-identical to the interpreter (otherwise they
+    may be reassociated: vectorised and split across threads); ``threads``: for parallel loops
+    (``None``: the machine's cores)."""
+    check_threads(threads)
+    source, chosen = driver_source(program, defs, exact_order=exact_order)
+    key = (hashlib.sha256(source.encode()).hexdigest(), tuple(extra_flags), exact_order)
     exe = _compiled.get(key)
     if exe is None or not exe.exists():
-        exe = compile_cpp(source, extra_flags)
+        exe = compile_cpp(source, extra_flags, exact_order=exact_order)
         _compiled[key] = exe
-    return CompiledProgram(program, exe, chosen)
+    return CompiledProgram(program, exe, chosen, threads=threads)
 
 
-def run_def(program: Program, def_name: str, args: Sequence[object], extra_flags: Sequence[str] = ()) -> Value:
+def run_def(
+    program: Program,
+    def_name: str,
+    args: Sequence[object],
+    extra_flags: Sequence[str] = (),
+    *,
+    exact_order: bool = False,
+    threads: int | None = None,
+) -> Value:
     """Run ``def_name`` of ``program`` compiled to C++ on ``args`` (Python values as the interpreter
     takes them); the result is in the interpreter's representation, comparable with
-    :func:`knossos.values.isclose`.  The program is compiled once (cached)."""
+    :func:`knossos.values.isclose` (or, with ``exact_order``, equal to the interpreter's to the bit).
+    The program is compiled once (cached)."""
     if def_name not in program.defs:
         raise KsUsageError(f"no def named '{def_name}'")
+    options = {"exact_order": exact_order, "threads": threads}
     try:
-        compiled = compile_program(program, None, extra_flags)
+        compiled = compile_program(program, None, extra_flags, **options)  # type: ignore[arg-type]
     except KsCompileError:
         raise
     except KsUsageError:  # something elsewhere in the program has no C++ form: just this def then
-        compiled = compile_program(program, [def_name], extra_flags)
+        compiled = compile_program(program, [def_name], extra_flags, **options)  # type: ignore[arg-type]
     return compiled.call(def_name, args)

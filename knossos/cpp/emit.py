@@ -343,6 +343,58 @@ def _walks_column(e: Expr, j: str, k: str) -> bool:
     return False
 
 
+_LOOPS = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM})
+
+#: A parallel loop runs on threads from this many iterations if its body has loops (or calls),
+#: from PARALLEL_MIN_FLAT if it has none.
+PARALLEL_MIN_NESTED = 64
+PARALLEL_MIN_FLAT = 1 << 15
+
+
+def _has_loop(body: Expr, done: Expr | None = None) -> bool:
+    """Whether evaluating ``body`` may run a loop or a call (``done`` not looked into)."""
+    seen: set[int] = set()
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node is done:
+            continue
+        seen.add(id(node))
+        if node.op in _LOOPS or (node.op in _ELEMENTWISE and not node.type.is_scalar):
+            return True
+        stack.extend(node.args)
+    return False
+
+
+_CANNOT_FAIL_FLOAT = frozenset(
+    {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.ABS, Op.EXP, Op.LOG, Op.TANH, Op.POW, Op.TO_FLOAT}
+)
+
+
+def _cannot_fail(body: Expr, ranged: set[int]) -> bool:
+    """Whether ``body`` is Float arithmetic, comparisons, branches and lets over reads whose range
+    was checked before the loop (``ranged``): nothing in it can raise an error."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        op = node.op
+        if op is Op.INDEX and id(node) in ranged:
+            continue  # its operands were computed before the loop
+        safe = (
+            op in (Op.CONST, Op.VAR, Op.LET, Op.IF, Op.AND, Op.OR)
+            or (op in _COMPARE and node.args[0].type.is_scalar)
+            or (op in _CANNOT_FAIL_FLOAT and node.type is FLOAT)
+        )
+        if not safe:
+            return False
+        stack.extend(node.args)
+    return True
+
+
+def _parallel_condition(n: str, innermost: bool) -> str:
+    return f"{n} >= {PARALLEL_MIN_FLAT if innermost else PARALLEL_MIN_NESTED}"
+
+
 class _FunctionEmitter:
     """Writes the statements of one def's body."""
 
@@ -356,6 +408,10 @@ class _FunctionEmitter:
         self._hoisted: dict[int, tuple[Expr, str, tuple[tuple[str, str | None], ...]]] = {}
         # (index atom, vector atom) whose range an enclosing loop has checked
         self._in_range: set[tuple[str, str]] = set()
+        # (index atom, vector atom) -> a pointer to the vector's dense elements (a loop's fast version)
+        self._dense: dict[tuple[str, str], str] = {}
+        # loops around the code being emitted (parallel loops are outermost)
+        self.loop_depth = 0
 
     def line(self, text: str) -> None:
         self.lines.append("    " * min(self.depth, MAX_INDENT) + text)
@@ -536,7 +592,17 @@ class _FunctionEmitter:
             self.line(f"{result}.data[{i}] = {value};")
             return value
 
-        yield from self._loop(n, i, var.data, body, frozenset({var.data}), store, done=sums)
+        yield from self._loop(
+            n,
+            i,
+            var.data,
+            body,
+            frozenset({var.data}),
+            store,
+            done=sums,
+            parallel=body.type.is_scalar,
+            independent=True,
+        )
         return result
 
     def _loop(
@@ -549,11 +615,23 @@ class _FunctionEmitter:
         emit: Callable[[], Step],
         nonempty: bool = False,
         done: Expr | None = None,
+        *,
+        parallel: bool = False,
+        independent: bool = False,
+        reduce: str | None = None,
     ) -> Step:
         """``for`` ``i`` in [0, ``n``) around ``emit()``, which evaluates ``body`` with ``var`` bound to ``i``
         (and ``varying``, ``var`` among them, changing between iterations); what every iteration would
         compute alike is computed once before the loop (see :func:`_loop_invariants`; ``done`` is
-        not looked into), inside ``if (n > 0)`` unless ``nonempty`` says the loop runs."""
+        not looked into), inside ``if (n > 0)`` unless ``nonempty`` says the loop runs.
+
+        An innermost loop that reads vectors of numbers at its index is emitted twice: for dense
+        vectors, read through raw pointers (so that g++ vectorises it; ``reduce``, the Float
+        accumulator of a sum, with ``KS_SIMD_SUM``: reassociated unless exact order), and for any
+        vectors; ``independent``: iterations touch nothing in common but ``reduce``, so that the fast
+        version may be marked ``omp simd``.  With ``parallel`` (independent iterations producing
+        scalars, or a Float sum into ``reduce``) a loop that no other loop of the def encloses runs on threads when it is large
+        (see :func:`_parallel_condition`)."""
         hoisted, ranged = _loop_invariants(body, var, varying, done)
         saved = dict(self._hoisted), set(self._in_range)
         guard = bool(hoisted or ranged) and not nonempty
@@ -563,20 +641,90 @@ class _FunctionEmitter:
         for h in hoisted:
             atom = yield h
             self._hoisted[id(h)] = (h, atom, self._bindings(h))
+        dense: dict[str, Type] = {}  # vectors of numbers read at the loop index -> element type
         for x in ranged:
             v = yield x.args[1]
             if (i, v) not in self._in_range:
                 self.line(f"ks::check_range({n}, {v});")
                 self._in_range.add((i, v))
+            if x.type in (FLOAT, INTEGER) and _is_identifier(v):
+                dense[v] = x.type
+        parallel = parallel and self.loop_depth == 0
+        innermost = not _has_loop(body, done)
+        cond = _parallel_condition(n, innermost)
+        self.loop_depth += 1
+        if dense and innermost:
+            plain = " && ".join(f"{v}.plain()" for v in dense)
+            self.line(f"if ({plain}) {{")
+            self.depth += 1
+            saved_dense = dict(self._dense)
+            for v, t in dense.items():
+                ptr = self.fresh("d")
+                self.line(f"const {cpp_type(t)}* __restrict {ptr} = {v}.data;")
+                self._dense[(i, v)] = ptr
+            simd = independent and _cannot_fail(body, {id(x) for x in ranged})
+            if parallel and simd:
+                self.line(f"KS_PAR_SUM({reduce}, {cond})" if reduce else f"KS_PAR_FOR_SIMD({cond})")
+                yield from self._plain_for(n, i, emit)
+            elif parallel:
+                yield from self._parallel_for(n, i, body, emit, cond, reduce)
+            else:
+                if simd:
+                    self.line(f"KS_SIMD_SUM({reduce})" if reduce else "KS_SIMD")
+                yield from self._plain_for(n, i, emit)
+            self._dense = saved_dense
+            self.depth -= 1
+            self.line("} else {")
+            self.depth += 1
+        if parallel:
+            yield from self._parallel_for(n, i, body, emit, cond, reduce)
+        else:
+            yield from self._plain_for(n, i, emit)
+        if dense and innermost:
+            self.depth -= 1
+            self.line("}")
+        self.loop_depth -= 1
+        if guard:
+            self.depth -= 1
+            self.line("}")
+        self._hoisted, self._in_range = saved
+        return i
+
+    def _plain_for(self, n: str, i: str, emit: Callable[[], Step]) -> Step:
         self.line(f"for (std::int64_t {i} = 0; {i} < {n}; ++{i}) {{")
         self.depth += 1
         yield from emit()
         self.depth -= 1
         self.line("}")
-        if guard:
-            self.depth -= 1
-            self.line("}")
-        self._hoisted, self._in_range = saved
+        return i
+
+    def _parallel_for(
+        self, n: str, i: str, body: Expr, emit: Callable[[], Step], cond: str, reduce: str | None
+    ) -> Step:
+        """A loop on threads (when ``cond`` holds) whose iterations may fail or allocate: each thread's
+        arena is released after each iteration, and the error of the first failing iteration is
+        rethrown after the loop."""
+        errors, limit = self.fresh("e"), self.fresh("l")
+        allocates = self.may_allocate(body)
+        self.line(f"ks::ParallelErrors {errors};")
+        if allocates:
+            self.line(f"const std::size_t {limit} = ks::arena().limit();")
+        self.line(f"KS_PAR_SUM_SERIAL({reduce}, {cond})" if reduce else f"KS_PAR_FOR({cond})")
+        self.line(f"for (std::int64_t {i} = 0; {i} < {n}; ++{i}) {{")
+        self.depth += 1
+        self.line(f"if ({errors}.skip({i})) continue;")
+        self.line("try {")
+        self.depth += 1
+        if allocates:
+            self.line(f"const ks::IterationScope {self.fresh('g')}({limit});")
+        yield from emit()
+        self.depth -= 1
+        self.line("} catch (...) {")
+        self.line(f"    {errors}.record({i}, std::current_exception());")
+        self.line("}")
+        self.depth -= 1
+        self.line("}")
+        self.line(f"{errors}.rethrow();")
         return i
 
     def _row_sum(self, node: Expr) -> Expr | None:
@@ -634,7 +782,7 @@ class _FunctionEmitter:
 
         def row() -> Step:
             saved = self._push(j.data, jj)
-            yield from self._loop(n, kk, k, e, frozenset({k}), add_term, nonempty=True)
+            yield from self._loop(n, kk, k, e, frozenset({k}), add_term, nonempty=True, independent=True)
             self._pop(j.data, saved)
             return jj
 
@@ -677,7 +825,18 @@ class _FunctionEmitter:
                 self.line("}")
             return value
 
-        yield from self._loop(n, i, var.data, body, frozenset({var.data}), accumulate)
+        reduce = acc if t is FLOAT else None
+        yield from self._loop(
+            n,
+            i,
+            var.data,
+            body,
+            frozenset({var.data}),
+            accumulate,
+            parallel=t is FLOAT,
+            independent=t is FLOAT,
+            reduce=reduce,
+        )
         if not scalar:
             self.line(f"if ({skipped}) ks::normalise_zeros({acc});")
         return acc
@@ -717,6 +876,9 @@ def _neg_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
 
 
 def _index_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
+    ptr = em._dense.get((a[0], a[1]))
+    if ptr is not None:  # the fast version of a loop: dense elements, range checked
+        return f"{ptr}[{a[0]}]"
     if (a[0], a[1]) in em._in_range:  # an enclosing loop checked the range once
         return f"{a[1]}.get({a[0]})"
     return f"ks::index({a[0]}, {a[1]})"
@@ -831,15 +993,25 @@ def selected_defs(program: Program, defs: Iterable[str] | None = None) -> list[D
     return [d for d in program.defs.values() if d.name in wanted]
 
 
-def emit_program(program: Program, defs: Iterable[str] | None = None, *, include_runtime: bool = True) -> str:
+def emit_program(
+    program: Program, defs: Iterable[str] | None = None, *, include_runtime: bool = True, exact_order: bool = False
+) -> str:
     """C++17 source of the defs of ``program`` (those named in ``defs`` and what they call, or all).
 
     With ``include_runtime`` (the default) the runtime header is inlined, so the source stands alone;
-    otherwise it starts with ``#include "runtime.h"``.  Raises KsUsageError for what the backend does
-    not support (an edef with no C++ meaning, vectors of functions).
+    otherwise it starts with ``#include "runtime.h"``.  With ``exact_order`` it defines
+    ``KS_EXACT_ORDER`` first: Float sums add in index order (bit-identical to the interpreter) even
+    when compiled with ``-fopenmp``.  Raises KsUsageError for what the backend does not support (an
+    edef with no C++ meaning, vectors of functions).
     """
     chosen = selected_defs(program, defs)
-    parts = ["// C++17 generated from a Knossos program by knossos.cpp.emit", ""]
+    parts = [
+        "// C++17 generated from a Knossos program by knossos.cpp.emit; compile with",
+        "// g++ -O3 -std=c++17 -ffp-contract=off -march=native -fopenmp (without -fopenmp: one thread, sums in order)",
+        "",
+    ]
+    if exact_order:
+        parts += ["#define KS_EXACT_ORDER 1  // Float sums in index order, as the interpreter's", ""]
     if include_runtime:
         inlined = runtime_source().replace("#pragma once\n", "", 1)  # a main file must not say it
         parts += ["// ---- runtime.h ----", inlined, "// ---- end of runtime.h ----", ""]

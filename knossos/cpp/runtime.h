@@ -20,9 +20,43 @@
 // exact, signs of zeros included; a lazy zero added to an accumulator is skipped, and +0.0 added to
 // the whole accumulator once at the end where that matters.  Float sums (sum, sumbuild, dotv, ...) add
 // in index order from +0.0, as the interpreter's arith.fsum_in_order does, so they agree to the bit,
-// infinities and NaN included.  One known difference: the sizes of the zeros of lazy vectors are not
-// compared with those of the other operand (only the outer size is).
+// infinities and NaN included, when KS_EXACT_ORDER is defined (or OpenMP is off).  By default, compiled
+// with -fopenmp, Float sums may be reassociated (vectorised, KS_SIMD_SUM, and split across threads,
+// KS_PAR_SUM): the same terms, added in another order, so results differ from the in-order sum by
+// rounding only (see docs/cpp.md for the tolerance).  Loops whose iterations are independent (builds,
+// and Float sums by default) may run on several threads (KS_PAR_FOR, with ParallelErrors reporting the
+// error of the first failing iteration, as a serial loop would).  One known difference: the sizes of
+// the zeros of lazy vectors are not compared with those of the other operand (only the outer size is).
 #pragma once
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#define KS_PRAGMA(x) _Pragma(#x)
+#if defined(_OPENMP)
+// A loop whose iterations are independent, on threads when `cond` holds.
+#define KS_PAR_FOR(cond) KS_PRAGMA(omp parallel for schedule(static) if (cond))
+#define KS_PAR_FOR_SIMD(cond) KS_PRAGMA(omp parallel for simd schedule(static) if (cond))
+#else
+#define KS_PAR_FOR(cond)
+#define KS_PAR_FOR_SIMD(cond)
+#endif
+#if defined(_OPENMP) && !defined(KS_EXACT_ORDER)
+// acc += ... in any order: vectorised, and (KS_PAR_SUM) on threads when `cond` holds.
+#define KS_SIMD_SUM(acc) KS_PRAGMA(omp simd reduction(+ : acc))
+#define KS_PAR_SUM(acc, cond) KS_PRAGMA(omp parallel for simd schedule(static) reduction(+ : acc) if (cond))
+#define KS_PAR_SUM_SERIAL(acc, cond) KS_PRAGMA(omp parallel for schedule(static) reduction(+ : acc) if (cond))
+#else
+#define KS_SIMD_SUM(acc)
+#define KS_PAR_SUM(acc, cond)
+#define KS_PAR_SUM_SERIAL(acc, cond)
+#endif
+#if defined(_OPENMP)
+#define KS_SIMD KS_PRAGMA(omp simd)
+#else
+#define KS_SIMD
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -33,6 +67,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <new>
@@ -143,6 +178,63 @@ inline Arena& arena() {
     static thread_local Arena a;
     return a;
 }
+
+// -- threads ---------------------------------------------------------------------------------------
+// The number of threads parallel loops use (0: OpenMP's default, the machine's cores).
+inline void set_threads(int n) {
+#if defined(_OPENMP)
+    omp_set_num_threads(n > 0 ? n : omp_get_num_procs());
+#else
+    (void)n;
+#endif
+}
+
+// Inside a parallel loop: every thread's arena takes the budget of the thread that started the loop,
+// and each iteration releases what it allocated (a parallel loop's iterations produce scalars, or
+// write into memory allocated before the loop, so nothing they allocate outlives them).
+class IterationScope {
+    Arena::Mark mark_;
+
+   public:
+    explicit IterationScope(std::size_t limit) : mark_(arena().mark()) { arena().set_limit(limit); }
+    IterationScope(const IterationScope&) = delete;
+    IterationScope& operator=(const IterationScope&) = delete;
+    ~IterationScope() { arena().reset(mark_); }
+};
+
+// The error of a parallel loop: that of the first iteration (in index order) that failed, as in a
+// serial loop (every iteration before it runs; those after it may be skipped).
+class ParallelErrors {
+    std::int64_t first_ = std::numeric_limits<std::int64_t>::max();
+    std::exception_ptr error_;
+
+   public:
+    bool skip(std::int64_t i) const {
+        std::int64_t f;
+#if defined(_OPENMP)
+#pragma omp atomic read
+#endif
+        f = first_;
+        return i > f;
+    }
+    void record(std::int64_t i, std::exception_ptr e) {
+#if defined(_OPENMP)
+#pragma omp critical(ks_parallel_errors)
+#endif
+        {
+            if (i < first_) {
+                error_ = e;
+#if defined(_OPENMP)
+#pragma omp atomic write
+#endif
+                first_ = i;
+            }
+        }
+    }
+    void rethrow() const {
+        if (error_) std::rethrow_exception(error_);
+    }
+};
 
 // Resets the arena to where it was when constructed (used by the driver around each call).
 class ArenaScope {
@@ -734,7 +826,14 @@ T sum(const Vec<T>& v, const char* type_text) {
             return static_cast<std::uint64_t>(hot) < static_cast<std::uint64_t>(v.n) ? 0.0 + v.stored() : 0.0;
         }
         double acc = 0.0;
-        for (std::int64_t k = 0; k < v.n; ++k) acc += v.get(k);
+        if (v.plain()) {
+            const double* __restrict x = v.data;
+            const std::int64_t n = v.n;
+            KS_SIMD_SUM(acc)
+            for (std::int64_t k = 0; k < n; ++k) acc += x[k];
+        } else {
+            for (std::int64_t k = 0; k < v.n; ++k) acc += v.get(k);
+        }
         return acc;
     } else {
         bool skipped = false;
@@ -768,7 +867,15 @@ inline double digamma(double x) {
 inline double dotv(const Vec<double>& a, const Vec<double>& b) {
     if (a.n != b.n) size_mismatch(a.n, b.n);
     double acc = 0.0;
-    for (std::int64_t k = 0; k < a.n; ++k) acc += a.get(k) * b.get(k);
+    if (a.plain() && b.plain()) {
+        const double* __restrict x = a.data;
+        const double* __restrict y = b.data;
+        const std::int64_t n = a.n;
+        KS_SIMD_SUM(acc)
+        for (std::int64_t k = 0; k < n; ++k) acc += x[k] * y[k];
+    } else {
+        for (std::int64_t k = 0; k < a.n; ++k) acc += a.get(k) * b.get(k);
+    }
     return acc;
 }
 

@@ -21,7 +21,7 @@ from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
 from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
-from knossos.cpp.driver import serializable
+from knossos.cpp.driver import check_threads, serializable
 from knossos.cpp.emit import emit_program
 from knossos.errors import KsError, KsUsageError
 from knossos.expr import Expr
@@ -170,6 +170,20 @@ def build_parser() -> argparse.ArgumentParser:
         "pseudo-random inputs; every vector is N long (a size variable or Integer parameter NAME is N too). "
         "Each is checked against the interpreter at size 4 ('verified') and against the def as written "
         "('agrees'). With --json: a list under \"bench\"",
+    )
+    out.add_argument(
+        "--exact-order",
+        action="store_true",
+        help="--emit-cpp and --bench: Float sums add in index order, bit-identical to the interpreter (checked to "
+        "the bit); by default compiled sums may be vectorised and split across threads (checked within the "
+        "tolerance of docs/cpp.md)",
+    )
+    out.add_argument(
+        "--threads",
+        type=whole_number(1024),
+        default=None,
+        metavar="N",
+        help="--bench: threads for parallel loops (default: the machine's cores)",
     )
     return p
 
@@ -356,6 +370,9 @@ class _Outputs:
     sizes: list[Size] = dataclasses.field(default_factory=list)
     #: Whether -o may replace a file there (--force, or --in-place, whose target is the input).
     replace_out: bool = False
+    #: --exact-order and --threads (the C++ of --emit-cpp and --bench).
+    exact_order: bool = False
+    threads: int | None = None
 
     @property
     def wanted(self) -> bool:
@@ -382,8 +399,18 @@ class _Outputs:
                 raise KsUsageError("--emit-cpp and -o name the same file", None, args.emit_cpp)
             _check_target(args.emit_cpp, args.force, "--emit-cpp")
         bench = parse_bench(args.bench) if args.bench is not None else None
+        threads = getattr(args, "threads", None)
+        if threads is not None:
+            check_threads(threads)
         return cls(
-            args.file or "<expr>", out, args.force, args.emit_cpp, bench, replace_out=args.force or args.in_place
+            args.file or "<expr>",
+            out,
+            args.force,
+            args.emit_cpp,
+            bench,
+            replace_out=args.force or args.in_place,
+            exact_order=getattr(args, "exact_order", False),
+            threads=threads,
         )
 
     def check_def(self, program: Program, d: Def) -> None:
@@ -431,7 +458,7 @@ class _Outputs:
             messages.append(f"wrote {self.out}: the program with '{original.name}' optimised")
         if self.emit_cpp is not None:
             try:
-                source = emit_program(program.with_def(optimised), [original.name])
+                source = emit_program(program.with_def(optimised), [original.name], exact_order=self.exact_order)
             except KsError as err:
                 raise err.located(None, self.label) from None
             write_atomic(self.emit_cpp, source, self.force)
@@ -446,7 +473,9 @@ class _Outputs:
         ]
         notes: list[str] = []
         try:
-            rows = bench(variants, original.name, self.sizes, notes=notes)
+            rows = bench(
+                variants, original.name, self.sizes, notes=notes, exact_order=self.exact_order, threads=self.threads
+            )
         except KsError as err:
             raise err.located(None, self.label) from None
         return [r.to_json() for r in rows], notes

@@ -73,7 +73,7 @@ class Differentiator:
         if found is not None:
             return found
         d = self.program.defs[name]
-        own = self._own(mode, name) if self.reuse else None
+        own = self._own(mode, name, name) if self.reuse else None
         if own is not None:
             self.reused.append(own.name)
             callee = own
@@ -84,8 +84,9 @@ class Differentiator:
         self._done[key] = callee
         return callee
 
-    def _own(self, mode: Mode, name: str) -> Callee | None:
-        """The program's derivative of ``name``, if it has one (of the conventional signature)."""
+    def _own(self, mode: Mode, name: str, who: str) -> Callee | None:
+        """The program's derivative of ``name``, if it has one (of the conventional signature); ``who``
+        is the def being differentiated, for errors."""
         target = self.program.callees[name]
         own = self.program.callees.get(mode.name_of(name))
         if own is None:
@@ -96,7 +97,7 @@ class Differentiator:
             where = item.pos if item is not None else None
             wanted = " ".join(str(t) for t in params)
             raise NotDifferentiable(
-                f"cannot differentiate '{name}': the program's '{own.name}' is not its {mode.value} mode "
+                f"cannot differentiate '{who}': the program's '{own.name}' is not the {mode.value} mode of '{name}' "
                 f"(it should take {wanted} and return {ret})",
                 where,
             )
@@ -107,7 +108,7 @@ class Differentiator:
             callee: Callee = call.data
             if callee.kind is CalleeKind.DEF:
                 return self.derivative(mode, callee.name)
-            own = self._own(mode, callee.name) if callee.kind is CalleeKind.EDEF else None
+            own = self._own(mode, callee.name, caller.name) if callee.kind is CalleeKind.EDEF else None
             if own is None:
                 pos = self.program.positions.get(source) if source is not None else None
                 raise NotDifferentiable(

@@ -1,0 +1,89 @@
+"""``app.compile_def``: :func:`knossos.compile_def` with the def optimised first by a rule set or model.
+
+The language core (knossos) imports no search (the layering of pyproject.toml), so the optimising
+form lives here, above both; it searches as ``optimize.py FILE --def NAME`` does::
+
+    from app.compiled import compile_def
+    gemm = compile_def("experiments/data/programs/blas_test.kso", "gemm", optimize="ml_rules_no_bind")
+    gemm = compile_def(path, "gemm", optimize="default")          # a shipped model and its settings
+
+``optimize`` names a rule set (``rules/sets.py``: searched with the zero value function and
+optimize.py's default search, depth and budget) or a model (``none``, a shipped model's name or a
+checkpoint: its training's rules, search, depth and budget, as optimize.py --model).  ``budget``,
+``depth`` and ``seconds`` override the search's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+from app.models import trained_search
+from knossos.cost_models import get_cost_model
+from knossos.cpp.callable import CompiledDef
+from knossos.cpp.callable import compile_def as _compile_def
+from knossos.errors import KsUsageError
+from knossos.program import Def, Program
+from rules.sets import RULE_SETS, get_rule_set
+from search.registry import get_search
+from search.spec import SearchSpec
+
+
+def optimise_def(
+    program: Program,
+    d: Def,
+    optimize: str,
+    *,
+    budget: int | None = None,
+    depth: int | None = None,
+    seconds: float | None = None,
+) -> Def:
+    """``d`` with its body replaced by the best that the search named by ``optimize`` finds."""
+    kind = "rules" if optimize in RULE_SETS else "model"
+    try:
+        trained = trained_search("none" if kind == "rules" else optimize)
+    except KsUsageError as err:
+        raise KsUsageError(
+            f"optimize='{optimize}' is neither a rule set ({', '.join(sorted(RULE_SETS))}) nor a usable model: "
+            f"{err.message}"
+        ) from None
+    rules = optimize if kind == "rules" else trained.rules
+    spec = SearchSpec(
+        rules=get_rule_set(rules),
+        depth=depth if depth is not None else trained.depth,
+        budget=budget if budget is not None else trained.budget,
+        value=trained.value,
+        prune_commutes=trained.prune_commutes,
+        prune_inlines=trained.prune_inlines,
+        cost=get_cost_model(trained.cost),
+        seconds=seconds,
+    )
+    result = get_search(trained.search)(d.body, spec)
+    return dataclasses.replace(d, body=result.best)
+
+
+def compile_def(
+    path: str | os.PathLike[str] | Program,
+    name: str,
+    *,
+    optimize: str | None = None,
+    exact_order: bool = False,
+    threads: int | None = None,
+    budget: int | None = None,
+    depth: int | None = None,
+    seconds: float | None = None,
+    extra_flags: Sequence[str] = (),
+) -> CompiledDef:
+    """:func:`knossos.compile_def`, the def optimised first when ``optimize`` names a rule set or model."""
+    if optimize is None:
+        return _compile_def(path, name, exact_order=exact_order, threads=threads, extra_flags=extra_flags)
+    name_ = optimize
+
+    def run(program: Program, d: Def) -> Def:
+        return optimise_def(program, d, name_, budget=budget, depth=depth, seconds=seconds)
+
+    return _compile_def(path, name, exact_order=exact_order, threads=threads, optimize=run, extra_flags=extra_flags)
+
+
+__all__ = ["compile_def", "optimise_def"]

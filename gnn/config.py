@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from knossos.errors import KsUsageError, Pos
+from knossos.user_files import read_regular_file
 
 # -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
 #: The searches a training run uses (``search.algorithm``, ``search.test_algorithm``).
@@ -495,13 +496,14 @@ def _yaml_error(err: yaml.YAMLError, file: str) -> KsUsageError:
     return KsUsageError(f"not valid YAML: {getattr(err, 'problem', None) or err}", pos, file)
 
 
+#: The largest config file read: the shipped ones are a few KiB, and a device never ends.
+MAX_CONFIG_BYTES = 2**20
+
+
 def _read_text(path: str | Path) -> str:
     """The config file's text (UTF-8; a leading BOM is dropped), or a one-line error naming it."""
     file = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise KsUsageError(f"cannot read the config: {err.strerror or err}", None, file) from None
+    data = read_regular_file(path, MAX_CONFIG_BYTES, "YAML config file")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:

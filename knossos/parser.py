@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
@@ -20,13 +19,14 @@ from knossos import expr as E
 from knossos import trampoline
 from knossos.callee import Callee, def_callee, edef_callee
 from knossos.cost import DEFAULT_EDEF_COST
-from knossos.errors import KsError, KsSyntaxError, KsTypeError, KsUsageError, Pos
+from knossos.errors import KsError, KsSyntaxError, KsTypeError, Pos
 from knossos.expr import Expr
 from knossos.ops import KEYWORDS, PRIMITIVES, Op
 from knossos.prelude import PRELUDE
 from knossos.program import COST_PREFIX, Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes, size_names
 from knossos.reader import Form, Literal, SList, Symbol, read_forms
 from knossos.types import BOOL, FLOAT, INTEGER, MAX_TYPE_DEPTH, Kind, Type, lam, tuple_of, vec
+from knossos.user_files import read_regular_file
 
 _GET = re.compile(r"get\$([0-9]+)\$([0-9]+)")
 _SCALAR_TYPES = {"Integer": INTEGER, "Float": FLOAT, "Bool": BOOL}
@@ -495,26 +495,7 @@ MAX_SOURCE_MIB = 32
 def read_source(path: str | Path) -> str:
     """The text of a source file, or a one-line error naming it: only a regular file of at most
     ``MAX_SOURCE_MIB`` is read (never a device, FIFO or socket), in UTF-8 (a leading BOM is dropped)."""
-    p = Path(path)
-    most = _max_source_bytes()
-    try:
-        st = p.stat()
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError
-        if not stat.S_ISREG(st.st_mode):
-            raise KsUsageError("not a regular file (a device, FIFO or socket); give a program file", None, str(path))
-        with p.open("rb") as f:
-            data = f.read(most + 1)
-    except FileNotFoundError:
-        raise KsUsageError("no such file", None, str(path)) from None
-    except IsADirectoryError:
-        raise KsUsageError("is a directory, not a file", None, str(path)) from None
-    except OSError as err:
-        raise KsUsageError(f"cannot read: {err.strerror}", None, str(path)) from None
-    if len(data) > most:
-        raise KsUsageError(
-            f"larger than {most // 2**20} MiB, the most read (set KNOSSOS_MAX_SOURCE_MIB to read more)", None, str(path)
-        )
+    data = read_regular_file(path, _max_source_bytes(), "program file", " (set KNOSSOS_MAX_SOURCE_MIB to read more)")
     if b"\x00" in data:
         raise KsSyntaxError("this is a binary file, not Knossos text", None, str(path))
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from pathlib import Path
 
@@ -226,10 +227,20 @@ def test_not_a_mapping(tmp_path: Path, text: str) -> None:
 
 def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.yaml"
-    msg = error_of(path)
-    assert msg.startswith(f"{path}: error: cannot read the config")
-    assert "No such file" in msg
-    assert error_of(tmp_path).startswith(f"{tmp_path}: error: cannot read the config")  # a folder
+    assert error_of(path) == f"{path}: error: no such file"
+    assert error_of(tmp_path) == f"{tmp_path}: error: is a directory, not a file"
+
+
+def test_special_and_huge_files_are_not_read(tmp_path: Path) -> None:
+    """A device never ends and a FIFO may never answer: refused before reading, as program files are."""
+    assert error_of(Path("/dev/zero")).endswith(
+        "not a regular file (a device, FIFO or socket); give a YAML config file"
+    )
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    assert "not a regular file" in error_of(fifo)
+    huge = write(tmp_path, "# " + "x" * (2**20))
+    assert error_of(huge) == f"{huge}: error: larger than 1 MiB, the most read"
 
 
 @pytest.mark.parametrize("bad", ["training.epochs", "=3", ""])

@@ -45,6 +45,11 @@ def ctrl_c_stops_searches() -> Iterator[None]:
         _ctrl_c_returns_best = saved
 
 
+def ctrl_c_returns_best() -> bool:
+    """Whether Ctrl-C in a search returns its best so far (False within :func:`ctrl_c_stops_searches`)."""
+    return _ctrl_c_returns_best
+
+
 @dataclass
 class SearchSpec:
     rules: RuleSet

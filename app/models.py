@@ -64,6 +64,9 @@ def value_scale(text: str) -> float:
 
 #: The settings of a run whose model does not say them (or with no model).
 DEFAULT_RULES, DEFAULT_SEARCH, DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = "ml_rules", "astar", 10, "reference", 5000
+#: With no --model: plain A* between two saturation passes (chosen by benchmarks/bench_engines.py and
+#: blas_test, see docs/egraph.md, "Saturation inside the search").
+DEFAULT_PIPELINE = "saturate-astar"
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class TrainedSearch:
 
 
 def trained_search(
-    spec: str,
+    spec: str | None,
     precision: Precision = "float32",
     scale: float | None = None,
     *,
@@ -103,7 +106,10 @@ def trained_search(
     depth: int = DEFAULT_DEPTH,
 ) -> TrainedSearch:
     """The model ``spec`` (loaded as :func:`load_value_function` loads it) with its training's settings;
-    where it does not say one (and for ``none``), ``rules``, ``depth`` and the other defaults above."""
+    where it does not say one (and for ``none``), ``rules``, ``depth`` and the other defaults above.
+    ``None`` (no model named): the zero value function with the default pipeline."""
+    if spec is None:
+        return TrainedSearch(ZeroValue(), rules, DEFAULT_PIPELINE, depth, False, False, DEFAULT_COST, DEFAULT_BUDGET)
     value = load_value_function(spec, precision, scale)
     trained: dict[str, object] = getattr(value, "trained_for", None) or {}
     trained_depth, budget = trained.get("depth"), trained.get("budget")

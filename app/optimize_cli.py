@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from app.models import DEFAULT_COST, trained_search, value_scale
+from app.models import DEFAULT_COST, DEFAULT_PIPELINE, trained_search, value_scale
 from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--search",
         default=None,
         metavar="NAME",
-        help=f"search ({', '.join(SEARCHES)}; astar, or the one the model was trained for)",
+        help=f"search ({', '.join(SEARCHES)}; {DEFAULT_PIPELINE} without --model, or the one the model was "
+        "trained for)",
     )
     p.add_argument(
         "--depth",
@@ -113,9 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="for random, mcts (0)")
     p.add_argument(
         "--model",
-        default="none",
+        default=None,
         metavar="CKPT",
-        help="value function: none, a shipped model's name (default, ggnn, ...: gnn/models/), or a checkpoint file",
+        help="value function: none, a shipped model's name (default, ggnn, ...: gnn/models/), or a checkpoint file "
+        f"(without it: none, and the search is {DEFAULT_PIPELINE})",
     )
     p.add_argument(
         "--precision",
@@ -282,6 +284,8 @@ def run(args: argparse.Namespace) -> int:
         "rules": args.rules,
         "cost_model": args.cost,
         "search": args.search,
+        "model": args.model if args.model is not None else "none",
+        "budget": args.budget,
         "depth": args.depth,
         "prune_commutes": args.prune_commutes,
         "prune_inlines": args.prune_inlines,

@@ -369,6 +369,33 @@ def egraph_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def engines_table() -> str:
+    """benchmarks/bench_engines.py's searches: per set and engine, the expressions at the best cost known
+    (the set's, lowered by any engine), the total best cost, the seconds and their ratio to the e-graph's."""
+    path = RESULTS / "engines" / "results.jsonl"
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_engines.py._\n"
+    from benchmarks.bench_engines import BY_NAME, summarise
+
+    rows = summarise(list(ResultsFile(path, ("set", "index", "engine"))))
+    lines = [
+        "| set | engine | at best known | total best cost | seconds | seconds / e-graph's |",
+        "|---|---|---|---|---|---|",
+    ]
+    for set_name in dict.fromkeys(r["set"] for r in rows):
+        mine = [r for r in rows if r["set"] == set_name]
+        egraph = next((r["seconds"] for r in mine if r["engine"] == "egraph"), None)
+        for i, r in enumerate(mine):
+            engine = BY_NAME[r["engine"]].label if r["engine"] in BY_NAME else r["engine"]
+            ratio = f"{r['seconds'] / egraph:.2f}" if egraph else ""
+            first = f"{set_name} ({r['expressions']})" if i == 0 else ""
+            lines.append(
+                f"| {first} | {engine} | {r['hits']}/{r['expressions']} | {r['total_cost']:.1f} | "
+                f"{r['seconds']:.1f} | {ratio} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def gradients_table(file: str = "bench.jsonl") -> str:
     """benchmarks/bench_gradients.py's rows: per size, each variant's search, costs, time, speed-up over
     the program as written and time over numpy's; then Spearman's rho of each cost with the time."""
@@ -502,6 +529,7 @@ TABLES["default_model_search"] = default_model_search_table
 TABLES["default_model_brief"] = default_model_brief_table
 TABLES["blas_test"] = blas_test_table
 TABLES["egraph_baseline"] = egraph_table
+TABLES["engines"] = engines_table
 TABLES["gradients_bench"] = gradients_table
 TABLES["gradients_program"] = gradients_program_table
 TABLES["gradients_brief"] = gradients_brief_table

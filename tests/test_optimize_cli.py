@@ -34,7 +34,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_expr_json_through_a_process() -> None:
-    done = optimize("--expr", FIRST, "--rules", "binding_rules", "--json")
+    done = optimize("--expr", FIRST, "--rules", "binding_rules", "--search", "astar", "--json")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 1
@@ -107,11 +107,37 @@ def test_def_of_a_program_human(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_expr_human(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "--expr", "(add (mul (div 1.0 x) x) (mul 1.0 x))", "--rules", "simplify_rules")
+    argv = ["--expr", "(add (mul (div 1.0 x) x) (mul 1.0 x))", "--rules", "simplify_rules", "--search", "astar"]
+    code, out, _ = run(capsys, *argv)
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("cost 7 -> 1 (-6) in 4 steps")
     assert parse_expr(lines[-1])[0].cost == 1.0
+
+
+def test_the_default_is_saturation_around_plain_astar(capsys: pytest.CaptureFixture[str]) -> None:
+    """No --model or --search: saturate-astar (5000 evaluations); --json says what ran."""
+    code, out, _ = run(capsys, "--expr", FIRST, "--rules", "binding_rules", "--json", "--quiet")
+    result = json.loads(out)
+    assert code == 0 and result["search"] == "saturate-astar" and result["model"] == "none"
+    assert result["rules"] == "binding_rules" and result["budget"] == 5000 and result["evaluations"] <= 5000
+    assert result["best_cost"] == pytest.approx(8.1)
+    code, out, _ = run(capsys, "--expr", FIRST, "--search", "astar", "--json", "--quiet")
+    result = json.loads(out)
+    assert result["search"] == "astar" and result["budget"] == 5000 and result["rules"] == "ml_rules"
+    code, out, _ = run(capsys, "--expr", FIRST, "--model", "none", "--json", "--quiet")  # plain A*, as before
+    result = json.loads(out)
+    assert result["search"] == "astar" and result["model"] == "none" and result["budget"] == 5000
+
+
+def test_a_model_brings_its_rules_search_and_depth(capsys: pytest.CaptureFixture[str]) -> None:
+    """--model blas without --rules runs the rules it was trained with (ml_rules_no_bind), not ml_rules."""
+    argv = [BLAS, "--def", "axpy", "--model", "blas", "--budget", "30", "--json", "--quiet"]
+    code, out, _ = run(capsys, *argv)
+    result = json.loads(out)
+    assert code == 0 and result["model"] == "blas" and result["rules"] == "ml_rules_no_bind"
+    assert result["search"] == "pseudo-beam" and result["depth"] == 99 and result["prune_commutes"] is True
+    assert result["best_cost"] < result["start_cost"]
 
 
 def test_program_with_one_def_needs_no_def(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -151,7 +151,8 @@ def test_optimize_stops_at_seconds_with_a_note(capsys: pytest.CaptureFixture[str
 
 def test_optimize_stops_at_max_states(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, str(EXAMPLE), "--budget", str(MAX_BUDGET), "--max-states", "500", "--json", "--quiet")
-    assert code == 0 and "state limit of 500" in json.loads(out)["notes"][0]
+    notes = json.loads(out)["notes"]  # the default, saturate-astar, says what its first pass did first
+    assert code == 0 and any("state limit of 500" in n for n in notes), notes
 
 
 class CtrlCAfter:

@@ -1,0 +1,504 @@
+"""Core ATen ops as Knossos code: one lowering per op, from :class:`~knossos.frontends.tensor.Tensor`
+operands to a Tensor (docs/torch.md has the table).
+
+A lowering sees a :class:`Call`: the block it may bind materialised tensors in, the op's arguments
+(Tensors where the graph has tensors; numbers, lists and None as torch gives them) and the output
+shape that torch's export recorded.  Element-wise ops and views stay lazy; products, convolutions and
+ops that read an operand's elements more than once first make that operand cheap to read
+(:meth:`Block.cheap`).  A variant that cannot be expressed raises :class:`Unsupported`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.frontends.tensor import (
+    Block,
+    Index,
+    Tensor,
+    broadcast_index,
+    broadcasts,
+    filled,
+    iadd,
+    ic,
+    idiv,
+    imul,
+    in_range,
+    reshape_index,
+    scalar,
+    view,
+)
+from knossos.ops import Op
+from knossos.types import BOOL, FLOAT
+
+#: The most elements one ``amax`` compares (it is unrolled into a tree of ``max``: the language has
+#: no loop that keeps a maximum).
+MAX_UNROLLED = 4096
+
+
+class Unsupported(Exception):
+    """An op, or a variant of one (an argument, a dtype), that has no lowering."""
+
+
+@dataclass
+class Call:
+    block: Block
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    shape: tuple[int, ...]
+
+    def arg(self, k: int, name: str, default: Any = None) -> Any:
+        if k < len(self.args):
+            return self.args[k]
+        return self.kwargs.get(name, default)
+
+
+Lowering = Callable[[Call], Tensor]
+
+
+def as_tensor(x: Any) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise Unsupported(f"an operand of type {type(x).__name__}")
+    return scalar(x)
+
+
+def dim_of(d: int, rank: int) -> int:
+    return d + rank if d < 0 else d
+
+
+# -- element-wise ------------------------------------------------------------------------------------
+def unary(x: Tensor, f: Callable[[Expr], Expr]) -> Tensor:
+    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False)
+
+
+def elementwise(
+    block: Block, shape: tuple[int, ...], operands: Sequence[Any], f: Callable[..., Expr], elem: Any = FLOAT
+) -> Tensor:
+    """``f`` of the operands' elements, broadcast to ``shape``; an operand read more than once per
+    element of its own (broadcast, or repeated) is made cheap first."""
+    ts = [as_tensor(x) for x in operands]
+    ts = [block.cheap(t) if broadcasts(t.shape, shape) or sum(u is t for u in ts) > 1 else t for t in ts]
+    maps = [broadcast_index(t.shape, shape) for t in ts]
+
+    def at(idx: Index) -> Expr:
+        return f(*(t.at(m(idx)) for t, m in zip(ts, maps, strict=True)))
+
+    return Tensor(shape, at, cheap=False, elem=elem)
+
+
+def _op(o: Op) -> Callable[..., Expr]:
+    return lambda *xs: E.op(o, *xs)
+
+
+def _float(x: Tensor) -> Tensor:
+    if x.elem is not FLOAT:
+        raise Unsupported("arithmetic on a Bool tensor")
+    return x
+
+
+def _binary(o: Op) -> Lowering:
+    def lower(c: Call) -> Tensor:
+        a, b = c.args[0], c.args[1]
+        alpha = c.kwargs.get("alpha", 1)
+        if alpha != 1:
+            b = elementwise(c.block, as_tensor(b).shape, [b], lambda x: E.op(Op.MUL, E.const(float(alpha)), x))
+        return elementwise(c.block, c.shape, [a, b], _op(o))
+
+    return lower
+
+
+def _unary(f: Callable[[Expr], Expr]) -> Lowering:
+    return lambda c: unary(_float(as_tensor(c.args[0])), f)
+
+
+def sigmoid(x: Expr) -> Expr:
+    return E.op(Op.DIV, E.const(1.0), E.op(Op.ADD, E.const(1.0), E.op(Op.EXP, E.op(Op.NEG, x))))
+
+
+def _pow_scalar(c: Call) -> Tensor:
+    x, p = as_tensor(c.args[0]), c.args[1]
+    if not isinstance(p, int | float) or isinstance(p, bool):
+        raise Unsupported("a tensor exponent of pow.Tensor_Scalar")
+    if p == 1:
+        return x
+    if p == 2:
+        return unary(x, lambda e: c.block.share(e, lambda v: E.op(Op.MUL, v, v)))
+    return unary(x, lambda e: E.op(Op.POW, e, E.const(float(p))))
+
+
+def _compare(o: Op) -> Lowering:
+    return lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(o), elem=BOOL)
+
+
+def _where(c: Call) -> Tensor:
+    cond = c.args[0]
+    if not isinstance(cond, Tensor) or cond.elem is not BOOL:
+        raise Unsupported("a condition that is not a Bool tensor")
+    return elementwise(c.block, c.shape, [cond, c.args[1], c.args[2]], _op(Op.IF))
+
+
+def _minimum(a: Expr, b: Expr) -> Expr:
+    return E.op(Op.IF, E.op(Op.LT, b, a), b, a)
+
+
+# -- reductions --------------------------------------------------------------------------------------
+def reduced_dims(x: Tensor, dims: Any) -> list[int]:
+    if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):
+        return list(range(x.rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({dim_of(int(d), x.rank) for d in dims})
+
+
+def _in_index(x: Tensor, red: list[int], keepdim: bool, idx: Index, fill: dict[int, Expr]) -> Index:
+    out: list[Expr] = []
+    k = 0
+    for d in range(x.rank):
+        if d in fill:
+            out.append(fill[d])
+            if keepdim:
+                k += 1
+        else:
+            out.append(idx[k])
+            k += 1
+    return tuple(out)
+
+
+def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
+    x = _float(x)
+
+    def at(idx: Index) -> Expr:
+        js = {d: block.index_var() for d in red}
+        body = x.at(_in_index(x, red, keepdim, idx, js))
+        for d in reversed(red):
+            body = E.sumbuild(ic(x.shape[d]), js[d], body)
+        return body
+
+    return Tensor(shape, at, cheap=False)
+
+
+def _count(x: Tensor, red: list[int]) -> int:
+    n = 1
+    for d in red:
+        n *= x.shape[d]
+    return n
+
+
+def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
+    x = block.cheap(_float(x))
+    count = _count(x, red)
+    if count == 0:
+        raise Unsupported("amax over no elements")
+    if count > MAX_UNROLLED:
+        raise Unsupported(f"amax over {count} elements (at most {MAX_UNROLLED}: it is unrolled into max)")
+
+    def at(idx: Index) -> Expr:
+        leaves = [
+            x.at(_in_index(x, red, keepdim, idx, {d: ic(k) for d, k in zip(red, ks, strict=True)}))
+            for ks in itertools.product(*(range(x.shape[d]) for d in red))
+        ]
+        while len(leaves) > 1:  # a balanced tree: depth log2(count)
+            pairs = [E.op(Op.MAX, leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
+            leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
+        return leaves[0]
+
+    return Tensor(shape, at, cheap=False)
+
+
+def _sum(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    if c.kwargs.get("dtype") is not None:
+        raise Unsupported("sum with a dtype")
+    return sum_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
+
+
+def _mean(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    if c.kwargs.get("dtype") is not None:
+        raise Unsupported("mean with a dtype")
+    red = reduced_dims(x, c.arg(1, "dim"))
+    total = sum_over(c.block, x, red, bool(c.arg(2, "keepdim", False)), c.shape)
+    n = float(_count(x, red))
+    return unary(total, lambda e: E.op(Op.DIV, e, E.const(n)))
+
+
+def _amax(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    return amax_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
+
+
+def softmax(block: Block, x: Tensor, dim: int, log: bool) -> Tensor:
+    """torch's decomposition: ``exp(x - max) / sum(exp(x - max))``, or ``(x - max) - log(sum(exp(x - max)))``."""
+    x = block.cheap(_float(x))
+    red = [dim_of(dim, x.rank)]
+    kept = tuple(1 if d in red else n for d, n in enumerate(x.shape))
+    top = block.materialise(amax_over(block, x, red, True, kept), "max")
+    shifted = elementwise(block, x.shape, [x, top], _op(Op.SUB))
+    if log:
+        shifted = block.materialise(shifted, "shifted")
+        total = sum_over(block, unary(shifted, _op(Op.EXP)), red, True, kept)
+        return elementwise(block, x.shape, [shifted, unary(total, _op(Op.LOG))], _op(Op.SUB))
+    exps = block.materialise(unary(shifted, _op(Op.EXP)), "exp")
+    total = block.materialise(sum_over(block, exps, red, True, kept), "total")
+    return elementwise(block, x.shape, [exps, total], _op(Op.DIV))
+
+
+def _softmax(log: bool) -> Lowering:
+    return lambda c: softmax(c.block, as_tensor(c.args[0]), int(c.args[1]), log)
+
+
+# -- products ----------------------------------------------------------------------------------------
+def _contract(block: Block, k: int, shape: tuple[int, ...], term: Callable[[Index, Expr], Expr]) -> Tensor:
+    """``at(idx) = sumbuild k (lam j (term idx j))``."""
+
+    def at(idx: Index) -> Expr:
+        var = block.index_var()
+        return E.sumbuild(ic(k), var, term(idx, var))
+
+    return Tensor(shape, at, cheap=False)
+
+
+def _operands(c: Call, ranks: tuple[int, ...]) -> list[Tensor]:
+    ts = [c.block.cheap(_float(as_tensor(a))) for a in c.args[: len(ranks)]]
+    for t, r in zip(ts, ranks, strict=True):
+        if t.rank != r:
+            raise Unsupported(f"an operand of rank {t.rank} (expected {r})")
+    return ts
+
+
+def matmul(block: Block, a: Tensor, b: Tensor) -> Tensor:
+    return _contract(
+        block, a.shape[1], (a.shape[0], b.shape[1]), lambda idx, j: E.op(Op.MUL, a.at((idx[0], j)), b.at((j, idx[1])))
+    )
+
+
+def _mm(c: Call) -> Tensor:
+    a, b = _operands(c, (2, 2))
+    return matmul(c.block, a, b)
+
+
+def _bmm(c: Call) -> Tensor:
+    a, b = _operands(c, (3, 3))
+    return _contract(
+        c.block,
+        a.shape[2],
+        c.shape,
+        lambda idx, j: E.op(Op.MUL, a.at((idx[0], idx[1], j)), b.at((idx[0], j, idx[2]))),
+    )
+
+
+def _mv(c: Call) -> Tensor:
+    a, v = _operands(c, (2, 1))
+    return _contract(c.block, a.shape[1], c.shape, lambda idx, j: E.op(Op.MUL, a.at((idx[0], j)), v.at((j,))))
+
+
+def _dot(c: Call) -> Tensor:
+    a, b = _operands(c, (1, 1))
+    return _contract(c.block, a.shape[0], (), lambda idx, j: E.op(Op.MUL, a.at((j,)), b.at((j,))))
+
+
+def _scaled(block: Block, x: Any, k: Any) -> Any:
+    if k == 1:
+        return x
+    return elementwise(block, as_tensor(x).shape, [x], lambda e: E.op(Op.MUL, E.const(float(k)), e))
+
+
+def _addmm(c: Call) -> Tensor:
+    bias = c.args[0]
+    a, b = (c.block.cheap(_float(as_tensor(t))) for t in c.args[1:3])
+    beta, alpha = c.kwargs.get("beta", 1), c.kwargs.get("alpha", 1)
+    product = _scaled(c.block, matmul(c.block, a, b), alpha)
+    if beta == 0:
+        return product  # type: ignore[no-any-return]
+    return elementwise(c.block, c.shape, [_scaled(c.block, bias, beta), product], _op(Op.ADD))
+
+
+def _convolution(c: Call) -> Tensor:
+    x, w = (c.block.cheap(_float(as_tensor(t))) for t in c.args[:2])
+    bias = c.args[2]
+    stride, padding, dilation, transposed, _, groups = c.args[3:9]
+    if transposed:
+        raise Unsupported("a transposed convolution")
+    spatial = x.rank - 2
+    if spatial < 1 or w.rank != x.rank or len(c.shape) != x.rank:
+        raise Unsupported(f"a convolution of a rank-{x.rank} input (give batch, channels and spatial dimensions)")
+    per_group_in, per_group_out = w.shape[1], w.shape[0] // groups
+    kernel = w.shape[2:]
+    size = x.shape[2:]
+
+    def term(idx: Index) -> Expr:
+        n, o, ts = idx[0], idx[1], idx[2:]
+        cc = c.block.index_var()
+        ks = [c.block.index_var() for _ in kernel]
+        chan = cc if groups == 1 else iadd(imul(idiv(o, per_group_out), per_group_in), cc)
+        pos = [
+            iadd(iadd(imul(t, stride[d]), imul(k, dilation[d])), ic(-padding[d]))
+            for d, (t, k) in enumerate(zip(ts, ks, strict=True))
+        ]
+        body = E.op(Op.MUL, x.at((n, chan, *pos)), w.at((o, cc, *ks)))
+        guards = [g for g in (in_range(p, size[d]) if padding[d] else None for d, p in enumerate(pos)) if g is not None]
+        if guards:
+            cond = guards[0]
+            for g in guards[1:]:
+                cond = E.op(Op.AND, cond, g)
+            body = E.op(Op.IF, cond, body, E.const(0.0))
+        for k, n_k in zip(reversed(ks), reversed(kernel), strict=True):
+            body = E.sumbuild(ic(n_k), k, body)
+        return E.sumbuild(ic(per_group_in), cc, body)
+
+    out = Tensor(c.shape, term, cheap=False)
+    if bias is None:
+        return out
+    b = c.block.cheap(as_tensor(bias))
+    return Tensor(c.shape, lambda idx: E.op(Op.ADD, b.at((idx[1],)), out.at(idx)), cheap=False)
+
+
+# -- views -------------------------------------------------------------------------------------------
+def _reshape(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    return view(x, c.shape, reshape_index(x.shape, c.shape))
+
+
+def _permute(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    dims = [dim_of(int(d), x.rank) for d in c.args[1]]
+
+    def in_index(idx: Index) -> Index:
+        out = [ic(0)] * x.rank
+        for k, d in enumerate(dims):
+            out[d] = idx[k]
+        return tuple(out)
+
+    return view(x, c.shape, in_index)
+
+
+def _expand(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    if broadcasts(x.shape, c.shape):
+        x = c.block.cheap(x)
+    return view(x, c.shape, broadcast_index(x.shape, c.shape))
+
+
+def _slice(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    d = dim_of(int(c.arg(1, "dim", 0)), x.rank)
+    start, step = c.arg(2, "start"), int(c.arg(4, "step", 1))
+    n = x.shape[d]
+    s = 0 if start is None else int(start)
+    s = max(0, min(n, s + n if s < 0 else s))
+
+    def in_index(idx: Index) -> Index:
+        return (*idx[:d], iadd(imul(idx[d], step), ic(s)), *idx[d + 1 :])
+
+    return view(x, c.shape, in_index)
+
+
+def _select(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    d = dim_of(int(c.args[1]), x.rank)
+    i = int(c.args[2])
+    i = i + x.shape[d] if i < 0 else i
+    return view(x, c.shape, lambda idx: (*idx[:d], ic(i), *idx[d:]))
+
+
+def _same(c: Call) -> Tensor:
+    return as_tensor(c.args[0])
+
+
+def _to_copy(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    for key, value in c.kwargs.items():
+        if key == "dtype" and value is not None and str(value) != "torch.float64":
+            raise Unsupported(f"a conversion to {value} (only float64 tensors are translated)")
+    return x
+
+
+def _full(c: Call) -> Tensor:
+    value = c.args[1]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Unsupported(f"a fill value of type {type(value).__name__}")
+    return filled(c.shape, value)
+
+
+def _scalar_tensor(c: Call) -> Tensor:
+    return filled((), c.args[0])
+
+
+LOWERINGS: dict[str, Lowering] = {
+    # element-wise arithmetic, broadcasting
+    "add.Tensor": _binary(Op.ADD),
+    "add.Scalar": _binary(Op.ADD),
+    "sub.Tensor": _binary(Op.SUB),
+    "sub.Scalar": _binary(Op.SUB),
+    "mul.Tensor": _binary(Op.MUL),
+    "mul.Scalar": _binary(Op.MUL),
+    "div.Tensor": _binary(Op.DIV),
+    "div.Scalar": _binary(Op.DIV),
+    "maximum.default": _binary(Op.MAX),
+    "minimum.default": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _minimum),
+    "clamp_min.default": _binary(Op.MAX),
+    "pow.Tensor_Scalar": _pow_scalar,
+    "pow.Tensor_Tensor": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(Op.POW)),
+    "neg.default": _unary(_op(Op.NEG)),
+    "exp.default": _unary(_op(Op.EXP)),
+    "log.default": _unary(_op(Op.LOG)),
+    "tanh.default": _unary(_op(Op.TANH)),
+    "abs.default": _unary(_op(Op.ABS)),
+    "sigmoid.default": _unary(sigmoid),
+    "relu.default": _unary(lambda x: E.op(Op.MAX, x, E.const(0.0))),
+    "sqrt.default": _unary(lambda x: E.op(Op.POW, x, E.const(0.5))),
+    "rsqrt.default": _unary(lambda x: E.op(Op.POW, x, E.const(-0.5))),
+    "reciprocal.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), x)),
+    # comparisons and where
+    "gt.Tensor": _compare(Op.GT),
+    "gt.Scalar": _compare(Op.GT),
+    "ge.Tensor": _compare(Op.GTE),
+    "ge.Scalar": _compare(Op.GTE),
+    "lt.Tensor": _compare(Op.LT),
+    "lt.Scalar": _compare(Op.LT),
+    "le.Tensor": _compare(Op.LTE),
+    "le.Scalar": _compare(Op.LTE),
+    "where.self": _where,
+    # reductions
+    "sum.default": _sum,
+    "sum.dim_IntList": _sum,
+    "mean.default": _mean,
+    "mean.dim": _mean,
+    "amax.default": _amax,
+    "max.default": _amax,
+    "_softmax.default": _softmax(log=False),
+    "_log_softmax.default": _softmax(log=True),
+    # products
+    "mm.default": _mm,
+    "bmm.default": _bmm,
+    "mv.default": _mv,
+    "dot.default": _dot,
+    "addmm.default": _addmm,
+    "convolution.default": _convolution,
+    # views and copies
+    "view.default": _reshape,
+    "_unsafe_view.default": _reshape,
+    "reshape.default": _reshape,
+    "squeeze.dim": _reshape,
+    "squeeze.dims": _reshape,
+    "squeeze.default": _reshape,
+    "unsqueeze.default": _reshape,
+    "permute.default": _permute,
+    "expand.default": _expand,
+    "slice.Tensor": _slice,
+    "select.int": _select,
+    "clone.default": _same,
+    "alias.default": _same,
+    "lift_fresh_copy.default": _same,
+    "_to_copy.default": _to_copy,
+    # constants
+    "full.default": _full,
+    "scalar_tensor.default": _scalar_tensor,
+}

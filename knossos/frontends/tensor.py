@@ -1,0 +1,265 @@
+"""Tensors as Knossos code: a shape and a function from an index to the element's expression.
+
+A tensor of shape ``(n0, ..., nk)`` is a ``(Vec (Vec ... Float))`` nested k + 1 deep, a 0-d tensor a
+Float.  :class:`Tensor` is *lazy*: ``at(i0, ..., ik)`` builds the expression of one element, so that
+element-wise ops and views compose into one loop body instead of one loop each.  A :class:`Block`
+gathers the ``let`` bindings of the tensors it materialises (``(build n0 (lam i0 ...))``) and wraps a
+result in them.  Index arithmetic folds constants as it goes, so a view of a view costs no more than
+the index expression it needs.  Nothing here imports torch: :mod:`knossos.frontends.aten` says what
+each ATen op is in these terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import Op
+from knossos.types import FLOAT, INTEGER, Type, vec
+
+Index = tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """``shape`` and ``at(index) -> element``; ``cheap`` when reading an element costs only index
+    arithmetic (a variable or a literal read through a view), so that reading it many times is fine."""
+
+    shape: tuple[int, ...]
+    at: Callable[[Index], Expr]
+    cheap: bool
+    elem: Type = FLOAT
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def tensor_type(rank: int, elem: Type = FLOAT) -> Type:
+    """``(Vec ... elem)`` nested ``rank`` deep (``elem`` itself for rank 0)."""
+    t = elem
+    for _ in range(rank):
+        t = vec(t)
+    return t
+
+
+def from_var(v: Expr, shape: tuple[int, ...], elem: Type = FLOAT) -> Tensor:
+    """The tensor held in the variable ``v`` (read with ``index``, outermost dimension first)."""
+
+    def at(idx: Index) -> Expr:
+        out = v
+        for i in idx:
+            out = E.op(Op.INDEX, i, out)
+        return out
+
+    return Tensor(shape, at, cheap=True, elem=elem)
+
+
+def scalar(value: float) -> Tensor:
+    """A Float literal as a 0-d tensor."""
+    c = E.const(float(value))
+    return Tensor((), lambda idx: c, cheap=True)
+
+
+def filled(shape: tuple[int, ...], value: float) -> Tensor:
+    c = E.const(float(value))
+    return Tensor(shape, lambda idx: c, cheap=True)
+
+
+# -- index arithmetic (Integers, constants folded) ---------------------------------------------------
+def ic(n: int) -> Expr:
+    return E.const(int(n))
+
+
+def _int_value(e: Expr) -> int | None:
+    return e.data if e.op is Op.CONST and e.type is INTEGER else None
+
+
+def iadd(a: Expr, b: Expr) -> Expr:
+    x, y = _int_value(a), _int_value(b)
+    if x is not None and y is not None:
+        return ic(x + y)
+    if x == 0:
+        return b
+    if y == 0:
+        return a
+    if y is not None and y < 0:
+        return E.op(Op.SUB, a, ic(-y))
+    return E.op(Op.ADD, a, b)
+
+
+def imul(a: Expr, k: int) -> Expr:
+    x = _int_value(a)
+    if x is not None:
+        return ic(x * k)
+    if k == 0:
+        return ic(0)
+    return a if k == 1 else E.op(Op.MUL, a, ic(k))
+
+
+def idiv(a: Expr, k: int) -> Expr:
+    """``a / k`` for ``a >= 0`` (Integer division truncates, as in C++)."""
+    x = _int_value(a)
+    if x is not None:
+        return ic(x // k)
+    return a if k == 1 else E.op(Op.DIV, a, ic(k))
+
+
+def imod(a: Expr, k: int) -> Expr:
+    """``a mod k`` for ``a >= 0``: the language has no mod, so ``a - (a / k) * k``."""
+    x = _int_value(a)
+    if x is not None:
+        return ic(x % k)
+    if k == 1:
+        return ic(0)
+    return E.op(Op.SUB, a, E.op(Op.MUL, E.op(Op.DIV, a, ic(k)), ic(k)))
+
+
+def in_range(i: Expr, n: int) -> Expr | None:
+    """``0 <= i < n`` as a Bool expression, or None where it holds for every value ``i`` can take
+    (a literal in range)."""
+    x = _int_value(i)
+    if x is not None:
+        return None if 0 <= x < n else E.const(False)
+    return E.op(Op.AND, E.op(Op.GTE, i, ic(0)), E.op(Op.LT, i, ic(n)))
+
+
+# -- bindings ----------------------------------------------------------------------------------------
+class Names:
+    """Fresh variable names: ``PREFIX_N``, never one of ``taken``."""
+
+    def __init__(self, taken: Sequence[str] = ()) -> None:
+        self.taken = set(taken)
+        self.count = 0
+
+    def __call__(self, prefix: str) -> str:
+        while True:
+            self.count += 1
+            name = f"{prefix}_{self.count}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+class Block:
+    """A chain of ``let`` bindings under construction, and the fresh names used in it."""
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self.bindings: list[tuple[Expr, Expr]] = []
+
+    def index_var(self) -> Expr:
+        return E.var(self.names("i"), INTEGER)
+
+    def whole(self, t: Tensor) -> Expr:
+        """The expression of the whole tensor: nested builds of its elements (the element if 0-d)."""
+        idx = tuple(self.index_var() for _ in t.shape)
+        body = t.at(idx)
+        for i, n in zip(reversed(idx), reversed(t.shape), strict=True):
+            body = E.build(ic(n), i, body)
+        return body
+
+    def bind(self, rhs: Expr, prefix: str = "t") -> Expr:
+        v = E.var(self.names(prefix), rhs.type)
+        self.bindings.append((v, rhs))
+        return v
+
+    def materialise(self, t: Tensor, prefix: str = "t") -> Tensor:
+        """``t`` computed once into a let-bound variable, read from it after."""
+        return from_var(self.bind(self.whole(t), prefix), t.shape, t.elem)
+
+    def cheap(self, t: Tensor, prefix: str = "t") -> Tensor:
+        """``t`` itself where reading it is cheap, else materialised: for ops that read an element
+        more than once."""
+        return t if t.cheap else self.materialise(t, prefix)
+
+    def wrap(self, body: Expr) -> Expr:
+        for v, rhs in reversed(self.bindings):
+            body = E.let(v, rhs, body)
+        return body
+
+    def share(self, e: Expr, use: Callable[[Expr], Expr]) -> Expr:
+        """``use(e)`` where ``use`` may repeat its argument: a let inside the element when ``e`` is not
+        a variable or literal."""
+        if e.op in (Op.VAR, Op.CONST):
+            return use(e)
+        v = E.var(self.names("e"), e.type)
+        return E.let(v, e, use(v))
+
+
+# -- views: index maps -------------------------------------------------------------------------------
+def view(t: Tensor, shape: tuple[int, ...], in_index: Callable[[Index], Index]) -> Tensor:
+    """A tensor of ``shape`` whose element at an index is ``t``'s at ``in_index(index)``."""
+    return Tensor(shape, lambda idx: t.at(in_index(idx)), cheap=t.cheap, elem=t.elem)
+
+
+def reshape_index(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Callable[[Index], Index]:
+    """The index map of a row-major reshape: dimensions of size 1 are dropped or read at 0, the others
+    grouped into runs of equal product; within a run of several dimensions, the output index is
+    flattened and split again (Integer division and remainder)."""
+    in_dims = [k for k, n in enumerate(in_shape) if n != 1]
+    out_dims = [k for k, n in enumerate(out_shape) if n != 1]
+    groups: list[tuple[list[int], list[int]]] = []
+    a = b = 0
+    while a < len(in_dims) or b < len(out_dims):
+        gi, go = [in_dims[a]], [out_dims[b]]
+        pi, po = in_shape[in_dims[a]], out_shape[out_dims[b]]
+        a, b = a + 1, b + 1
+        while pi != po:
+            if pi < po:
+                gi.append(in_dims[a])
+                pi *= in_shape[in_dims[a]]
+                a += 1
+            else:
+                go.append(out_dims[b])
+                po *= out_shape[out_dims[b]]
+                b += 1
+        groups.append((gi, go))
+
+    def in_index(idx: Index) -> Index:
+        out = [ic(0)] * len(in_shape)
+        for gi, go in groups:
+            if len(gi) == 1 and len(go) == 1:
+                out[gi[0]] = idx[go[0]]
+                continue
+            flat = ic(0)
+            for k in go:
+                flat = iadd(imul(flat, out_shape[k]), idx[k])
+            stride = 1
+            for pos, k in enumerate(reversed(gi)):
+                part = idiv(flat, stride)
+                out[k] = part if pos == len(gi) - 1 else imod(part, in_shape[k])
+                stride *= in_shape[k]
+        return tuple(out)
+
+    return in_index
+
+
+def broadcast_index(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Callable[[Index], Index]:
+    """Numpy broadcasting: the trailing dimensions line up; a dimension of size 1 is read at 0."""
+    lead = len(out_shape) - len(shape)
+
+    def in_index(idx: Index) -> Index:
+        return tuple(ic(0) if n == 1 and out_shape[lead + k] != 1 else idx[lead + k] for k, n in enumerate(shape))
+
+    return in_index
+
+
+def broadcasts(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> bool:
+    """Whether reading ``shape`` broadcast to ``out_shape`` reads some element more than once."""
+    n = 1
+    for d in shape:
+        n *= d
+    m = 1
+    for d in out_shape:
+        m *= d
+    return m > n

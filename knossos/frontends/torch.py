@@ -1,0 +1,317 @@
+"""PyTorch functions to Knossos: ``translate(fn, *example_args) -> Program``.
+
+    import torch
+    from knossos.frontends.torch import translate
+
+    def f(W, b, x):
+        return torch.tanh(W @ x + b).sum()
+
+    program = translate(f, torch.randn(64, 32, dtype=torch.float64), torch.randn(64, dtype=torch.float64),
+                        torch.randn(32, dtype=torch.float64))
+
+The function is exported with ``torch.export`` (non-strict) and its graph decomposed to core ATen
+(``run_decompositions()``); each op becomes build/sumbuild/index code (:mod:`knossos.frontends.aten`),
+so the rewrite rules see inside it.  The program has one def, named after the function, whose
+parameters are the function's tensor arguments in order: a tensor of rank k is a ``Vec`` nested k
+deep of Floats, a 0-d tensor or a Python number a Float.  Shapes are the examples', read from the
+exported graph: the def is for those shapes only.  An op without a lowering, a dtype other than
+float64 (or Bool, from comparisons) and a shape that depends on data are one-line
+:class:`~knossos.errors.KsUsageError`\\ s naming the op and the line of the user's code it comes from.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import os
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from knossos import expr as E
+from knossos.callee import def_callee
+from knossos.errors import KsUsageError, Pos, one_line
+from knossos.expr import Expr
+from knossos.frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
+from knossos.frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
+from knossos.ops import KEYWORDS, Op
+from knossos.program import Def, Param, Program
+from knossos.types import BOOL, FLOAT
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>[0-9]+), in (?P<fn>\S+)')
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+def supported_ops() -> list[str]:
+    """The core ATen ops that have a lowering (``aten.NAME.OVERLOAD``)."""
+    return sorted(f"aten.{k}" for k in LOWERINGS)
+
+
+def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = None) -> Program:
+    """A program of one def computing ``fn`` on arguments of the examples' shapes (float64 tensors,
+    or Python numbers, which become Floats)."""
+    if isinstance(fn, torch.nn.Module) or not callable(fn):
+        raise KsUsageError("translate takes a plain function (pass a module's parameters as arguments)")
+    args = tuple(_example(a, k) for k, a in enumerate(example_args))
+    params = _param_names(fn, len(args))
+    def_name = _knossos_name(str(name or getattr(fn, "__name__", "f")), set(), "f")
+    graph, inputs, constants = _export(fn, args)
+    return _lower(graph, inputs, constants, params, def_name)
+
+
+def _example(a: Any, k: int) -> torch.Tensor:
+    if isinstance(a, bool) or not isinstance(a, torch.Tensor | int | float):
+        raise KsUsageError(f"argument {k + 1}: expected a float64 tensor or a number, not {type(a).__name__}")
+    if not isinstance(a, torch.Tensor):
+        return torch.tensor(float(a), dtype=torch.float64)
+    if a.dtype != torch.float64:
+        raise KsUsageError(f"argument {k + 1}: expected a float64 tensor, not {a.dtype}")
+    return a
+
+
+def _knossos_name(name: str, taken: set[str], fallback: str) -> str:
+    """``name`` as a Knossos identifier, not a keyword nor in ``taken``."""
+    out = name if _NAME.match(name) else fallback
+    while out in KEYWORDS or out in taken:
+        out += "_"
+    taken.add(out)
+    return out
+
+
+def _param_names(fn: Callable[..., Any], n: int) -> list[str]:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        sig = None
+    names: list[str] = []
+    if sig is not None:
+        for p in sig.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+            elif p.kind is p.VAR_POSITIONAL:
+                break
+    names = names[:n] + [f"a{k}" for k in range(len(names), n)]
+    taken: set[str] = set()
+    return [_knossos_name(s, taken, f"a{k}") for k, s in enumerate(names)]
+
+
+class _Wrapper(torch.nn.Module):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def _user_functions(fn: Callable[..., Any]) -> list[Callable[..., Any]]:
+    """``fn`` and the functions defined beside it (in its file), whose lines the error messages name."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    found = [fn]
+    for value in getattr(fn, "__globals__", {}).values():
+        c = getattr(value, "__code__", None)
+        if inspect.isfunction(value) and c is not None and c.co_filename == code.co_filename and value is not fn:
+            found.append(value)
+    return found
+
+
+def _export(
+    fn: Callable[..., Any], args: tuple[torch.Tensor, ...]
+) -> tuple[torch.fx.Graph, list[str], dict[str, torch.Tensor]]:
+    """The decomposed graph, the names of its user inputs in order, and its constants by input name."""
+    from torch.export.graph_signature import InputKind
+
+    anchors: set[tuple[str, str]] = getattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS", set())
+    added = {(f.__code__.co_filename, f.__code__.co_name) for f in _user_functions(fn)} - anchors
+    anchors.update(added)  # record the user's frames in the graph's stack traces, not only forward's
+    try:
+        with warnings.catch_warnings():  # torch's own deprecation notices, not the user's business
+            warnings.simplefilter("ignore", FutureWarning)
+            exported = torch.export.export(_Wrapper(fn), args, strict=False).run_decompositions()
+    except KsUsageError:
+        raise
+    except Exception as err:  # torch's many errors: data-dependent control flow, unsupported Python...
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise KsUsageError(f"torch.export failed: {type(err).__name__}: {first[:300]}") from None
+    finally:
+        anchors.difference_update(added)
+    inputs: list[str] = []
+    constants: dict[str, torch.Tensor] = {}
+    for spec in exported.graph_signature.input_specs:
+        arg_name = getattr(spec.arg, "name", None)
+        if arg_name is None:
+            raise KsUsageError(f"an input of kind {spec.kind.name} that is not a tensor")
+        if spec.kind is InputKind.USER_INPUT:
+            inputs.append(arg_name)
+        elif spec.kind is InputKind.CONSTANT_TENSOR and spec.target is not None:
+            value = exported.constants[spec.target]
+            if not isinstance(value, torch.Tensor):
+                raise KsUsageError(f"a constant of type {type(value).__name__}")
+            constants[arg_name] = value
+        else:
+            raise KsUsageError(f"an input of kind {spec.kind.name} (pass parameters and buffers as arguments)")
+    return exported.graph, inputs, constants
+
+
+# -- where a node comes from ---------------------------------------------------------------------------
+def _source(node: torch.fx.Node) -> tuple[str | None, Pos | None, str]:
+    """The file, position and text of the user's line that made ``node`` (the innermost frame of the
+    stack trace outside torch and this module)."""
+    trace = node.meta.get("stack_trace") or ""
+    best: tuple[str | None, Pos | None, str] = (None, None, "")
+    for m in _FRAME.finditer(trace):
+        file = m.group("file")
+        if file.startswith(_TORCH_DIR) or os.path.abspath(file) == os.path.abspath(__file__):
+            continue
+        line = int(m.group("line"))
+        text = linecache.getline(file, line)
+        col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1
+        best = (file, Pos(line, col), text.strip())
+    return best
+
+
+def _node_error(node: torch.fx.Node, message: str) -> KsUsageError:
+    file, pos, text = _source(node)
+    where = f" in `{one_line(text)}`" if text else ""
+    return KsUsageError(f"{message}{where}", pos, file)
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    name = getattr(target, "__name__", None) if not isinstance(target, str) else target
+    text = str(target)
+    return text if text.startswith("aten.") else f"{getattr(target, '__module__', '')}.{name}".lstrip(".")
+
+
+# -- the graph -------------------------------------------------------------------------------------------
+def _shape(node: torch.fx.Node) -> tuple[tuple[int, ...], Any]:
+    """The static shape and dtype torch recorded for ``node``'s value (a dynamic one is an error)."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+            raise _node_error(node, f"a dynamic shape: {_op_name(node)} computes a size from the data")
+        raise _node_error(node, f"{_op_name(node)} gives a {type(val).__name__}, not a tensor")
+    dims = []
+    for d in val.shape:
+        if not isinstance(d, int):
+            raise _node_error(
+                node,
+                f"a dynamic shape: {_op_name(node)} gives a tensor of size {tuple(val.shape)}, known only at run time",
+            )
+        dims.append(d)
+    return tuple(dims), val.dtype
+
+
+def _uses(node: torch.fx.Node) -> int:
+    """How many times ``node`` is an argument (counting repeats within one user)."""
+    flat: list[torch.fx.Node] = []
+    for user in node.users:
+        torch.fx.node.map_arg((user.args, user.kwargs), flat.append)
+    return sum(1 for n in flat if n is node)
+
+
+def _constant(block: Block, value: torch.Tensor, node: torch.fx.Node) -> Tensor:
+    if value.dtype != torch.float64:
+        raise _node_error(node, f"a constant tensor of dtype {value.dtype} (only float64 is translated)")
+    shape = tuple(int(d) for d in value.shape)
+    if value.numel() > 1024:
+        raise _node_error(node, f"a constant tensor of {value.numel()} elements (at most 1024 become literals)")
+    flat = [float(v) for v in value.reshape(-1).tolist()]
+    if not shape:
+        return as_tensor(flat[0])
+
+    def pick(i: Expr, lo: int, hi: int) -> Expr:  # a balanced tree of ifs over the flat index
+        if hi - lo == 1:
+            return E.const(flat[lo])
+        mid = (lo + hi) // 2
+        return E.op(Op.IF, E.op(Op.LT, i, E.const(mid)), pick(i, lo, mid), pick(i, mid, hi))
+
+    def at(idx: tuple[Expr, ...]) -> Expr:
+        f = ic(0)
+        for i, n in zip(idx, shape, strict=True):
+            f = iadd(imul(f, n), i)
+        return block.share(f, lambda v: pick(v, 0, len(flat)))
+
+    return block.materialise(Tensor(shape, at, cheap=False), "const")
+
+
+def _lower(
+    graph: torch.fx.Graph, inputs: list[str], constants: dict[str, torch.Tensor], params: list[str], def_name: str
+) -> Program:
+    names = Names([*params, def_name])
+    block = Block(names)
+    values: dict[torch.fx.Node, Any] = {}
+    param_vars: list[Param] = []
+    by_input = dict(zip(inputs, params, strict=True))
+    output: Any = None
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            shape, dtype = _shape(node)
+            if node.name in constants:
+                values[node] = _constant(block, constants[node.name], node)
+                continue
+            if dtype != torch.float64:
+                raise _node_error(node, f"an argument of dtype {dtype} (only float64 is translated)")
+            v = E.var(by_input[node.name], tensor_type(len(shape)))
+            param_vars.append(Param(v.data, v.type))
+            values[node] = from_var(v, shape)
+        elif node.op == "call_function":
+            if not node.users and _op_name(node).startswith("aten._assert"):
+                continue  # a check torch adds (of a dtype, say): shapes and dtypes are checked here anyway
+            values[node] = _call(block, node, values)
+        elif node.op == "output":
+            output = torch.fx.node.map_arg(node.args[0], lambda n: values[n])
+        else:
+            raise _node_error(node, f"a graph node of kind {node.op} ({node.target})")
+    body = _result(block, output)
+    d = Def(def_name, body.type, tuple(param_vars), body)
+    program = Program()
+    program.add(d, def_callee(d))
+    return program
+
+
+def _call(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Tensor:
+    shape, dtype = _shape(node)
+    name = _op_name(node)
+    key = name.removeprefix("aten.")
+    lower = LOWERINGS.get(key) if name.startswith("aten.") else None
+    if lower is None:
+        raise _node_error(node, f"unsupported op {name}")
+    if dtype not in (torch.float64, torch.bool):
+        raise _node_error(node, f"{name} gives a {dtype} tensor (only float64 is translated)")
+    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
+    try:
+        t = lower(Call(block, tuple(args), dict(kwargs), shape))
+    except Unsupported as err:
+        raise _node_error(node, f"{name} with {err}") from None
+    want = BOOL if dtype == torch.bool else FLOAT
+    if t.shape != shape or t.elem is not want:
+        raise AssertionError(f"{name} lowered to shape {t.shape} {t.elem}, torch says {shape} {want}")
+    return block.cheap(t) if _uses(node) > 1 else t
+
+
+def _result(block: Block, output: Any) -> Expr:
+    items = list(output) if isinstance(output, list | tuple) else [output]
+    parts: list[Expr] = []
+    for item in items:
+        if not isinstance(item, Tensor):
+            raise KsUsageError(f"the function returns a {type(item).__name__}; return tensors")
+        parts.append(block.whole(item))
+    body = parts[0] if len(parts) == 1 else E.tuple_(*parts)
+    return block.wrap(body)
+
+
+__all__ = ["supported_ops", "translate"]
+
+
+def example_tensors(shapes: Sequence[tuple[int, ...]], seed: int = 0) -> list[torch.Tensor]:
+    """float64 example tensors of these shapes (0-d for ``()``), seeded."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]

@@ -325,6 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_grad(sub)
 
+    from knossos.frontends.cli import register as register_import  # torch is imported only when it runs
+
+    register_import(sub)
+
     # Other packages (rules, search) add their commands through this entry point group, so that the
     # language core does not import them.
     for entry in sorted(entry_points(group="knossos.commands"), key=lambda e: e.name):

@@ -32,11 +32,13 @@ sys.path.insert(0, str(ROOT))
 from experiments.common import revision  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 
-#: Runs optimize.py as __main__ and prints the process's peak resident memory (MiB) on stderr's last line.
+#: Runs optimize.py as __main__ and prints the process's peak resident memory (MiB) on stderr's last line:
+#: VmHWM, since Linux carries ru_maxrss over from the forking process through exec.
 PEAK = (
-    "import resource, runpy, sys\nsys.argv = sys.argv[1:]\n"
+    "import runpy, sys\nsys.argv = sys.argv[1:]\n"
     "try: runpy.run_path(sys.argv[0], run_name='__main__')\n"
-    "finally: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)"
+    "finally: print(int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) // 1024,"
+    " file=sys.stderr)"
 )
 COMMON = ["--rules", "simplify_rules", "--model", "none", "--json", "--quiet"]
 CASES = {

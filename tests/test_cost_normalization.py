@@ -108,7 +108,7 @@ def test_optimize_takes_the_models_search_and_depth_unless_told(tmp_path: Path) 
     assert _optimise("--model", path, "--search", "astar")["search"] == "astar"
     assert _optimise("--model", path)["depth"] == 1
     assert _optimise("--model", path, "--depth", "3")["depth"] == 3
-    assert _optimise()["search"] == "astar" and _optimise()["depth"] == 10
+    assert _optimise()["search"] == "saturate-astar" and _optimise()["depth"] == 10  # the default without a model
     assert _optimise("--model", path)["prune_commutes"] is False
 
 

@@ -25,23 +25,24 @@ def load_value_function(spec: str, precision: Precision = "float32", scale: floa
     factor on its values (None: the model's own); zero ignores both."""
     if spec in ("none", "zero"):
         return ZeroValue()
+    shipped: list[str] = []
     if "/" not in spec and not spec.endswith(".pt"):
         try:
-            from gnn.checkpoint import shipped_model
+            from gnn.checkpoint import shipped_model, shipped_model_names
         except ImportError:
             raise KsUsageError(f"the model '{spec}' needs the gnn package (torch)") from None
         found = shipped_model(spec)
         if found is not None:
             spec = str(found)
+        shipped = shipped_model_names()
     path = Path(spec)
     try:
         exists = path.is_file()
     except OSError:  # a name the file system cannot hold (too long, ...)
         exists = False
     if not exists:
-        raise KsUsageError(
-            f"no model file '{spec}' (give a checkpoint written by train.py, a shipped model's name, or 'none')"
-        )
+        names = f"one of {', '.join(shipped)}" if shipped else "a shipped model's name"
+        raise KsUsageError(f"no model file '{spec}' (give a checkpoint written by train.py, {names}, or 'none')")
     try:
         from gnn.checkpoint import load_value_function as load_checkpoint
     except ImportError:

@@ -24,7 +24,8 @@ from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import check_threads, serializable
 from knossos.cpp.emit import emit_program
 from knossos.errors import KsError, KsUsageError
-from knossos.expr import Expr
+from knossos.expr import Expr, path_to
+from knossos.ops import Op
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_def, format_expr, format_program
 from knossos.program import Def, Param, Program
@@ -303,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        _print_human(result, d, args.cost)
+        _print_human(result, d, report, outputs.wanted)
         if "bench" in report:
             assert d is not None
             print(_bench_table(d.name, report["bench"]))  # type: ignore[arg-type]
@@ -548,20 +549,48 @@ def _progress_bar(budget: int, disabled: bool) -> _Bar | None:
     return None if disabled else _Bar(budget)
 
 
-def _print_human(result: SearchResult, d: Def | None, cost_model: str = DEFAULT_COST) -> None:
+def _print_human(result: SearchResult, d: Def | None, report: dict[str, object], outputs_wanted: bool) -> None:
     drop = result.start_cost - result.best_cost
+    cost_model = report.get("cost_model", DEFAULT_COST)
     model = "" if cost_model == DEFAULT_COST else f" ({cost_model} cost model)"
+    change = f"-{drop:g}" if drop > 0 else "no change"
+    ran = f"{report['search']}" + (f", --model {report['model']}" if report.get("model") not in (None, "none") else "")
     print(
-        f"cost{model} {result.start_cost:g} -> {result.best_cost:g} (-{drop:g}) in {len(result.steps)} steps; "
-        f"{result.evaluations} evaluations, {result.expanded} expanded, {result.seconds:.2f} s"
+        f"cost{model} {result.start_cost:g} -> {result.best_cost:g} ({change}) in {len(result.steps)} steps "
+        f"by {ran}; {result.evaluations} evaluations, {result.expanded} expanded, {result.seconds:.2f} s"
     )
     for note in result.notes:
         print(f"note: {note}")
     if result.interrupted:
         print("note: interrupted; this is the best found so far")
-    for i, s in enumerate(result.steps, 1):
-        print(f"  {i:>3}. {s.node:>5}:{s.rule:<24} cost {s.cost:g}")
+    for i, (step, where) in enumerate(zip(result.steps, _rewritten(result), strict=True), 1):
+        print(f"  {i:>3}. {step.rule:<24} cost {step.cost:<10g} at node {step.node}: {where}")
+    if d is not None and not outputs_wanted and drop > 0:
+        print(
+            "note: -o OUT.ks writes the program with this def; the cost is the cost model's estimate, "
+            "not time: --bench n=... times the def as C++"
+        )
     if d is not None:
         print(format_def(Def(d.name, d.ret_type, d.params, result.best, d.ret_sizes)))
     else:
         print(format_expr(result.best))
+
+
+#: Subexpressions shown in step lines are cut to this many characters.
+SNIPPET = 48
+
+
+def _rewritten(result: SearchResult) -> list[str]:
+    """For each step, the subexpression it rewrote (one line, cut short), as the step saw it."""
+    path = result.graph.path(result.best)
+    if len(path) != len(result.steps):
+        return ["" for _ in result.steps]
+    return [_snippet(path_to(before, action.node)[1]) for before, action in path]
+
+
+def _snippet(node: Expr) -> str:
+    if node.size > 200:  # printing it whole would cost more than it says
+        head = node.data.name if node.op is Op.CALL else node.op.name.lower()
+        return f"({head} ...)"
+    text = " ".join(format_expr(node, width=10**6).split())
+    return text if len(text) <= SNIPPET else text[: SNIPPET - 3] + "..."

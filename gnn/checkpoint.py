@@ -224,6 +224,11 @@ def shipped_model(name: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def shipped_model_names() -> list[str]:
+    """The names ``--model`` takes for the models in ``gnn/models/``, sorted."""
+    return sorted(p.stem for p in SHIPPED_MODELS.glob("*.pt"))
+
+
 def value_scale_of(state: dict[str, Any]) -> float:
     """The value scale a checkpoint's model is searched with: its own (set on export), else the one
     its training searches used, else 1 (the paper's A*)."""

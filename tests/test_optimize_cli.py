@@ -217,3 +217,20 @@ def test_random_search_on_a_small_expression_ends() -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("optimize.py --search random did not end within 5 s")
     assert done.returncode == 0 and json.loads(done.stdout)["best_cost"] == 0.0
+
+
+def test_human_output_says_what_ran_and_where_each_step_acts(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(ROOT / "examples" / "bindgen_test_8.ks"), "--rules", "binding_rules", "--model", "ggnn"]
+    code, out, _ = run(capsys, *argv, "--budget", "300")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("cost 12 -> 8.1 (-3.9) in 10 steps by astar, --model ggnn;")
+    # a step names its rule, the cost after it and the subexpression it rewrote
+    assert lines[1].split() == ["1.", "new_bind", "cost", "12.1", "at", "node", "9:", "(mul", "x", "y)"]
+    assert "-o OUT.ks writes" in lines[11] and "--bench" in lines[11] and lines[12].startswith("(def f Float")
+    code, out, _ = run(capsys, "--expr", "(mul x 2.0)", "--rules", "simplify_rules")
+    assert code == 0 and out.startswith("cost 2 -> 2 (no change) in 0 steps by saturate-astar;")
+
+
+def test_an_unknown_model_lists_the_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--expr", "(add x 0.0)", "--model", "foo")
+    assert code == 1 and "one of blas, " in err and ", default, ggnn, gradients, " in err and err.count("\n") == 1

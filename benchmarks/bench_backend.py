@@ -1,6 +1,6 @@
 """The C++ backend against numpy (issue 33): dense kernels written as Knossos loops, compiled, timed.
 
-Run:  python benchmarks/bench_backend.py [--quick] [--seconds S] [--out FILE]
+Run:  python benchmarks/bench_backend.py [--quick] [--seconds S] [--out FILE] [--cases gemm,call]
 
 Cases (benchmarks/programs/backend.ks, and blas_test.kso's ``gemm``):
   matvec      y = M v, M n x n                                  numpy: M @ v
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import platform
@@ -162,6 +163,7 @@ def main() -> int:
     ap.add_argument(
         "--out", type=Path, default=None, help=f"JSONL output (default {OUT.relative_to(ROOT)}; --quick: none)"
     )
+    ap.add_argument("--cases", default="", help="comma-separated cases to run (default all; with it, no results file)")
     ap.add_argument("--table", action="store_true", help="print the results file as docs/cpp.md's table; run nothing")
     args = ap.parse_args()
     if args.table:
@@ -179,6 +181,12 @@ def main() -> int:
         ("sumsq", backend, "sumsq", big, [("x @ x", np_sumsq), ("np.sum(x * x)", np_sumsq_sum)]),
         ("axpby", backend, "axpby", big, [("a * x + b * y", np_axpby)]),
     ]
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        unknown = wanted - {c[0] for c in cases} - {"call"}
+        if unknown:
+            ap.error(f"unknown cases: {', '.join(sorted(unknown))}")
+        cases = [c for c in cases if c[0] in wanted]
     threads = default_threads()
     meta = {
         "revision": revision(),
@@ -256,10 +264,13 @@ def main() -> int:
                     }
                 )
     # the overhead of a compiled call with small arguments, from Python
-    for config, exact, nthreads in CONFIGS:
+    call_configs: list[tuple[str, bool, int | None]] = (
+        CONFIGS if not args.cases or "call" in args.cases.split(",") else []
+    )
+    for config, exact, nthreads in call_configs:
         f = compile_def(BACKEND, "sumsq", exact_order=exact, threads=nthreads)
         x = np.array([0.5, 1.0, 1.5, 2.0])
-        t_min, t_med, calls, value = time_python(lambda f=f, x=x: f(x), args.seconds)
+        t_min, t_med, calls, value = time_python(functools.partial(f, x), args.seconds)
         assert value == 7.5
         print(
             f"{'call':<11} {config:<9} {format_seconds(t_min):>10} {'-':>10} {'-':>7} {'20 us':>7}  sumsq of 4 elements from Python"
@@ -279,7 +290,7 @@ def main() -> int:
                 **meta,
             }
         )
-    out = args.out if args.out is not None else (None if args.quick else OUT)
+    out = args.out if args.out is not None else (None if args.quick or args.cases else OUT)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "w", encoding="utf-8") as fh:

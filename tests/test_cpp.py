@@ -430,6 +430,7 @@ def test_a_sum_inside_each_element_is_computed_row_wise_first() -> None:
     def innermost_sum_loop(name: str) -> str:
         source = emit_program(program, [name], include_runtime=False)
         body = source.split(f"ks_{name}(", 2)[2].split("\n}\n", 1)[0]
+        body = body.split("compute their own sums", 1)[-1]  # the row-wise code (after a blocked loop nest)
         return body.split("+= ", 1)[0].rsplit("for (", 1)[1]
 
     assert "_k = 0;" in innermost_sum_loop("gemm_fused")  # k inside j: reads rows of b
@@ -699,3 +700,59 @@ def test_cli_reports_unsupported_edefs(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["cpp", str(src)]) == 1
     err = capsys.readouterr().err
     assert "no implementation of edef 'mystery'" in err and err.count("\n") == 1
+
+
+def test_blocked_matrix_products_match_the_row_wise_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Matrices large enough for the register-blocked loop nest (emit._block_rows: rows 8 at a time,
+    16 columns, 256-row panels, a last short tile and rows left to the row-wise code): to the bit the
+    interpreter's values under exact order, within the tolerance otherwise; an error, a short row or a
+    lazy vector falls back to the row-wise code, with the same errors in the same order."""
+    from knossos.cpp import emit
+    from knossos.cpp.bench import values_agree
+
+    program = parse_program(LOOPS, "loops.ks")
+    rng = random.Random(11)
+
+    def matrix(rows: int, cols: int) -> list[list[float]]:
+        return [[rng.choice([1e16, 1.0, -1e16, 0.5, 3.0, -7.25]) for _ in range(cols)] for _ in range(rows)]
+
+    a, b, c = matrix(19, 13), matrix(13, 37), matrix(19, 37)
+    tall = matrix(300, 3)
+    short_b = [row[:] for row in b]
+    short_b[6] = short_b[6][:20]
+    short_a, short_c = [row[:] for row in a], [row[:] for row in c]
+    short_a[2], short_c[1] = short_a[2][:5], short_c[1][:4]  # row 1 fails first, on c
+    calls: list[tuple[str, list[object]]] = [
+        ("mm", [a, b]),
+        ("mm", [tall, matrix(3, 17)]),  # two panels, the second of 44 rows
+        ("mm", [a, short_b]),
+        ("mm", [short_a, b]),
+        ("gemm_fused", [2.0, a, b, -0.5, c]),
+        ("gemm_fused", [2.0, short_a, b, -0.5, short_c]),
+        ("gemm_fused", [2.0, a, short_b, -0.5, c]),
+        ("mm_lazy", [matrix(9, 9), [1.0] * 20, 3.0]),  # lazy rows of b: the row-wise code
+        ("mm_sized", [40, 13, a, b]),  # k out of range, in the last columns
+        ("mm_sized", [37, 14, a, b]),  # j out of range
+    ]
+    interpreter = Interpreter(max_steps=10**8)
+    want: list[object] = []
+    for name, args in calls:
+        try:
+            want.append(interpreter.call(program.defs[name], args))
+        except KsError as err:
+            want.append(err)
+    assert "ks::Fallback" in emit_program(program, ["mm"], include_runtime=False)
+    blocked = compile_program(program, extra_flags=TEST_FLAGS, exact_order=True).run(calls)
+    fast = compile_program(program, extra_flags=TEST_FLAGS).run(calls)
+    monkeypatch.setattr(emit._FunctionEmitter, "_blockable", lambda self, node: None)  # the row-wise code
+    row_wise = compile_program(program, extra_flags=TEST_FLAGS, exact_order=True).run(calls)
+    failures = 0
+    for (name, _), w, have, quick, rows in zip(calls, want, blocked, fast, row_wise, strict=True):
+        if isinstance(w, KsError):
+            assert isinstance(have, KsError) and isinstance(quick, KsError), (name, have, quick)
+            assert str(have) == str(rows) == str(quick), name
+            failures += 1
+        else:
+            assert have == w == rows, name  # to the bit
+            assert values_agree(w, quick), name
+    assert failures == 6

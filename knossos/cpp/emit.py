@@ -350,6 +350,12 @@ _LOOPS = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM})
 PARALLEL_MIN_NESTED = 64
 PARALLEL_MIN_FLAT = 1 << 15
 
+#: A matrix product's rows are summed this many at a time, over tiles of this many columns, with the
+#: BLOCK_ROWS x BLOCK_COLS partial sums in registers (see _FunctionEmitter._block_rows).
+BLOCK_ROWS = 8
+BLOCK_COLS = 16
+BLOCK_PANEL = 256  # rows computed together, so that each packed column tile serves them all
+
 
 def _has_loop(body: Expr, done: Expr | None = None) -> bool:
     """Whether evaluating ``body`` may run a loop or a call (``done`` not looked into)."""
@@ -395,6 +401,25 @@ def _parallel_condition(n: str, innermost: bool) -> str:
     return f"{n} >= {PARALLEL_MIN_FLAT if innermost else PARALLEL_MIN_NESTED}"
 
 
+_Hoisted = dict[int, tuple[Expr, str, tuple[tuple[str, str | None], ...]]]
+
+
+def _only_read(e: Expr, v: Expr, k: str) -> bool:
+    """Whether ``e`` uses ``v`` (this node) only as ``(index k v)``."""
+    stack = [e]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node is v:
+            continue
+        seen.add(id(node))
+        for c, a in enumerate(node.args):
+            if a is v and not (node.op is Op.INDEX and c == 1 and node.args[0].op is Op.VAR and node.args[0].data == k):
+                return False
+        stack.extend(node.args)
+    return True
+
+
 class _FunctionEmitter:
     """Writes the statements of one def's body."""
 
@@ -412,6 +437,10 @@ class _FunctionEmitter:
         self._dense: dict[tuple[str, str], str] = {}
         # loops around the code being emitted (parallel loops are outermost)
         self.loop_depth = 0
+        # id of a build whose row sums a blocked loop nest computed: (ok flag, block, row offset)
+        self._row_blocks: dict[int, tuple[str, str, str]] = {}
+        # (index atom, vector atom) -> the C++ of that element (a blocked loop nest's reads)
+        self._reads: dict[tuple[str, str], str] = {}
 
     def line(self, text: str) -> None:
         self.lines.append("    " * min(self.depth, MAX_INDENT) + text)
@@ -573,21 +602,31 @@ class _FunctionEmitter:
         self.line(f"const {cpp_type(node.type)} {result} = ks::make_vec<{elem}>({n});")
         sums = self._row_sum(node)
         if sums is body:
-            yield from self._sum_rows(n, result, var.data, body)
+            yield from self._rows_or_block(id(node), n, result, var.data, sums)
             return result
         sums_by_row = None
         if sums is not None:  # the sums first, row-wise, into a vector the element loop then reads
             sums_by_row = self.fresh()
             self.line(f"const ks::Vec<double> {sums_by_row} = ks::make_vec<double>({n});")
-            yield from self._sum_rows(n, sums_by_row, var.data, sums)
+            yield from self._rows_or_block(id(node), n, sums_by_row, var.data, sums)
         i = self.fresh_var(var.data)
+        blocked = self._blockable(node)
+        if blocked is not None:  # rows' sums BLOCK_ROWS at a time (see _block_rows)
+            count, blk, width = self.fresh("r"), self.fresh("blk"), self.fresh("w")
+            self.line(f"std::int64_t {count} = 0;")
+            self.line(f"ks::Vec<double> {blk};")
+            self.line(f"std::int64_t {width} = 0;")
 
         def store() -> Step:
             saved = self._push(var.data, i)
+            if blocked is not None:
+                yield from self._block_rows(n, i, var.data, blocked[1], (count, blk, width), blocked[0])
+                self._row_blocks[id(body)] = (f"{i} % {BLOCK_PANEL} < {count}", blk, f"({i} % {BLOCK_PANEL}) * {width}")
             if sums is not None:
                 value = self.bind(FLOAT, f"{sums_by_row}.data[{i}]")
                 self._hoisted[id(sums)] = (sums, value, self._bindings(sums))
             value = yield body
+            self._row_blocks.pop(id(body), None)
             self._pop(var.data, saved)
             self.line(f"{result}.data[{i}] = {value};")
             return value
@@ -791,6 +830,259 @@ class _FunctionEmitter:
         self.line("}")
         return result
 
+    def _rows_or_block(self, key: int, n: str, result: str, k: str, sums: Expr) -> Step:
+        """``result[k]`` = the row sums of :meth:`_sum_rows`, copied from the block that an enclosing
+        blocked loop nest computed for this build (``key``) where it did."""
+        block = self._row_blocks.get(key)
+        if block is None:
+            yield from self._sum_rows(n, result, k, sums)
+            return result
+        ok, blk, offset = block
+        self.line(f"if ({ok}) {{")
+        self.line(f"    std::copy_n({blk}.data + {offset}, {n}, {result}.data);")
+        self.line("} else {")
+        self.depth += 1
+        yield from self._sum_rows(n, result, k, sums)
+        self.depth -= 1
+        self.line("}")
+        return result
+
+    def _blockable(self, node: Expr) -> tuple[Expr, Expr] | None:
+        """For ``(build n (lam i (build m (lam k body))))`` whose inner build is computed with row sums
+        ``(sumbuild p (lam j e))`` (:meth:`_row_sum`) and whose ``e`` depends on ``i`` (a matrix
+        product): the inner build and that sum, which :meth:`_block_rows` computes for several ``i``
+        at once; otherwise None."""
+        _, var, inner = node.args
+        if inner.op is not Op.BUILD:
+            return None
+        sums = self._row_sum(inner)
+        if sums is None:
+            return None
+        i, m, k = var.data, inner.args[0], inner.args[1].data
+        p, j, e = sums.args
+        if len({i, j.data, k}) < 3 or i in m.free or i in p.free or i not in e.free or _has_loop(e):
+            return None
+        return inner, sums
+
+    def _hoist(self, exprs: list[Expr]) -> Step:
+        for h in exprs:
+            atom = yield h
+            self._hoisted[id(h)] = (h, atom, self._bindings(h))
+        return ""
+
+    def _block_rows(self, n: str, i: str, ivar: str, sums: Expr, block: tuple[str, str, str], inner: Expr) -> Step:
+        """At every ``i`` that is a multiple of BLOCK_PANEL, the row sums of :meth:`_row_sum` for the
+        next ``count`` rows (BLOCK_PANEL, or fewer at the end, a multiple of BLOCK_ROWS) into ``blk``
+        (row after row, ``w`` columns each); the rows past ``count`` compute their own.
+
+        A register-blocked loop nest (a matrix product's tiling): for each tile of BLOCK_COLS columns,
+        the elements of the vectors that ``e`` reads at the column index and that depend on the term
+        ``j`` only (the right-hand matrix's rows) are copied into a contiguous panel, ``p`` x
+        BLOCK_COLS; then for each BLOCK_ROWS rows, BLOCK_ROWS x BLOCK_COLS accumulators stay in
+        registers while ``j`` runs over the terms, so each element read serves BLOCK_ROWS rows.  Every
+        accumulator starts at +0.0 and adds its terms in the order of ``j``, as the row-wise loop does,
+        so the sums are the same to the bit (under exact order; otherwise a product term is one fused
+        multiply-add, ``KS_MADD``, where the CPU has it).  The vectors read through pointers are checked
+        dense and long enough first (``ks::require_dense``); anything that fails or is not dense (an
+        error, a lazy vector) throws, and every row of the panel then computes its sums as before, in
+        its own iteration, so errors are those of the row-wise code."""
+        count, blk, width = block
+        rows, cols, panel = BLOCK_ROWS, BLOCK_COLS, BLOCK_PANEL
+        m_expr, k = inner.args[0], inner.args[1].data
+        p_expr, jv, e = sums.args
+        j = jv.data
+        saved_hoisted, saved_dense, saved_reads = dict(self._hoisted), dict(self._dense), dict(self._reads)
+        per_row, row_ranged = _loop_invariants(e, j, frozenset({j, k}))  # depend on i (or nothing)
+        per_row_term, ranged = _loop_invariants(e, k, frozenset({k}))  # on i and j
+        dense = [x for x in ranged if x.type in (FLOAT, INTEGER)]
+        packed = [
+            x for x in dense if j in x.args[1].free and ivar not in x.args[1].free and _only_read(e, x.args[1], k)
+        ]
+        direct = [x for x in dense if x not in packed]
+        row_dense = [x for x in row_ranged if x.type in (FLOAT, INTEGER)]  # (index j v), v per row
+        skip = {id(x) for x in (*per_row, *per_row_term, *dense)}
+        simd = _cannot_fail(e, skip)
+
+        self.line(f"if ({i} % {panel} == 0) {{")
+        self.depth += 1
+        self.line(f"{count} = 0;")
+        self.line(f"if ({n} - {i} >= {rows}) try {{")
+        self.depth += 1
+        m = yield m_expr
+        p = yield p_expr
+        self.line(f'ks::check_size({p}, "sumbuild");')
+        self.line(
+            f"if ({m} < 1 || {m} > (std::int64_t(1) << 40) || {p} < 1 || {p} > (std::int64_t(1) << 40)) throw ks::Fallback();"
+        )
+        rows_here = self.fresh("r")
+        self.line(f"const std::int64_t {rows_here} = std::min<std::int64_t>({panel}, {n} - {i}) / {rows} * {rows};")
+        self.line(f"{width} = {m};")
+        self.line(f"{blk} = ks::make_vec<double>({rows_here} * {m});")
+        base = dict(self._hoisted)
+        packs = []
+        for _ in packed:
+            packs.append(self.fresh("pack"))
+            self.line(f"const ks::Vec<double> {packs[-1]} = ks::make_vec<double>({p} * {cols});")
+        kb = self.fresh("c")
+        self.line(f"for (std::int64_t {kb} = 0; {kb} < {m}; {kb} += {cols}) {{")
+        self.depth += 1
+        tile = self.fresh("n")
+        self.line(f"const std::int64_t {tile} = std::min<std::int64_t>({cols}, {m} - {kb});")
+        if packed:  # this tile's columns of the rows that every row of the panel reads
+            jj = self.fresh_var(j)
+            self.line(f"for (std::int64_t {jj} = 0; {jj} < {p}; ++{jj}) {{")
+            self.depth += 1
+            saved_j = self._push(j, jj)
+            self._hoisted = dict(base)
+            for x, pack in zip(packed, packs, strict=True):
+                v = yield x.args[1]
+                self.line(f"ks::require_dense({m}, {v});")
+                self.line(
+                    f"for (std::int64_t u = 0; u < {tile}; ++u) {pack}.data[{jj} * {cols} + u] = {v}.data[{kb} + u];"
+                )
+            self._pop(j, saved_j)
+            self.depth -= 1
+            self.line("}")
+        rb = self.fresh("rb")
+        self.line(f"for (std::int64_t {rb} = 0; {rb} < {rows_here}; {rb} += {rows}) {{")
+        self.depth += 1
+        row_atoms = []
+        row_states = []
+        for r in range(rows):
+            row_atoms.append(self.fresh_var(ivar))
+            self.line(f"const std::int64_t {row_atoms[r]} = {i} + {rb} + {r};")
+        row_vectors: list[list[str]] = []
+        for r in range(rows):
+            self._hoisted = dict(base)
+            saved_i = self._push(ivar, row_atoms[r])
+            yield from self._hoist(per_row)
+            vs = []
+            for x in row_dense:
+                vs.append((yield x.args[1]))
+                self.line(f"ks::require_dense({p}, {vs[-1]});")
+            for x in direct:
+                if j not in x.args[1].free:
+                    v = yield x.args[1]
+                    self.line(f"ks::require_dense({m}, {v});")
+            row_vectors.append(vs)
+            self._pop(ivar, saved_i)
+            row_states.append(self._hoisted)
+        row_info = (row_atoms, row_states, base, row_vectors)
+        pack_of = [(x.args[1], pack) for x, pack in zip(packed, packs, strict=True)]
+        if any(j in x.args[1].free for x in direct):  # vectors per row and term: checked first
+            yield from self._block_terms(
+                p, j, ivar, row_info, per_row_term, direct, pack_of, lambda r, vs, jj: self._require(m, vs)
+            )
+        acc = self.fresh("acc")
+        self.line(f"double {acc}[{rows}][{cols}] = {{}};")
+
+        def accumulate(r: int, vectors: list[str], jj: str, bound: str) -> Step:
+            u, ku = self.fresh("u"), self.fresh_var(k)
+            for x, v in zip(direct, vectors, strict=True):
+                if _is_identifier(v):
+                    ptr = self.fresh("d")
+                    self.line(f"const {cpp_type(x.type)}* __restrict {ptr} = {v}.data;")
+                    self._dense[(ku, v)] = ptr
+            for pack in packs:
+                self._reads[(ku, pack)] = f"{pack}.data[{jj} * {cols} + {u}]"
+            if simd:
+                self.line("KS_SIMD")
+            self.line(f"for (std::int64_t {u} = 0; {u} < {bound}; ++{u}) {{")
+            self.depth += 1
+            self.line(f"[[maybe_unused]] const std::int64_t {ku} = {kb} + {u};")
+            saved_k = self._push(k, ku)
+            cell = f"{acc}[{r}][{u}]"
+            if e.op is Op.MUL and e.args[0].type is FLOAT and e.args[1].type is FLOAT:
+                left = yield e.args[0]
+                right = yield e.args[1]
+                self.line(f"{cell} = KS_MADD({cell}, {left}, {right});")
+            else:
+                value = yield e
+                self.line(f"{cell} += {value};")
+            self._pop(k, saved_k)
+            self.depth -= 1
+            self.line("}")
+            return ""
+
+        self.line(f"if ({tile} == {cols}) {{")
+        for bound in (str(cols), tile):  # a whole tile (a constant trip count, in registers), the last one
+            self.depth += 1
+            yield from self._block_terms(
+                p,
+                j,
+                ivar,
+                row_info,
+                per_row_term,
+                direct,
+                pack_of,
+                functools.partial(accumulate, bound=bound),
+            )
+            self.depth -= 1
+            self.line("} else {" if bound != tile else "}")
+        for r in range(rows):
+            self.line(
+                f"for (std::int64_t u = 0; u < {tile}; ++u) {blk}.data[({rb} + {r}) * {m} + {kb} + u] = {acc}[{r}][u];"
+            )
+        self.depth -= 1
+        self.line("}")
+        self.depth -= 1
+        self.line("}")
+        self.line(f"{count} = {rows_here};")
+        self.depth -= 1
+        self.line("} catch (...) {")
+        self.line(f"    {count} = 0;  // the rows compute their own sums, failing as they would")
+        self.line("}")
+        self.depth -= 1
+        self.line("}")
+        self._hoisted, self._dense, self._reads = saved_hoisted, saved_dense, saved_reads
+        return count
+
+    def _require(self, m: str, vectors: list[str]) -> Step:
+        for v in vectors:
+            self.line(f"ks::require_dense({m}, {v});")
+        return ""
+        yield  # a generator
+
+    def _block_terms(
+        self,
+        p: str,
+        j: str,
+        ivar: str,
+        rows: tuple[list[str], list[_Hoisted], _Hoisted, list[list[str]]],
+        per_row_term: list[Expr],
+        direct: list[Expr],
+        packed: list[tuple[Expr, str]],
+        body: Callable[[int, list[str], str], Step],
+    ) -> Step:
+        """``for j`` in [0, ``p``): for each row (``rows``: its index atom, what was computed for it, what
+        was computed before, its vectors checked to be read at ``j``), what depends on the row and ``j`` (the vectors of ``packed`` are their
+        panels, not computed), the vectors of ``direct``, then ``body(r, vectors, j's atom)``."""
+        row_atoms, row_states, base, row_vectors = rows
+        jj = self.fresh_var(j)
+        self.line(f"for (std::int64_t {jj} = 0; {jj} < {p}; ++{jj}) {{")
+        self.depth += 1
+        saved_j = self._push(j, jj)
+        saved_dense, saved_reads = dict(self._dense), dict(self._reads)
+        for r, row in enumerate(row_atoms):
+            self._hoisted = {**base, **row_states[r]}
+            saved_i = self._push(ivar, row)
+            for v, pack in packed:
+                self._hoisted[id(v)] = (v, pack, self._bindings(v))
+            for vec_atom in row_vectors[r]:  # checked dense and long enough for every term
+                if _is_identifier(vec_atom):
+                    self._reads[(jj, vec_atom)] = f"{vec_atom}.data[{jj}]"
+            yield from self._hoist(per_row_term)
+            vectors = []
+            for x in direct:
+                vectors.append((yield x.args[1]))
+            yield from body(r, vectors, jj)
+            self._pop(ivar, saved_i)
+            self._dense, self._reads = dict(saved_dense), dict(saved_reads)
+        self._pop(j, saved_j)
+        self.depth -= 1
+        self.line("}")
+        return jj
+
     def _sumbuild(self, node: Expr) -> Step:
         size, var, body = node.args
         t = node.type
@@ -876,6 +1168,9 @@ def _neg_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
 
 
 def _index_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
+    read = em._reads.get((a[0], a[1]))
+    if read is not None:  # a blocked loop nest's element, checked before
+        return read
     ptr = em._dense.get((a[0], a[1]))
     if ptr is not None:  # the fast version of a loop: dense elements, range checked
         return f"{ptr}[{a[0]}]"

@@ -57,6 +57,13 @@
 #else
 #define KS_SIMD
 #endif
+#if defined(_OPENMP) && !defined(KS_EXACT_ORDER) && defined(__FMA__)
+// acc + x * y as a term of a reassociated Float sum: one fused multiply-add, one rounding (only where
+// sums may be reassociated, and only where the CPU has the instruction: std::fma is slow without it).
+#define KS_MADD(acc, x, y) std::fma((x), (y), (acc))
+#else
+#define KS_MADD(acc, x, y) ((acc) + (x) * (y))
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -403,6 +410,14 @@ inline T index(std::int64_t i, const Vec<T>& v) {
 template <class T>
 inline void check_range(std::int64_t n, const Vec<T>& v) {
     if (__builtin_expect(n > v.n, 0)) index_error(v.n, v.n);
+}
+
+// A blocked loop nest (see emit.py, _block_rows) found a vector it cannot read through a pointer: it
+// throws this, catches it and the plain loops compute the same values instead.
+struct Fallback {};
+template <class T>
+inline void require_dense(std::int64_t n, const Vec<T>& v) {
+    if (n > v.n || !v.plain()) throw Fallback();
 }
 
 template <class T>

@@ -157,10 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         dest="out",
         metavar="OUT.ks",
-        help="write the whole program, with the optimised def in place of the original (atomically); "
-        "never over FILE itself unless --in-place, and over another existing file only with --force",
+        help="write the whole program, with the optimised def in place of the original (atomically; "
+        "comments are not kept); never over FILE itself unless --in-place, and over another existing file "
+        "only with --force",
     )
-    out.add_argument("--in-place", action="store_true", help="write the optimised program over FILE (-o FILE)")
+    out.add_argument(
+        "--in-place", action="store_true", help="write the optimised program over FILE (-o FILE; its comments are lost)"
+    )
     out.add_argument("--force", action="store_true", help="let -o and --emit-cpp overwrite an existing file")
     out.add_argument(
         "--emit-cpp", metavar="OUT.cpp", help="write the optimised def and the defs it calls as C++17 (no main)"

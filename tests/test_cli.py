@@ -42,10 +42,14 @@ def test_check_continues_past_a_bad_file(capsys: pytest.CaptureFixture[str], tmp
 
 def test_cost_json_and_human(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "cost", str(PROGRAMS / "blas_test.kso"), "--def", "gemm", "--json")
-    assert code == 0 and json.loads(out) == {"defs": {"gemm": 31904.4}}
+    assert code == 0 and json.loads(out) == {"defs": {"gemm": 31904.4}, "bodies": {"gemm": 31903.5}}
     code, out, _ = run(capsys, "cost", str(PROGRAMS / "gelu.kso"))
-    assert code == 0
-    assert out.splitlines()[-1].split() == ["rev$gelu", "90.4"]
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["def", "cost", "body"]
+    assert lines[-2].split() == ["rev$gelu", "90.4", "90"] and "optimize.py rewrites and reports" in lines[-1]
+    # the body is what optimize.py starts from
+    code, out, _ = run(capsys, "cost", str(PROGRAMS / "blas_test.kso"), "--def", "gemm")
+    assert out.splitlines()[1].split() == ["gemm", "31904.4", "31903.5"]
     code, out, _ = run(capsys, "cost", "--expr", "(mul (add x y) (add x y))", "--json")
     assert json.loads(out) == {"cost": 4.0}
 

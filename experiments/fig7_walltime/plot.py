@@ -128,9 +128,13 @@ def draw_ratio(ax: Axes, ratio: list[tuple[float, float]], xlabel: str) -> None:
                 ha="center",
                 fontsize=8,
             )
-        reach = max(0.05, *(abs(y - 1.0) for y in ys)) * 1.6
-        ax.set_ylim(1.0 - reach, 1.0 + reach)
-    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.2fx"))
+        # ratios on a log axis, symmetric about 1.0: 2x faster and 2x slower are the same distance
+        reach = max(1.05, *(max(y, 1.0 / y) for y in ys)) ** 1.3
+        ax.set_yscale("log")
+        ax.set_ylim(1.0 / reach, reach)
+    ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
     ax.set_ylabel("optimised speed-up\n(baseline / optimised)", fontsize=8)
     ax.set_xlabel(xlabel)
     ax.grid(True, which="major", alpha=0.3)

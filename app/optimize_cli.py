@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop with the best found so far when the process uses more memory (default: half the machine's)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, and no progress lines for --bench")
     out = p.add_argument_group("outputs (FILE --def NAME only, not --expr)")
     out.add_argument(
         "-o",
@@ -381,6 +381,8 @@ class _Outputs:
     #: --exact-order and --threads (the C++ of --emit-cpp and --bench).
     exact_order: bool = False
     threads: int | None = None
+    #: --quiet: no progress lines for --bench.
+    quiet: bool = False
 
     @property
     def wanted(self) -> bool:
@@ -419,6 +421,7 @@ class _Outputs:
             replace_out=args.force or args.in_place,
             exact_order=getattr(args, "exact_order", False),
             threads=threads,
+            quiet=args.quiet,
         )
 
     def check_def(self, program: Program, d: Def) -> None:
@@ -482,11 +485,22 @@ class _Outputs:
         notes: list[str] = []
         try:
             rows = bench(
-                variants, original.name, self.sizes, notes=notes, exact_order=self.exact_order, threads=self.threads
+                variants,
+                original.name,
+                self.sizes,
+                notes=notes,
+                exact_order=self.exact_order,
+                threads=self.threads,
+                progress=None if self.quiet else _say,
             )
         except KsError as err:
             raise err.located(None, self.label) from None
         return [r.to_json() for r in rows], notes
+
+
+def _say(message: str) -> None:
+    """--bench's progress, on stderr (stdout keeps the result)."""
+    print(f"bench: {message} ...", file=sys.stderr, flush=True)
 
 
 #: The most numbers --bench makes for a def's inputs at one size (2 GiB of doubles).

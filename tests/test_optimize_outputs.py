@@ -248,3 +248,17 @@ def test_expr_with_outputs_is_an_error(tmp_path: Path, flag: list[str]) -> None:
         done.stderr == "optimize.py: error: -o, --in-place, --emit-cpp and --bench need FILE --def NAME, not --expr\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_says_what_it_is_doing_unless_quiet(capsys: pytest.CaptureFixture[str]) -> None:
+    """Compiling and timing takes tens of seconds: without --quiet, each stage is a line on stderr."""
+    argv = [BLAS, "--def", "axpy", "--rules", "ml_rules_no_bind", "--model", "none", "--budget", "20"]
+    code, out, err = run(capsys, *argv, "--bench", "n=8", "--json")
+    assert code == 0 and json.loads(out)["bench"]
+    said = [line for line in err.splitlines() if line.startswith("bench: ")]
+    assert (
+        said[0] == "bench: compiling the original variant ..."
+        and said[-1] == "bench: timing the optimised variant at n=8 ..."
+    )
+    code, _, err = run(capsys, *argv, "--bench", "n=8", "--json", "--quiet")
+    assert code == 0 and "bench:" not in err

@@ -362,6 +362,7 @@ def bench(
     rounds: int = 1,
     exact_order: bool = False,
     threads: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Measurement]:
     """Time every variant of ``def_name`` at every size (see the module docstring); one
     :class:`Measurement` per size and variant, sizes outermost, variants in the order given.
@@ -373,7 +374,9 @@ def bench(
     appended to ``notes``.  A variant that fails (a run-time error in its C++ code) raises KsEvalError.
     ``exact_order``: compile with in-order Float sums and check against the interpreter to the bit
     (otherwise within the tolerance of :func:`values_agree`); ``threads``: for parallel loops.
+    ``progress`` is told what is being done (compiling, checking, timing), for a user who waits.
     """
+    say = progress or (lambda _: None)
     if not variants:
         raise KsUsageError("nothing to benchmark: no variants")
     if rounds < 1:
@@ -381,10 +384,14 @@ def bench(
     reference = variants[0].program.defs.get(def_name)
     if reference is None:
         raise KsUsageError(f"no def named '{def_name}'")
-    compiled = [compile_variant(v, def_name, extra_flags, exact_order=exact_order, threads=threads) for v in variants]
+    compiled = []
+    for v in variants:
+        say(f"compiling the {v.label} variant")
+        compiled.append(compile_variant(v, def_name, extra_flags, exact_order=exact_order, threads=threads))
     verified = [True] * len(variants)
     smalls = {s.capped(check_size).text(): s.capped(check_size) for s in sizes}  # distinct check sizes
     for small in smalls.values():
+        say(f"checking every variant against the interpreter at {small.text()}")
         flags, why = check(reference, compiled, small, seed, exact_order)
         verified = [a and b for a, b in zip(verified, flags)]
         if why is not None and notes is not None:
@@ -397,6 +404,7 @@ def bench(
         for r in range(rounds):
             first: Value = None
             for k, (v, c) in enumerate(zip(variants, compiled)):
+                say(f"timing the {v.label} variant at {size.text()}")
                 got = _one(c, def_name, args, min_seconds)
                 if isinstance(got, KsError):
                     raise KsEvalError(f"the {v.label} variant of '{def_name}' failed at {size.text()}: {got.message}")

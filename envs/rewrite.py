@@ -25,7 +25,13 @@ counts the rest; a warning says so once per environment).
 An episode is terminated when no action is left: at zero steps left, or at an expression no rule
 rewrites.  It is never truncated (add a ``TimeLimit`` for that).  ``reset`` picks the start: the
 one program, or one of a set drawn with the environment's seeded ``np_random`` (``options={"index":
-i}`` picks start ``i``).
+i}`` picks start ``i``, ``options={"benchmark": uri}`` a benchmark, or draws from a dataset, for
+this episode).
+
+Conventions of the RL libraries: :meth:`RewriteEnv.action_masks` is ``info["action_mask"]`` as
+booleans (what sb3-contrib's MaskablePPO asks for); starts are benchmarks with URIs and datasets
+(:mod:`envs.datasets`, ``env.datasets``); :attr:`RewriteEnv.state` is the episode as a replayable
+``(benchmark, actions, reward)`` (:mod:`envs.state`), which :meth:`RewriteEnv.validate` replays.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.datasets import DATASETS, SCHEME, Datasets, split_uri
 from envs.starts import Start, load_starts
+from envs.state import EnvState, Replay, validate
 from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, expr_graph
 from knossos.errors import KsUsageError, one_line
 from knossos.expr import Expr
@@ -68,6 +76,8 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         expressions: instead of ``program``, the starts to draw from: a set name of
             ``experiments/data`` (``generated_train``, ``bindgen_test``, several joined by ``+``) or a
             list of expressions.
+        benchmark: instead of either, a benchmark URI (``benchmark://bindgen_test-v0/3``), a dataset's
+            (``benchmark://bindgen_test-v0``: each reset draws one of it), or a list of them.
         rules: a rule set name (several joined by ``+``) or a :class:`~rules.rule_set.RuleSet`.
         depth: the steps of an episode.
         max_actions: the size of the action space, 1 to :data:`MAX_ACTIONS_LIMIT`.
@@ -84,6 +94,7 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         *,
         def_name: str | None = None,
         expressions: str | Sequence[str | Expr] | None = None,
+        benchmark: str | Sequence[str] | None = None,
         rules: str | RuleSet = "binding_simplify_rules",
         depth: int = 10,
         max_actions: int = DEFAULT_MAX_ACTIONS,
@@ -97,7 +108,7 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise KsUsageError(f"render_mode= must be None or 'ansi', not {one_line(repr(render_mode))}")
         self.rules = _rule_set(rules)
-        self.starts: list[Start] = load_starts(program, def_name, expressions)
+        self.starts: list[Start] = load_starts(program, def_name, expressions, benchmark)
         self.invalid_action = invalid_action
         self.render_mode = render_mode
         self.observation_space = spaces.Dict(
@@ -118,6 +129,8 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         self._over = False  # terminated: step() needs a reset() first
         self._warned_dropped = False
         self._transitions = Transitions(self.rules)
+        self._done: list[str] = []  # the rewrites of this episode, NODE:RULE
+        self._reward = 0.0
 
     # -- the state, for agents that look ahead (the example's greedy agent) and for tests -------------
     @property
@@ -132,16 +145,45 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         """The valid actions now, as (action, resulting expression), in the order of the action indices."""
         return list(self._successors)
 
+    def action_masks(self) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """The valid actions now, as booleans: ``info["action_mask"]`` as sb3-contrib's MaskablePPO asks for it."""
+        mask = np.zeros(self.max_actions, dtype=bool)
+        mask[: len(self._successors)] = True
+        return mask
+
+    @property
+    def benchmark(self) -> str:
+        """The URI (or file URI, or expression text) of this episode's start."""
+        if self._start is None:
+            raise RuntimeError("call reset() first")
+        return self._start.uri
+
+    @property
+    def datasets(self) -> Datasets:
+        """Every dataset and its benchmarks (:data:`envs.datasets.DATASETS`)."""
+        return DATASETS
+
+    @property
+    def state(self) -> EnvState:
+        """This episode so far as ``(benchmark, actions, reward)``, to write with :func:`envs.state.write_states`."""
+        return EnvState(self.benchmark, tuple(self._done), self._reward)
+
+    def validate(self, state: EnvState) -> Replay:
+        """Replay ``state`` with this environment's rules and check its reward (:func:`envs.state.validate`);
+        the episode under way is left as it is."""
+        return validate(state, self.rules)
+
     # -- the Gymnasium API ---------------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         super().reset(seed=seed)
-        self._start = self.starts[self._pick(options or {})]
+        self._start = self._pick(options or {})
         # A fresh successor cache per episode: memory stays bounded however many episodes are run.
         self._transitions = Transitions(self.rules)
         self._enter(self._start.expr, self.depth)
         self._over = False
+        self._done, self._reward = [], 0.0
         return self._observation(), self._info()
 
     def step(self, action: int | np.integer[Any]) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -158,6 +200,9 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         else:
             after, reward = before, 0.0
         self._enter(after, self._steps_left - 1)
+        if done is not None:
+            self._done.append(str(done))
+            self._reward += reward
         info = self._info()
         info["invalid_action"] = done is None
         info["action"] = None if done is None else str(done)  # "node:rule"
@@ -170,16 +215,27 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         return format_expr(self.expression) + "\n"
 
     # -- helpers -------------------------------------------------------------------------------------
-    def _pick(self, options: dict[str, Any]) -> int:
-        unknown = set(options) - {"index"}
+    def _pick(self, options: dict[str, Any]) -> Start:
+        unknown = set(options) - {"index", "benchmark"}
         if unknown:
-            raise ValueError(one_line(f"unknown reset option(s) {sorted(unknown)}: the one option is 'index'"))
+            raise ValueError(
+                one_line(f"unknown reset option(s) {sorted(unknown)}: the options are 'index' and 'benchmark'")
+            )
+        if "index" in options and "benchmark" in options:
+            raise ValueError("give reset option 'index' or 'benchmark', not both")
+        if "benchmark" in options:
+            uri = options["benchmark"]
+            if not isinstance(uri, str):
+                raise ValueError(f"options['benchmark'] must be a URI, not {type(uri).__name__}")
+            if uri.startswith(SCHEME) and split_uri(uri)[1] is None:  # a dataset: draw one of it
+                return self.datasets[uri].random_benchmark(self.np_random)
+            return self.datasets.benchmark(uri)
         if "index" not in options:
-            return int(self.np_random.integers(len(self.starts)))
+            return self.starts[int(self.np_random.integers(len(self.starts)))]
         index = options["index"]
         if not isinstance(index, Integral) or isinstance(index, bool) or not 0 <= int(index) < len(self.starts):
             raise ValueError(one_line(f"options['index'] must be 0 to {len(self.starts) - 1}, not {index!r}"))
-        return int(index)
+        return self.starts[int(index)]
 
     def _enter(self, e: Expr, steps_left: int) -> None:
         self._expr, self._steps_left = e, steps_left
@@ -219,6 +275,7 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
             "actions_dropped": self._dropped,
             "cost": float(self.expression.cost),
             "start": self._start.name,
+            "benchmark": self._start.uri,
         }
 
 

@@ -1,4 +1,6 @@
-"""The start expressions of an environment: one program (a bare expression, or a def of a file) or a set.
+"""The start expressions of an environment: one program (a bare expression, or a def of a file), a set,
+or benchmarks and datasets by URI (:mod:`envs.datasets`).  Each start is a
+:class:`~envs.datasets.Benchmark`, whose ``uri`` :func:`~envs.datasets.load_benchmark` turns back into it.
 
 Every bad setting is a :class:`~knossos.errors.KsUsageError` (or the parser's own error) of one line.
 """
@@ -6,8 +8,8 @@ Every bad setting is a :class:`~knossos.errors.KsUsageError` (or the parser's ow
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
+from envs.datasets import DATASETS, SCHEME, VERSION, Benchmark, expression_uri, file_uri, split_uri
 from gnn.config import DataSource
 from gnn.data import load_targets
 from knossos.cli import find_def
@@ -15,57 +17,82 @@ from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
 
-
-class Start(NamedTuple):
-    """A start expression and the name it is known by (``<expr>``, a def's name, ``generated_train[17]``)."""
-
-    name: str
-    expr: Expr
+#: What an environment starts from.
+Start = Benchmark
 
 
 def load_starts(
-    program: str | Expr | None, def_name: str | None, expressions: str | Sequence[str | Expr] | None
+    program: str | Expr | None,
+    def_name: str | None,
+    expressions: str | Sequence[str | Expr] | None,
+    benchmark: str | Sequence[str] | None = None,
 ) -> list[Start]:
-    """The starts named by exactly one of ``program`` (with ``def_name`` for a file) and ``expressions``."""
-    if program is not None and expressions is not None:
-        raise KsUsageError("give program= or expressions=, not both")
-    if program is None and expressions is None:
+    """The starts named by exactly one of ``program`` (with ``def_name`` for a file), ``expressions`` and
+    ``benchmark``."""
+    given = [
+        k for k, v in (("program", program), ("expressions", expressions), ("benchmark", benchmark)) if v is not None
+    ]
+    if len(given) > 1:
+        raise KsUsageError(f"give one of program=, expressions= and benchmark=, not {'= and '.join(given)}=")
+    if not given:
         raise KsUsageError(
-            "give program= (an expression, or a .ks/.kso file and def_name=) or expressions= "
-            "(a set name such as 'generated_train', or a list of expressions)"
+            "give program= (an expression, or a .ks/.kso file and def_name=), expressions= "
+            "(a set name such as 'generated_train', or a list of expressions) or benchmark= "
+            "(a URI such as 'benchmark://bindgen_test-v0/3', or a dataset's, 'benchmark://bindgen_test-v0')"
         )
+    if def_name is not None and program is None:
+        raise KsUsageError(f"def_name= goes with program= (a file), not with {given[0]}=")
+    if benchmark is not None:
+        return benchmarks(benchmark)
     if expressions is not None:
-        if def_name is not None:
-            raise KsUsageError("def_name= goes with program= (a file), not with expressions=")
         return _set(expressions)
     assert program is not None
     if isinstance(program, Expr):
-        return [Start("<expr>", program)]
+        return [Start(expression_uri(program), "<expr>", program)]
     if not isinstance(program, str):
         raise KsUsageError(f"program= must be a string or an expression, not {type(program).__name__}")
     # A leaf alone has no rewrites, so every start worth having begins with "("; anything else is a file.
     if program.lstrip().startswith("("):
         if def_name is not None:
             raise KsUsageError("def_name= needs program= to be a file, not an expression")
-        return [Start("<expr>", parse_expr(program)[0])]
+        e = parse_expr(program)[0]
+        return [Start(expression_uri(e), "<expr>", e)]
     return [_def(program, def_name)]
+
+
+def benchmarks(names: str | Sequence[str]) -> list[Start]:
+    """The benchmarks named: each a benchmark (``benchmark://bindgen_test-v0/3``, ``file://PATH#DEF``,
+    ``(expr ...)``) or a whole dataset (``benchmark://bindgen_test-v0``)."""
+    items = [names] if isinstance(names, str) else names
+    if not isinstance(items, Sequence):
+        raise KsUsageError(f"benchmark= must be a URI or a list of URIs, not {type(names).__name__}")
+    if not items:
+        raise KsUsageError("benchmark= is an empty list")
+    out: list[Start] = []
+    for item in items:
+        if isinstance(item, str) and item.startswith(SCHEME) and split_uri(item)[1] is None:
+            out.extend(DATASETS[item].benchmarks())
+        else:
+            out.append(DATASETS.benchmark(item))
+    return out
 
 
 def _def(path: str, def_name: str | None) -> Start:
     prog = load_program(path)
     if def_name is not None:
         d = find_def(prog, def_name, path)
-        return Start(d.name, d.body)
+        return Start(file_uri(path, d.name), d.name, d.body)
     targets = prog.targets
     if len(targets) != 1:
         names = ", ".join(t.name for t in targets[:8]) + (" ..." if len(targets) > 8 else "")
         raise KsUsageError(f"the file has {len(targets)} defs; pick one with def_name= ({names})", None, path)
-    return Start(targets[0].name, targets[0].body)
+    return Start(file_uri(path, targets[0].name), targets[0].name, targets[0].body)
 
 
 def _set(expressions: str | Sequence[str | Expr]) -> list[Start]:
     if isinstance(expressions, str):  # set names, joined by + as in configs
-        return [Start(t.name, t.expr) for t in load_targets(DataSource(set=expressions), "expressions=")]
+        targets = load_targets(DataSource(set=expressions), "expressions=")
+        return [Start(_set_uri(t.name), t.name, t.expr, t.best_known) for t in targets]
     if not isinstance(expressions, Sequence):
         raise KsUsageError(f"expressions= must be a set name or a list, not {type(expressions).__name__}")
     if not expressions:
@@ -74,9 +101,16 @@ def _set(expressions: str | Sequence[str | Expr]) -> list[Start]:
     for i, item in enumerate(expressions):
         name = f"expressions[{i}]"
         if isinstance(item, Expr):
-            out.append(Start(name, item))
+            out.append(Start(expression_uri(item), name, item))
         elif isinstance(item, str):
-            out.append(Start(name, parse_expr(item, name)[0]))
+            e = parse_expr(item, name)[0]
+            out.append(Start(expression_uri(e), name, e))
         else:
             raise KsUsageError(f"{name} must be a string or an expression, not {type(item).__name__}")
     return out
+
+
+def _set_uri(name: str) -> str:
+    """``benchmark://bindgen_test-v0/3`` of the target ``bindgen_test[3]``."""
+    set_name, _, index = name.rstrip("]").rpartition("[")
+    return f"{SCHEME}{set_name}-{VERSION}/{index}"

@@ -194,8 +194,8 @@ def test_render_ansi_is_the_expression() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({}, "give program= (an expression, or a .ks/.kso file and def_name=) or expressions="),
-        ({"program": EXPR, "expressions": "bindgen_test"}, "give program= or expressions=, not both"),
+        ({}, "give program= (an expression, or a .ks/.kso file and def_name=), expressions= (a set name"),
+        ({"program": EXPR, "expressions": "bindgen_test"}, "give one of program=, expressions= and benchmark=, not "),
         ({"program": EXPR, "rules": "no_rules"}, "unknown rule set 'no_rules'"),
         ({"program": "(add x"}, "<expr>:1:1: error: unbalanced parentheses"),
         ({"program": "no/such/file.ks"}, "no/such/file.ks: error: no such file"),

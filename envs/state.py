@@ -62,7 +62,8 @@ def write_states(file: str | Path | TextIO, states: Iterable[EnvState]) -> None:
     writer = csv.writer(file, lineterminator="\n")
     writer.writerow(FIELDS)
     for s in states:
-        writer.writerow([s.benchmark, " ".join(s.actions), repr(float(s.reward))])
+        # 12 digits: -0.1, not -0.09999999999999964 (costs are sums of tenths; validate allows 1e-6)
+        writer.writerow([s.benchmark, " ".join(s.actions), f"{float(s.reward):.12g}"])
 
 
 def read_states(file: str | Path | TextIO) -> list[EnvState]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from app.models import DEFAULT_COST, DEFAULT_PIPELINE, trained_search, value_scale
+from app.tidy import tidy
 from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
@@ -151,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop with the best found so far when the process uses more memory (default: half the machine's)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--no-tidy",
+        action="store_true",
+        help="keep the search's result as found (by default identity, variable and dead lets are removed "
+        "by steps of let_recover, delete_let and inline_let, which follow the search's)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar, and no progress lines for --bench")
     out = p.add_argument_group("outputs (FILE --def NAME only, not --expr)")
     out.add_argument(
@@ -284,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    searched_best = result.best
+    if not args.no_tidy:
+        result = _tidied(result, cost)
     report = {
         "rules": args.rules,
         "cost_model": args.cost,
@@ -307,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        _print_human(result, d, report, outputs.wanted)
+        _print_human(result, d, report, outputs.wanted, searched_best)
         if "bench" in report:
             assert d is not None
             print(_bench_table(d.name, report["bench"]))  # type: ignore[arg-type]
@@ -566,7 +576,24 @@ def _progress_bar(budget: int, disabled: bool) -> _Bar | None:
     return None if disabled else _Bar(budget)
 
 
-def _print_human(result: SearchResult, d: Def | None, report: dict[str, object], outputs_wanted: bool) -> None:
+def _tidied(result: SearchResult, cost: CostFunction) -> SearchResult:
+    """``result`` with its best tidied (:mod:`app.tidy`): the tidying steps follow the search's, and a
+    note says what they did."""
+    best, steps = tidy(result.best, cost)
+    if not steps:
+        return result
+    lets = sum(1 for s, _ in steps if s.rule != "inline_let")
+    note = f"tidied: {lets} identity or dead let(s) removed in {len(steps)} steps, cost {result.best_cost:g} -> {cost(best):g}"
+    # a result without a rewrite sequence (saturation) stays without one
+    tail = [s for s, _ in steps] if result.steps or result.best is result.start else []
+    return dataclasses.replace(
+        result, best=best, best_cost=cost(best), steps=result.steps + tail, notes=[*result.notes, note]
+    )
+
+
+def _print_human(
+    result: SearchResult, d: Def | None, report: dict[str, object], outputs_wanted: bool, searched_best: Expr
+) -> None:
     drop = result.start_cost - result.best_cost
     cost_model = report.get("cost_model", DEFAULT_COST)
     model = "" if cost_model == DEFAULT_COST else f" ({cost_model} cost model)"
@@ -580,7 +607,7 @@ def _print_human(result: SearchResult, d: Def | None, report: dict[str, object],
         print(f"note: {note}")
     if result.interrupted:
         print("note: interrupted; this is the best found so far")
-    for i, (step, where) in enumerate(zip(result.steps, _rewritten(result), strict=True), 1):
+    for i, (step, where) in enumerate(zip(result.steps, _rewritten(result, searched_best), strict=True), 1):
         print(f"  {i:>3}. {step.rule:<24} cost {step.cost:<10g} at node {step.node}: {where}")
     if d is not None and not outputs_wanted and drop > 0:
         print(
@@ -597,12 +624,15 @@ def _print_human(result: SearchResult, d: Def | None, report: dict[str, object],
 SNIPPET = 48
 
 
-def _rewritten(result: SearchResult) -> list[str]:
-    """For each step, the subexpression it rewrote (one line, cut short), as the step saw it."""
-    path = result.graph.path(result.best)
-    if len(path) != len(result.steps):
-        return ["" for _ in result.steps]
-    return [_snippet(path_to(before, action.node)[1]) for before, action in path]
+def _rewritten(result: SearchResult, searched_best: Expr) -> list[str]:
+    """For each step, the subexpression it rewrote (one line, cut short), as the step saw it: the
+    search's steps from its graph, the tidying's by replaying them from the search's best."""
+    path = result.graph.path(searched_best) if searched_best in result.graph.states else []
+    where = [_snippet(path_to(before, action.node)[1]) for before, action in path]
+    if len(where) < len(result.steps):
+        _, tidying = tidy(searched_best, result.graph.cost)
+        where += [_snippet(node) for _, node in tidying]
+    return where if len(where) == len(result.steps) else ["" for _ in result.steps]
 
 
 def _snippet(node: Expr) -> str:

@@ -94,39 +94,47 @@ def _dag(root: Expr) -> Iterator[Expr]:
             stack.extend((a, False) for a in node.args)
 
 
-def _unclashed(root: Expr) -> _Node:
+def _unclashed(root: Expr, params: frozenset[str] = frozenset()) -> _Node:
     """``root``, or a view of it where each local function named like a def or edef called in its scope
     has a fresh name.  In the text ``(f ...)`` under a local function ``f`` applies the local (lexical
     scoping), so such a call, which rewrites can make (a fresh ``var0`` let-bound around a call of a
-    def ``var0``), would read back as an application.  Binders are alpha-renamed only: same node."""
+    def ``var0``), would read back as an application.  A binder named like one of ``params`` (the def's
+    parameters, which rewrites can shadow: ``(let (x (mul x 2.0)) ...)``) is renamed too, for the
+    reader.  Binders are alpha-renamed only: same node."""
     called: set[str] = set()
     bound: set[str] = set()
+    shadowing: set[str] = set()
     seen = {id(root)}
     stack = [root]
     while stack:  # any order: only which names are called and which local functions are bound
         node = stack.pop()
         if node.op is Op.CALL:
             called.add(node.data.name)
-        elif node.op in BINDERS and node.args[BINDERS[node.op][0]].type.kind is Kind.LAM:
-            bound.add(node.args[BINDERS[node.op][0]].data)
+        elif node.op in BINDERS:
+            v = node.args[BINDERS[node.op][0]]
+            if v.type.kind is Kind.LAM:
+                bound.add(v.data)
+            if v.data in params:
+                shadowing.add(v.data)
         for a in node.args:
             if id(a) not in seen:
                 seen.add(id(a))
                 stack.append(a)
     clashing = called & bound
-    if not clashing:
+    if not clashing and not shadowing:
         return root
     names = {n.data for n in _dag(root) if n.op is Op.VAR}
-    return _Renamer(root, clashing, names | called).view
+    return _Renamer(root, clashing, names | called | params, shadowing).view
 
 
 class _Renamer:
     """The view made by :func:`_unclashed` (iterative, so depth is no problem; shared nodes that
     need no renaming stay shared)."""
 
-    def __init__(self, root: Expr, clashing: set[str], taken: set[str]) -> None:
+    def __init__(self, root: Expr, clashing: set[str], taken: set[str], shadowing: set[str] | None = None) -> None:
+        self.shadowing = shadowing or set()
         self.fresh: dict[str, str] = {}
-        for name in sorted(clashing):
+        for name in sorted(clashing | self.shadowing):
             k = 1
             while f"{name}_{k}" in taken:
                 k += 1
@@ -146,7 +154,9 @@ class _Renamer:
             return False
         var_index, scope_index = BINDERS[node.op]
         v = node.args[var_index]
-        return v.type.kind is Kind.LAM and v.data in self.calls[id(node.args[scope_index])]
+        return v.data in self.shadowing or (
+            v.type.kind is Kind.LAM and v.data in self.calls[id(node.args[scope_index])]
+        )
 
     def _start(self, item: tuple[Expr, dict[str, str]]) -> _Node | Generator[Any, _Node, _Node]:
         node, env = item
@@ -267,9 +277,10 @@ class _Writer:
 _Item = str | int | _Node
 
 
-def format_expr(root: Expr, width: int = WIDTH, indent: int = 0) -> str:
-    """``root`` as text; continuation lines are indented at least ``indent``."""
-    node = _unclashed(root)
+def format_expr(root: Expr, width: int = WIDTH, indent: int = 0, params: frozenset[str] = frozenset()) -> str:
+    """``root`` as text; continuation lines are indented at least ``indent``; a binder that shadows one
+    of ``params`` (the names a def binds around its body) is printed under a fresh name."""
+    node = _unclashed(root, params)
     texts = _flat_texts(node, width)
     w = _Writer(width)
     w.col = indent
@@ -343,7 +354,7 @@ def format_def(d: Def, width: int = WIDTH) -> str:
         first = f"(def {quote_name(d.name)} {format_type(d.ret_type, d.ret_sizes)}"
         one_line = f"     ({' '.join(params)})"
         head = f"{first}\n{one_line}" if len(one_line) <= width else f"{first}\n     (" + "\n      ".join(params) + ")"
-    body = format_expr(d.body, width, indent=2)
+    body = format_expr(d.body, width, indent=2, params=frozenset(p.name for p in d.params) | set(d.size_vars))
     if "\n" not in body and "\n" not in head and len(head) + 1 + len(body) + 1 <= width:
         return f"{head} {body})"
     return f"{head}\n  {body})"

@@ -32,7 +32,7 @@ from knossos.expr import Expr, preorder
 from knossos.interpreter import call_def
 from knossos.ops import Op
 from knossos.parser import load_program, parse_expr, parse_program
-from knossos.printer import format_expr, format_program
+from knossos.printer import format_def, format_expr, format_program
 from knossos.program import COST_PREFIX, Def, Edef, Program
 from knossos.types import Kind
 from rules.actions import actions, apply
@@ -248,3 +248,15 @@ def test_a_variable_that_is_not_a_function_does_not_hide_a_def() -> None:
     program = parse_program("(def h Float ((a : Float)) (mul a 2.0))\n(def g Float ((h : Float)) (h h))", "h.ks")
     assert program.defs["g"].body.op is Op.CALL
     assert call_def(program.defs["g"], 3.0) == 6.0
+
+
+def test_a_binder_that_shadows_a_parameter_is_printed_under_a_fresh_name() -> None:
+    """Rewrites can bind a parameter's name again; the reader sees x_1, and the same def reads back."""
+    text = "(def f Float ((x : Float) (y : Float)) (let (x (mul x 2.0)) (let (y (add x y)) (mul x y))))"
+    d = parse_program(text).defs["f"]
+    printed = format_def(d)
+    assert (
+        printed
+        == "(def f Float ((x : Float) (y : Float))\n  (let (x_1 (mul x 2.0)) (let (y_1 (add x_1 y)) (mul x_1 y_1))))"
+    )
+    assert parse_program(printed).defs["f"].body is d.body

@@ -48,7 +48,11 @@ the same to the bit; the ``k`` loop then reads rows and vectorises (a matrix pro
 dot products runs as the row-by-row loop one would write by hand).  Where such a sum is not the
 element itself but one that every element evaluates (``(add (mul alpha (sumbuild ...)) ...)``, GEMM
 once its temporaries are fused, about 8 times slower element by element), the sums of all ``k`` go
-first, row-wise, into a vector, and the element loop reads them from it.  Errors: the same calls fail, possibly with another of their errors first.
+first, row-wise, into a vector, and the element loop reads them from it.  Where that build is itself
+the element of an outer build over ``i`` and the term depends on ``i`` (a matrix product), the row
+sums of a panel of rows are computed together by a register-blocked loop nest (see
+``_FunctionEmitter._block_rows``: the same additions in the same order per element).  Errors: the same
+calls fail, possibly with another of their errors first.
 
 Identifiers.  No text of the input ever reaches the C++ source: a def ``f`` becomes ``ks_`` followed by
 :func:`escape_name` of ``f`` (ASCII letters but ``Z``, digits and single underscores kept, every other

@@ -42,9 +42,10 @@ def test_table_lists_every_epoch_of_every_run(tmp_path: Path) -> None:
     )
     b = write_run(tmp_path / "b", [{"epoch": 1, "loss": 0.125}])
     lines = table([a, b]).splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 4 and lines[-1].startswith("loss: training loss")  # the legend says what columns mean
+    assert lines[0].split("|")[1].split() == ["a", "loss", "total", "reached", "cost/start"]
     assert "0.5000" in lines[1] and "100.0" in lines[1] and "0.900" in lines[1] and "0.1250" in lines[1]
-    assert "90.0" in lines[2] and " 3 " in lines[2]
+    assert "90.0" in lines[2] and " 3/" in lines[2]  # reached, out of the test set's expressions
 
 
 def test_missing_run_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

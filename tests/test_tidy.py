@@ -32,8 +32,8 @@ CASES = [
 def test_tidy_removes_identity_variable_and_dead_lets_and_keeps_values(text: str, want: str | None) -> None:
     e = parse_expr(text)[0]
     out, steps = tidy(e, reference_cost)
-    if want is not None:
-        assert format_expr(out) == want
+    if want is not None:  # the same node (names are alpha-interned: whichever variant came first prints)
+        assert out is parse_expr(want)[0]
     assert out.cost <= e.cost and all(a.cost >= b.cost for (a, _), (b, _) in itertools.pairwise(steps))
     # the steps replay, and every step keeps the value
     rules = get_rule_set("all_rules")

@@ -12,25 +12,42 @@ vectors).
 A loop of literal size counts that many iterations; others count the reference's 16 unless sizes are
 given: ``AllocCost({"image": (16, 128)})`` counts a loop over ``(size (index i image))`` as 128
 iterations.  A size is recognised when it is the ``size`` of a parameter indexed zero or more times;
-anything else (a let-bound size, arithmetic) counts as 16.  Recognising sizes from the expression
-alone keeps every node's cost independent of its context, so costs are computed once per interned
-node and cached.  Element
-counts of vector types stay 16 per level.  Code without vectors or literal-size loops costs what
-the reference says.
+anything else (a let-bound size, arithmetic) counts as 16.
+
+Element counts follow the same recognition (:meth:`AllocCost.length`), so that a loop and the vector
+it makes are charged alike: a ``deltaVec`` or ``constVec`` whose size is recognised holds that many
+times its element's count, a vector-valued ``build`` its trip count times its body's, a parameter
+(indexed or not) the lengths ``sizes`` gives it; an ``if``, ``sumbuild``, ``tuple`` (and a ``get``
+of one) and element-wise arithmetic pass their parts' counts on, and a ``let`` its body's, where a
+variable it binds is on the body's spine of lets, tuples and ifs counted as what it is bound to
+(``(let (d$w (deltaVec ...)) (tuple d$w ...))``, as reverse mode writes).  Every other vector (a
+variable elsewhere, a call's result), and every level not recognised, counts 16 as in the reference.
+The counts set a vector's stores, the adds and accumulator stores of a ``sumbuild`` of vector terms
+(per term, at the term's count) and the per-element charge of element-wise arithmetic.  Without that, a one-hot vector of ``(size x)`` counted 16 stores
+while ``(build (size x) ...)`` counted its real trips, and the gather rated dearer than the scatter it
+replaces (rev$dense_relu at N = 256, docs/autodiff.md).
+
+Recognising sizes and lengths from the expression alone keeps every node's cost independent of its
+context, so costs are computed once per interned node and cached.  Code without vectors or
+literal-size loops costs what the reference says.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from knossos.cost import ASSUMED_VECTOR_SIZE, LET_COST, MALLOC_COST, OWN_COST, call_overhead, elementwise_cost, if_cost
+from knossos.cost import ASSUMED_VECTOR_SIZE, LET_COST, MALLOC_COST, OWN_COST, call_overhead, if_cost
 from knossos.expr import Expr
 from knossos.ops import Op
+from knossos.types import Kind
 
 #: Cost of storing one element of a new vector, in the reference model's units (an add is 1.0).
 STORE_COST = 1.0
 #: Ops whose result is a new vector (or tuple of vectors) when their type is not a scalar.
 _MAKERS = frozenset({Op.BUILD, Op.DELTAVEC, Op.CONSTVEC, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG})
+_ARITHMETIC = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG})
+#: How far a let's length follows its spine of lets, tuples and ifs (nodes; nesting of tuples and ifs).
+_SPINE_STEPS, _SPINE_DEPTH = 256, 32
 #: A cache is cleared when it grows past this many nodes (searches make millions of states).
 _CACHE_LIMIT = 2_000_000
 
@@ -46,6 +63,8 @@ class AllocCost:
             name: dims if isinstance(dims, tuple) else (dims,) for name, dims in (sizes or {}).items()
         }
         self._cache: dict[Expr, float] = {}
+        #: Scalars in each costed node's value, by :meth:`length`, filled alongside ``_cache``.
+        self._lengths: dict[Expr, int] = {}
 
     def __call__(self, e: Expr) -> float:
         found = self._cache.get(e)
@@ -53,7 +72,8 @@ class AllocCost:
             return found
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.clear()
-        cache = self._cache
+            self._lengths.clear()
+        cache, lengths = self._cache, self._lengths
         stack: list[tuple[Expr, bool]] = [(e, False)]
         while stack:  # children before parents, without recursion
             node, ready = stack.pop()
@@ -63,6 +83,7 @@ class AllocCost:
                 stack.append((node, True))
                 stack.extend((a, False) for a in node.args if a not in cache)
                 continue
+            lengths[node] = self._node_length(node)
             cache[node] = self._node_cost(node)
         return cache[e]
 
@@ -71,13 +92,13 @@ class AllocCost:
 
     # -- one node, its children's costs cached ---------------------------------------------------------
     def _node_cost(self, node: Expr) -> float:
-        op, args, c = node.op, node.args, self._cache
-        stores = 0.0 if node.type.is_scalar or op not in _MAKERS else STORE_COST * node.type.elements16
+        op, args, c, n = node.op, node.args, self._cache, self._lengths
+        stores = 0.0 if node.type.is_scalar or op not in _MAKERS else STORE_COST * n[node]
         if op is Op.BUILD:
             return MALLOC_COST + stores + c[args[0]] + self.trip_count(args[0]) * c[args[2]]
         if op is Op.SUMBUILD:
             trips = self.trip_count(args[0])
-            elements = args[2].type.elements16
+            elements = n[args[2]]
             accumulate = float(max(trips - 1, 0) * elements)
             if not args[2].type.is_scalar:
                 accumulate += trips * STORE_COST * elements
@@ -98,13 +119,91 @@ class AllocCost:
         if op in (Op.CONST, Op.VAR):
             return 0.0
         children = sum(c[a] for a in args)
-        if op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG):
+        if op in _ARITHMETIC:
             own = OWN_COST[op]
             if all(a.type.elements16 == 1 for a in args):
                 return own + children
-            left, right = (args[0], args[0]) if op is Op.NEG else args
-            return elementwise_cost(own, left.type, right.type) + stores + children
+            # the reference's elementwise_cost, per element of the longer operand at its real length
+            return own * max(n[a] for a in args) + MALLOC_COST + stores + children
         return OWN_COST[op] + stores + children
+
+    # -- one node's length, its children's cached ------------------------------------------------------
+    def _node_length(self, node: Expr) -> int:
+        """Scalars in the value of ``node``: real lengths for the vectors whose length is recognised
+        (see :meth:`length`), 16 per level for the others."""
+        t = node.type
+        if t.is_scalar:
+            return 1
+        op, args, n = node.op, node.args, self._lengths
+        if op is Op.DELTAVEC:
+            return self.trip_count(args[0]) * n[args[2]]
+        if op is Op.CONSTVEC:
+            return self.trip_count(args[0]) * n[args[1]]
+        if op is Op.BUILD:
+            return self.trip_count(args[0]) * n[args[2]]
+        if op is Op.LET:
+            return self._let_length(node)
+        if op is Op.SUMBUILD:
+            return n[args[2]]
+        if op is Op.IF:
+            return max(n[args[1]], n[args[2]])
+        if op is Op.TUPLE:
+            return sum(n[a] for a in args)
+        if op is Op.GET and args[0].op is Op.TUPLE:
+            return n[args[0].args[node.data[0] - 1]]
+        if op in _ARITHMETIC:
+            return max(n[a] for a in args)
+        if op is Op.VAR or op is Op.INDEX:
+            return self._parameter_length(node)
+        return t.elements16
+
+    def _let_length(self, node: Expr) -> int:
+        """A let's value, along its spine of lets, tuples and ifs with the lengths of the variables it binds
+        (``(let (d$w (deltaVec ...)) (tuple d$w ...))``, as reverse mode writes, holds the deltaVec's
+        elements, not 16 per level of d$w's type).  Elsewhere a bound variable counts 16 per level."""
+        n = self._lengths
+        budget = _SPINE_STEPS
+
+        def spine(e: Expr, bound: dict[Expr, int], depth: int) -> int:
+            nonlocal budget
+            while e.op is Op.LET and budget > 0:
+                budget -= 1
+                bound[e.args[0]] = bound.get(e.args[1], n[e.args[1]])
+                e = e.args[2]
+            if e.op is Op.VAR:
+                return bound.get(e, n[e])
+            if depth < _SPINE_DEPTH and budget > 0:
+                budget -= 1
+                if e.op is Op.TUPLE:
+                    return sum(spine(a, dict(bound), depth + 1) for a in e.args)
+                if e.op is Op.IF:
+                    return max(spine(e.args[1], dict(bound), depth + 1), spine(e.args[2], dict(bound), depth + 1))
+            return n[e]
+
+        return spine(node, {}, 0)
+
+    def _parameter_length(self, node: Expr) -> int:
+        """A parameter indexed zero or more times, at the lengths ``sizes`` gives it (16 for the levels it
+        does not give); anything else 16 per level."""
+        depth, inner = 0, node
+        while inner.op is Op.INDEX:
+            depth, inner = depth + 1, inner.args[1]
+        dims = self.sizes.get(inner.data) if inner.op is Op.VAR else None
+        if dims is None:
+            return node.type.elements16
+        count, t, levels = 1, node.type, dims[depth:]
+        while t.kind is Kind.VEC:
+            count *= levels[0] if levels else ASSUMED_VECTOR_SIZE
+            levels, t = levels[1:], t.elem
+        return count * t.elements16
+
+    def length(self, e: Expr) -> int:
+        """Scalars in the value of ``e``, as this model counts the stores that make it: a ``deltaVec``,
+        ``constVec`` or ``build`` of recognised size (:meth:`trip_count`) that many times its element's,
+        a parameter (indexed or not) the lengths ``sizes`` gives it; lets, ifs, sums, tuples and
+        element-wise ops pass lengths on; every other vector 16 per level."""
+        self(e)  # fills both caches, clearing them together
+        return self._lengths[e]
 
     def trip_count(self, n: Expr) -> int:
         """The value of the size expression ``n`` where it is recognised, else the reference's 16."""

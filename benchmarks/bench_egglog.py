@@ -1,0 +1,314 @@
+"""egglog against the project's Python e-graph, on the rewrites that search/egraph/translate.py makes of
+``simplify_rules``.
+
+Run:  python benchmarks/bench_egglog.py [--sets NAME,...] [--nodes N] [--iterations N]
+
+Needs ``pip install egglog`` (not a dependency of the project).  Every expression of the sets (default:
+the public arithmetic sets of experiments/data/arithmetic_sets.json) is saturated by both engines with
+the same rules and the same backoff scheduler (egg's: match limit 1000, ban length 5), at most
+``--iterations`` iterations; the Python engine also stops at ``--nodes`` e-nodes (egglog's Python API has
+no node limit, so it never stops early on size).  The rules are written once more in egglog's Python
+API, row for row, from the translated :class:`search.egraph.translate.Rewrite` list (the list is checked
+against it, so a new row makes this script fail rather than measure a different rule set):
+
+* the ``float`` and ``scalar`` conditions are dropped: every node of these sets is a Float (checked);
+* ``not_zero_literal`` of ``div_by_self`` becomes "the e-class has a non-literal member" (egglog has no
+  negation of a match); literals are left to constant folding (which folds ``c / c`` to 1 for c != 0).
+  It differs only for an e-class holding both the literal 0 and another member;
+* the four folds become rules on ``Num`` children (division only by a non-zero literal).
+
+Per expression and engine: e-nodes at the end, seconds (adding the expression and saturating;
+extraction is timed apart), and the reference cost of the tree each extracts (egglog with per-op costs
+equal to the reference's, times 10; its extraction is turned back into a project ``Expr`` and costed
+by the project).  The Python engine's row also has the cost ``optimize.py --search egraph`` would report
+(the cheaper of its tree and DAG extractions).  Rows go to experiments/results/engines/egglog.jsonl
+(overwritten); a table per set and engine is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import egglog  # noqa: E402
+from egglog import (  # noqa: E402
+    EGraph,
+    Expr,
+    StringLike,
+    back_off,
+    eq,
+    f64,
+    f64Like,
+    function,
+    ne,
+    rewrite,
+    rule,
+    ruleset,
+    union,
+    vars_,
+)
+
+from gnn.config import DataSource  # noqa: E402
+from gnn.data import load_targets  # noqa: E402
+from knossos import expr as E  # noqa: E402
+from knossos.ops import Op  # noqa: E402
+from knossos.printer import format_expr  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
+from search.egraph.extract import dag_choice, tree_choice, write_out  # noqa: E402
+from search.egraph.graph import EGraph as PyEGraph  # noqa: E402
+from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, Limits, saturate  # noqa: E402
+from search.egraph.translate import translate  # noqa: E402
+
+RULES = "simplify_rules"
+SETS = ("simplify_expressions", "binding_simplify_8", "bindgen_test", "bindgen_36")
+OUT = ROOT / "experiments" / "results" / "engines" / "egglog.jsonl"
+#: egglog's costs are integers: the reference's per-op costs, times 10.
+SCALE = 10
+
+
+class Term(Expr):
+    """A Float expression of the arithmetic sets."""
+
+
+@function(cost=0)
+def Num(v: f64Like) -> Term: ...
+
+
+@function(cost=0)
+def Var(name: StringLike) -> Term: ...
+
+
+@function(cost=10)
+def Add(a: Term, b: Term) -> Term: ...
+
+
+@function(cost=10)
+def Sub(a: Term, b: Term) -> Term: ...
+
+
+@function(cost=20)
+def Mul(a: Term, b: Term) -> Term: ...
+
+
+@function(cost=20)
+def Div(a: Term, b: Term) -> Term: ...
+
+
+@function(cost=10)
+def Neg(a: Term) -> Term: ...
+
+
+@function(cost=40)
+def Log(a: Term) -> Term: ...
+
+
+BINARY: dict[Op, Callable[[Term, Term], Term]] = {Op.ADD: Add, Op.SUB: Sub, Op.MUL: Mul, Op.DIV: Div}
+UNARY: dict[Op, Callable[[Term], Term]] = {Op.NEG: Neg, Op.LOG: Log}
+CONSTRUCTORS = (Num, Var, Add, Sub, Mul, Div, Neg, Log)
+
+a, b, c, t = vars_("a b c t", Term)
+x, y = vars_("x y", f64)
+s = egglog.var("s", egglog.String)
+ZERO, ONE = Num(0.0), Num(1.0)
+
+#: The rewrites of simplify_rules, by name, in egglog (see the module's docstring for the conditions).
+REWRITES: dict[str, list[Any]] = {
+    "add_zero": [rewrite(Add(ZERO, a)).to(a)],
+    "mul_zero": [rewrite(Mul(ZERO, a)).to(ZERO)],
+    "mul_one": [rewrite(Mul(ONE, a)).to(a)],
+    "sub_zero": [rewrite(Sub(a, ZERO)).to(a)],
+    "div_one": [rewrite(Div(a, ONE)).to(a)],
+    "add_neg_to_sub": [rewrite(Add(a, Mul(b, Num(-1.0)))).to(Sub(a, b))],
+    "neg_to_sub": [rewrite(Neg(a)).to(Sub(ZERO, a))],
+    "commute_mul": [rewrite(Mul(a, b)).to(Mul(b, a))],
+    "commute_add": [rewrite(Add(a, b)).to(Add(b, a))],
+    "sub_self": [rewrite(Sub(a, a)).to(ZERO)],
+    "assoc_add_add": [rewrite(Add(Add(a, b), c)).to(Add(Add(a, c), b))],
+    "assoc_sub_add": [rewrite(Sub(Add(a, b), c)).to(Add(Sub(a, c), b))],
+    "assoc_add_sub": [rewrite(Add(Sub(a, b), c)).to(Sub(Add(a, c), b))],
+    "assoc_sub_sub": [rewrite(Sub(Sub(a, b), c)).to(Sub(Sub(a, c), b))],
+    "sub_sub_to_sub_add": [rewrite(Sub(a, Sub(b, c))).to(Sub(Add(a, c), b))],
+    "assoc_mul_mul": [rewrite(Mul(Mul(a, b), c)).to(Mul(Mul(a, c), b))],
+    "mul_by_add": [rewrite(Mul(a, Add(b, c))).to(Add(Mul(a, b), Mul(a, c)))],
+    "mul_by_sub": [rewrite(Mul(a, Sub(b, c))).to(Sub(Mul(a, b), Mul(a, c)))],
+    "add_of_muls": [rewrite(Add(Mul(a, b), Mul(a, c))).to(Mul(a, Add(b, c)))],
+    "sub_of_muls": [rewrite(Sub(Mul(a, b), Mul(a, c))).to(Mul(a, Sub(b, c)))],
+    "assoc_div_mul": [rewrite(Div(Mul(a, b), c)).to(Mul(Div(a, c), b))],
+    "assoc_mul_div": [rewrite(Mul(Div(a, b), c)).to(Div(Mul(a, c), b))],
+    "div_by_div": [rewrite(Div(a, Div(b, c))).to(Div(Mul(a, c), b))],
+    "add_of_divs": [rewrite(Add(Div(a, c), Div(b, c))).to(Div(Add(a, b), c))],
+    "sub_of_divs": [rewrite(Sub(Div(a, c), Div(b, c))).to(Div(Sub(a, b), c))],
+    "assoc_div_div": [rewrite(Div(Div(a, b), c)).to(Div(Div(a, c), b))],
+    "div_of_div": [rewrite(Div(Div(a, b), c)).to(Div(a, Mul(b, c)))],
+    "div_by_mul": [rewrite(Div(a, Mul(b, c))).to(Div(Div(a, b), c))],
+    # not_zero_literal: a non-literal member (literals: constant folding)
+    "div_by_self": [rewrite(Div(a, a)).to(ONE, eq(a).to(Var(s)))]
+    + [rewrite(Div(a, a)).to(ONE, eq(a).to(f(b, c))) for f in BINARY.values()]
+    + [rewrite(Div(a, a)).to(ONE, eq(a).to(f(b))) for f in UNARY.values()],
+}
+FOLDS: list[Any] = [
+    rule(eq(t).to(Add(Num(x), Num(y)))).then(union(t).with_(Num(x + y))),
+    rule(eq(t).to(Sub(Num(x), Num(y)))).then(union(t).with_(Num(x - y))),
+    rule(eq(t).to(Mul(Num(x), Num(y)))).then(union(t).with_(Num(x * y))),
+    rule(eq(t).to(Div(Num(x), Num(y))), ne(y).to(f64(0.0))).then(union(t).with_(Num(x / y))),
+]
+
+
+def egglog_rules() -> egglog.Ruleset:
+    translated = translate(get_rule_set(RULES))
+    names = [rw.name for rw in translated.rewrites]
+    if set(names) != set(REWRITES) or translated.left_out:
+        raise SystemExit(f"bench_egglog.py: the translated rows changed: {names}; update REWRITES")
+    return ruleset(*[r for n in names for r in REWRITES[n]], *FOLDS, name="simplify")
+
+
+def to_term(e: E.Expr) -> Term:
+    """``e`` (lets inlined, Floats only) as an egglog term."""
+    if e.type is not E.FLOAT:
+        raise SystemExit(f"bench_egglog.py: not a Float: {format_expr(e)}")
+    if e.op is Op.CONST:
+        return Num(float(e.data))
+    if e.op is Op.VAR:
+        return Var(e.data)
+    if e.op in BINARY:
+        return BINARY[e.op](to_term(e.args[0]), to_term(e.args[1]))
+    if e.op in UNARY:
+        return UNARY[e.op](to_term(e.args[0]))
+    raise SystemExit(f"bench_egglog.py: no egglog op for {e.op.name}")
+
+
+OPS = {Add: Op.ADD, Sub: Op.SUB, Mul: Op.MUL, Div: Op.DIV, Neg: Op.NEG, Log: Op.LOG}
+
+
+def from_term(term: Term) -> E.Expr:
+    """An extracted egglog term back as a project expression."""
+    num = egglog.get_callable_args(term, Num)
+    if num is not None:
+        return E.const(float(egglog.get_literal_value(num[0])))  # type: ignore[arg-type]
+    var = egglog.get_callable_args(term, Var)
+    if var is not None:
+        return E.var(str(egglog.get_literal_value(var[0])), E.FLOAT)  # type: ignore[arg-type]
+    for f, op in OPS.items():
+        args = egglog.get_callable_args(term, f)  # type: ignore[arg-type]
+        if args is not None:
+            return E.make(op, tuple(from_term(k) for k in args))
+    raise ValueError(f"unknown egglog term {term}")
+
+
+def inlined(e: E.Expr, env: dict[str, E.Expr] | None = None) -> E.Expr:
+    """``e`` with its lets inlined, as the Python e-graph adds it (a let-bound variable is its value)."""
+    env = env or {}
+    if e.op is Op.LET:
+        bound, value, body = e.args
+        return inlined(body, {**env, bound.data: inlined(value, env)})
+    if e.op is Op.VAR:
+        return env.get(e.data, e)
+    if not e.args:
+        return e
+    return E.make(e.op, tuple(inlined(k, env) for k in e.args), e.data)
+
+
+def run_python(e: E.Expr, rules: Any, nodes: int, iterations: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    g = PyEGraph(folds=rules.folds)
+    root = g.add_expr(e)
+    g.rebuild()
+    done = saturate(g, rules.rewrites, Limits(nodes, iterations, lambda: None))
+    seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    tree, trees = tree_choice(g)
+    root = g.find(root)
+    best_tree = trees[root]  # the cheapest tree, no lets: what egglog's extraction is compared with
+    extract = time.perf_counter() - t1
+    written = [write_out(root, choice, e.free, lambda q: q.cost) for choice in (tree, dag_choice(g, trees))]
+    search_cost = min(q.cost for q in (e, *written) if q is not None)
+    return {
+        "enodes": g.size,
+        "eclasses": len(g.classes),
+        "iterations": done.iterations,
+        "saturated": done.saturated,
+        "stopped": done.stopped,
+        "seconds": seconds,
+        "extract_seconds": extract,
+        "cost": best_tree.cost,
+        "search_cost": search_cost,
+        "best": format_expr(best_tree),
+    }
+
+
+def run_egglog(e: E.Expr, rules: egglog.Ruleset, iterations: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    g = EGraph()
+    root = g.let("root", to_term(e))
+    schedule = egglog.run(rules, scheduler=back_off(match_limit=MATCH_LIMIT, ban_length=BAN_LENGTH))
+    g.run(schedule * iterations)
+    seconds = time.perf_counter() - t0
+    sizes = dict(g.all_function_sizes())
+    enodes = sum(sizes.get(f, 0) for f in CONSTRUCTORS)  # type: ignore[call-overload]
+    t1 = time.perf_counter()
+    out, cost = g.extract(root, include_cost=True)
+    extract = time.perf_counter() - t1
+    saturated = not g.run(schedule).updated  # one more iteration changes nothing (untimed)
+    best = from_term(out)
+    return {
+        "enodes": enodes,
+        "saturated": saturated,
+        "seconds": seconds,
+        "extract_seconds": extract,
+        "cost": best.cost,
+        "egglog_cost": cost / SCALE,
+        "best": format_expr(best),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--sets", default=",".join(SETS), help="sets, comma-separated")
+    ap.add_argument("--nodes", type=int, default=10_000, help="e-node limit of the Python engine (10000)")
+    ap.add_argument("--iterations", type=int, default=30, help="iteration limit of both engines (30)")
+    ap.add_argument("--out", type=Path, default=OUT, help="rows (JSON lines, overwritten)")
+    args = ap.parse_args(argv)
+    py_rules = translate(get_rule_set(RULES))
+    eg_rules = egglog_rules()
+    rows: list[dict[str, Any]] = []
+    for set_name in args.sets.split(","):
+        for i, target in enumerate(load_targets(DataSource(set=set_name), "--sets")):
+            e = inlined(target.expr)
+            to_term(e)  # every node a Float, before anything is timed
+            py = run_python(e, py_rules, args.nodes, args.iterations)
+            eg = run_egglog(e, eg_rules, args.iterations)
+            for engine, r in (("python", py), ("egglog", eg)):
+                rows.append({"set": set_name, "index": i, "engine": engine, "start_cost": e.cost, **r})
+            print(
+                f"{set_name}[{i}] python {py['enodes']} n {py['seconds']:.3f} s cost {py['cost']:g} | "
+                f"egglog {eg['enodes']} n {eg['seconds']:.3f} s cost {eg['cost']:g}",
+                file=sys.stderr,
+            )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(
+        f"{'set':<22} {'engine':<7} {'exprs':>5} {'e-nodes':>8} {'seconds':>8} {'nodes/s':>9} {'cost':>7} {'equal':>6} saturated"
+    )
+    for set_name in dict.fromkeys(r["set"] for r in rows):
+        mine = [r for r in rows if r["set"] == set_name]
+        py_costs = {r["index"]: r["cost"] for r in mine if r["engine"] == "python"}
+        for engine in ("python", "egglog"):
+            rs = [r for r in mine if r["engine"] == engine]
+            n, sec = sum(r["enodes"] for r in rs), sum(r["seconds"] for r in rs)
+            equal = sum(abs(r["cost"] - py_costs[r["index"]]) < 1e-9 for r in rs)
+            print(
+                f"{set_name:<22} {engine:<7} {len(rs):>5} {n:>8} {sec:>8.3f} {n / sec:>9.0f} "
+                f"{sum(r['cost'] for r in rs):>7.1f} {f'{equal}/{len(rs)}':>6} {sum(r['saturated'] for r in rs)}/{len(rs)}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -19,6 +19,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from knossos.atomic import atomic_write_text
 from knossos.errors import KsError, KsEvalError, KsUsageError, Pos, one_line
 from knossos.expr import Expr
 from knossos.interpreter import DEFAULT_MAX_ELEMENTS, Interpreter
@@ -83,6 +84,39 @@ def same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def check_output(out: str, source: str, force: bool) -> None:
+    """A file ``-o`` may write (optimize.py's rules), checked before any work: named, not the input, a
+    regular file or nothing in an existing folder, and there already only with ``force``."""
+    if not out:
+        raise KsUsageError("-o needs a file name, not an empty one")
+    if same_file(out, source):
+        raise KsUsageError("-o names the input file; refusing to overwrite it", None, out)
+    target = Path(out)
+    if target.is_dir():
+        raise KsUsageError("-o names a folder", None, out)
+    if os.path.lexists(out) and not target.is_file():
+        raise KsUsageError("-o: not a regular file; refusing to replace it", None, out)
+    if not target.resolve().parent.is_dir():
+        raise KsUsageError("-o: the folder does not exist", None, out)
+    if os.path.lexists(out) and not force:
+        raise KsUsageError("-o: the file exists; add --force to overwrite it", None, out)
+
+
+def write_output(text: str, out: str | None, force: bool) -> None:
+    """``text`` to ``out`` (checked by :func:`check_output`) atomically, or to stdout without ``-o``; a
+    failed write leaves an existing output as it was, and a file that appeared meanwhile is replaced
+    only with ``force``."""
+    if out is None:
+        sys.stdout.write(text)
+        return
+    try:
+        atomic_write_text(out, text, replace=force)
+    except FileExistsError:
+        raise KsUsageError("-o: the file appeared meanwhile; add --force to overwrite it", None, out) from None
+    except OSError as err:
+        raise KsUsageError(f"cannot write: {err.strerror}", None, out) from None
 
 
 def find_def(program: Program, name: str, file: str) -> Def:

@@ -9,14 +9,10 @@ differentiated is a one-line error, and nothing is written.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
-from knossos.atomic import atomic_write_text
 from knossos.autodiff.derivatives import derivative_defs, with_derivatives
-from knossos.cli import ArgumentParser, find_def, located, same_file
-from knossos.errors import KsUsageError
+from knossos.cli import ArgumentParser, check_output, find_def, located, write_output
 from knossos.parser import load_program
 from knossos.printer import format_program
 
@@ -32,23 +28,6 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
     p.set_defaults(run=cmd_grad)
 
 
-def check_output(out: str, source: str, force: bool) -> None:
-    """A file ``-o`` may write (optimize.py's rules), checked before any work."""
-    if not out:
-        raise KsUsageError("-o needs a file name, not an empty one")
-    if same_file(out, source):
-        raise KsUsageError("-o names the input file; refusing to overwrite it", None, out)
-    target = Path(out)
-    if target.is_dir():
-        raise KsUsageError("-o names a folder", None, out)
-    if os.path.lexists(out) and not target.is_file():
-        raise KsUsageError("-o: not a regular file; refusing to replace it", None, out)
-    if not target.resolve().parent.is_dir():
-        raise KsUsageError("-o: the folder does not exist", None, out)
-    if os.path.lexists(out) and not force:
-        raise KsUsageError("-o: the file exists; add --force to overwrite it", None, out)
-
-
 def cmd_grad(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output(args.out, args.file, args.force)
@@ -59,13 +38,5 @@ def cmd_grad(args: argparse.Namespace) -> int:
     for name in maker.reused:
         print(f"knossos grad: note: keeping the program's own '{name}'", file=sys.stderr)
     text = format_program(result)
-    if args.out is None:
-        sys.stdout.write(text)
-        return 0
-    try:  # a failed write leaves an existing output as it was
-        atomic_write_text(args.out, text, replace=args.force)
-    except FileExistsError:
-        raise KsUsageError("-o: the file appeared meanwhile; add --force to overwrite it", None, args.out) from None
-    except OSError as err:
-        raise KsUsageError(f"cannot write: {err.strerror}", None, args.out) from None
+    write_output(text, args.out, args.force)
     return 0

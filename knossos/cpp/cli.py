@@ -9,14 +9,10 @@ FILE, and never anything but a regular file.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-from knossos.atomic import atomic_write_text
-from knossos.cli import ArgumentParser, find_def, located, same_file
+from knossos.cli import ArgumentParser, check_output, find_def, located, write_output
 from knossos.cpp.driver import driver_source
 from knossos.cpp.emit import emit_program
-from knossos.errors import KsUsageError
 from knossos.parser import load_program
 
 
@@ -39,25 +35,12 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
 
 def cmd_cpp(args: argparse.Namespace) -> int:
     if args.out is not None:
-        if not args.out:
-            raise KsUsageError("-o needs a file name, not an empty one")
-        if same_file(args.out, args.file):
-            raise KsUsageError("-o names the input file; refusing to overwrite it", None, args.out)
-        if os.path.lexists(args.out) and not args.force:
-            raise KsUsageError("-o: the file exists; add --force to overwrite it", None, args.out)
+        check_output(args.out, args.file, args.force)
     program = load_program(args.file)
     names = [find_def(program, args.def_name, args.file).name] if args.def_name else None
     if args.driver:
         source = located(lambda: driver_source(program, names, exact_order=args.exact_order)[0], args.file)
     else:
         source = located(lambda: emit_program(program, names, exact_order=args.exact_order), args.file)
-    if args.out is None:
-        sys.stdout.write(source)
-        return 0
-    try:  # a failed write leaves an existing output as it was
-        atomic_write_text(args.out, source, replace=args.force)
-    except FileExistsError:
-        raise KsUsageError("-o: the file appeared meanwhile; add --force to overwrite it", None, args.out) from None
-    except OSError as err:
-        raise KsUsageError(f"cannot write: {err.strerror}", None, args.out) from None
+    write_output(source, args.out, args.force)
     return 0

@@ -20,9 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from knossos.atomic import atomic_write_text
-from knossos.autodiff.cli import check_output
-from knossos.cli import ArgumentParser
+from knossos.cli import ArgumentParser, check_output, write_output
 from knossos.errors import KsError, KsUsageError, one_line
 from knossos.printer import format_program
 
@@ -150,13 +148,5 @@ def cmd_import(args: argparse.Namespace) -> int:
     given = ",".join(f"{k}={'x'.join(map(str, v))}" for k, v in shapes.items())
     header = one_line(f"; knossos import {Path(args.file).name} --function {args.function} --shapes '{given}'")
     text = header + "\n" + format_program(program)
-    if args.out is None:
-        sys.stdout.write(text)
-        return 0
-    try:  # a failed write leaves an existing output as it was
-        atomic_write_text(args.out, text, replace=args.force)
-    except FileExistsError:
-        raise KsUsageError("-o: the file appeared meanwhile; add --force to overwrite it", None, args.out) from None
-    except OSError as err:
-        raise KsUsageError(f"cannot write: {err.strerror}", None, args.out) from None
+    write_output(text, args.out, args.force)
     return 0

@@ -642,6 +642,22 @@ def preorder(root: Expr) -> Iterator[Expr]:
 Ancestors = list[tuple[Expr, int, int]]  # (ancestor, its pre-order number, index of the child on the way)
 
 
+def names_in(root: Expr) -> set[str]:
+    """Every variable name in ``root``, free or bound (shared subtrees walked once)."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op is Op.VAR:
+            names.add(node.data)
+        stack.extend(node.args)
+    return names
+
+
 def path_to(root: Expr, number: int) -> tuple[Ancestors, Expr]:
     """The node with pre-order number ``number`` and its ancestors from the root down: the one walk
     to a node that :func:`node_at`, :func:`replace_at` and the rules' sites share."""

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from sexpdata import Symbol as _SexpSymbol
 
 from knossos import trampoline
-from knossos.expr import Expr
+from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, NAMES, Op
 from knossos.program import Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes
 from knossos.types import Kind, Type
@@ -123,7 +123,7 @@ def _unclashed(root: Expr, params: frozenset[str] = frozenset()) -> _Node:
     clashing = called & bound
     if not clashing and not shadowing:
         return root
-    names = {n.data for n in _dag(root) if n.op is Op.VAR}
+    names = names_in(root)
     return _Renamer(root, clashing, names | called | params, shadowing).view
 
 

@@ -54,7 +54,7 @@ from typing import Any, Final
 from knossos import expr as E
 from knossos import trampoline
 from knossos.arith import INT_MAX, INT_MIN
-from knossos.expr import Expr
+from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, Op
 from knossos.program import Def, Program
 from knossos.types import INTEGER, Kind
@@ -62,7 +62,7 @@ from rules.conditionals import CompareConstants
 from rules.rule import FoldRule, Rewrite, Rule, Site, condition, rule
 from rules.rule_set import RuleSet, rewrite_to_fixed_point
 from rules.sets import ml_rules
-from rules.substitution import fresh_name, names_in, substitute
+from rules.substitution import fresh_name, substitute
 
 __all__ = ["BaselineError", "measure", "simplify", "simplify_def", "simplify_program"]
 

@@ -9,10 +9,10 @@ act at a node but rewrite its parent, as in the reference.
 from __future__ import annotations
 
 from knossos import expr as E
-from knossos.expr import Expr
+from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, Op
 from rules.rule import Rewrite, Rule, Site, can_leave_parent, not_free, rule, with_child
-from rules.substitution import fresh_name, names_in, replace_occurrence, substitute
+from rules.substitution import fresh_name, replace_occurrence, substitute
 
 
 class InlineLet(Rule):

@@ -6,12 +6,12 @@ from functools import lru_cache
 
 from knossos import expr as E
 from knossos.callee import CalleeKind
-from knossos.expr import Expr
+from knossos.expr import Expr, names_in
 from knossos.ops import Op
 from knossos.program import Def, VecSizes
 from knossos.types import INTEGER
 from rules.rule import Rewrite, Rule, Site
-from rules.substitution import fresh_name, names_in, substitute
+from rules.substitution import fresh_name, substitute
 
 
 class InlineCall(Rule):

@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from knossos import expr as E
-from knossos.expr import Expr
+from knossos.expr import Expr, names_in
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind
 from rules.rule import Rewrite, Rule, Site, condition, not_free, rule
-from rules.substitution import fresh_name, names_in, substitute
+from rules.substitution import fresh_name, substitute
 from rules.vectors import SUMS_REORDERED
 from rules.zeros import is_zero
 

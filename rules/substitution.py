@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from knossos import expr as E
-from knossos.expr import Expr
+from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, Op
 
 
@@ -20,22 +20,6 @@ def fresh_name(avoid: Iterable[frozenset[str] | set[str]], base: str = "var") ->
     while any(f"{base}{i}" in s for s in sets):
         i += 1
     return f"{base}{i}"
-
-
-def names_in(root: Expr) -> set[str]:
-    """Every variable name in ``root``, free or bound."""
-    names: set[str] = set()
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.op is Op.VAR:
-            names.add(node.data)
-        stack.extend(node.args)
-    return names
 
 
 def substitute(root: Expr, name: str, replacement: Expr) -> Expr:

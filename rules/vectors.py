@@ -9,10 +9,11 @@ or Integer, may overflow in one order only.
 from __future__ import annotations
 
 from knossos import expr as E
+from knossos.expr import names_in
 from knossos.ops import Op
 from knossos.types import Kind
 from rules.rule import Rewrite, Rule, Site, all_floats, condition, not_free, rule
-from rules.substitution import fresh_name, names_in, substitute
+from rules.substitution import fresh_name, substitute
 from rules.zeros import CONSTVEC_ZERO, is_zero
 
 IN_RANGE = "the index is within the vector"

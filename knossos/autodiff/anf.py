@@ -133,22 +133,6 @@ class Names:
         return v
 
 
-def names_in(root: Expr) -> set[str]:
-    """Every variable name in ``root``, free or bound."""
-    out: set[str] = set()
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.op is Op.VAR:
-            out.add(node.data)
-        stack.extend(node.args)
-    return out
-
-
 class NotDifferentiable(KsError):
     """A def that has no derivative, with the position of the reason."""
 

@@ -81,46 +81,37 @@ def _cpu_tag() -> str:
 
 def native_supported(cxx: str | None = None) -> bool:
     """Whether the compiler accepts ``-march=native`` (probed once per compiler)."""
-    cxx = cxx or compiler()
-    if cxx not in _native_ok:
-        with tempfile.TemporaryDirectory(prefix="knossos-cpp-") as tmp:
-            src = Path(tmp) / "probe.cpp"
-            src.write_text("int main() { return 0; }\n", encoding="utf-8")
-            try:
-                proc = subprocess.run(
-                    [cxx, NATIVE_FLAG, "-o", str(Path(tmp) / "probe"), str(src)],
-                    capture_output=True,
-                    timeout=120,
-                    check=False,
-                )
-                _native_ok[cxx] = proc.returncode == 0
-            except (OSError, subprocess.TimeoutExpired):
-                _native_ok[cxx] = False
-    return _native_ok[cxx]
+    return _accepts(cxx or compiler(), NATIVE_FLAG, "int main() { return 0; }\n", _native_ok)
+
+
+_OPENMP_PROBE = (
+    "#include <omp.h>\nint main() { int s = 0;\n#pragma omp parallel for reduction(+ : s)\n"
+    "for (int i = 0; i < 4; ++i) s += i;\nreturn s == 6 && omp_get_max_threads() > 0 ? 0 : 1; }\n"
+)
 
 
 def openmp_supported(cxx: str | None = None) -> bool:
     """Whether the compiler builds and links ``-fopenmp`` code (probed once per compiler)."""
-    cxx = cxx or compiler()
-    if cxx not in _openmp_ok:
+    return _accepts(cxx or compiler(), OPENMP_FLAG, _OPENMP_PROBE, _openmp_ok)
+
+
+def _accepts(cxx: str, flag: str, source: str, known: dict[str, bool]) -> bool:
+    """Whether ``cxx`` compiles and links ``source`` with ``flag``, remembered in ``known`` per compiler."""
+    if cxx not in known:
         with tempfile.TemporaryDirectory(prefix="knossos-cpp-") as tmp:
             src = Path(tmp) / "probe.cpp"
-            src.write_text(
-                "#include <omp.h>\nint main() { int s = 0;\n#pragma omp parallel for reduction(+ : s)\n"
-                "for (int i = 0; i < 4; ++i) s += i;\nreturn s == 6 && omp_get_max_threads() > 0 ? 0 : 1; }\n",
-                encoding="utf-8",
-            )
+            src.write_text(source, encoding="utf-8")
             try:
                 proc = subprocess.run(
-                    [cxx, OPENMP_FLAG, "-o", str(Path(tmp) / "probe"), str(src)],
+                    [cxx, flag, "-o", str(Path(tmp) / "probe"), str(src)],
                     capture_output=True,
                     timeout=120,
                     check=False,
                 )
-                _openmp_ok[cxx] = proc.returncode == 0
+                known[cxx] = proc.returncode == 0
             except (OSError, subprocess.TimeoutExpired):
-                _openmp_ok[cxx] = False
-    return _openmp_ok[cxx]
+                known[cxx] = False
+    return known[cxx]
 
 
 def compile_flags(extra_flags: Sequence[str] = (), shared: bool = False, *, exact_order: bool = False) -> list[str]:

@@ -5,7 +5,7 @@ Run:  python benchmarks/bench_torch.py [--quick] [--repeats R] [--seconds S] [--
 1. Translation time of ``twenty_ops`` below (20 PyTorch ops: linear x2, tanh, relu, log_softmax,
    sigmoid, mean, sum, exp, ...; 25 core ATen nodes after decomposition) in a fresh Python process,
    torch's import included (the issue's target: under 2 s), --repeats (3) times: the seconds to
-   import torch, to translate (torch.export, run_decompositions, lowering) and their total.
+   import torch, to translate (tracing the ATen calls, lowering) and their total.
 2. examples/torch_mlp.py at --sizes (its default; --quick: 1x16x16x4 with a 20 s search): the
    translated loss and its optimised, compiled gradient against torch, and the gradient's wall time
    against PyTorch eager.

@@ -4,7 +4,7 @@ Run:  python examples/torch_mlp.py [--sizes 1x256x256x10,64x256x1024x10] [--seco
           [--threads T] [--json FILE]
 
 1. ``mlp_loss`` is plain PyTorch: a tanh hidden layer, a linear output, the mean squared error.
-2. ``knossos.frontends.torch.translate`` exports it (torch.export, core ATen) at each size
+2. ``knossos.frontends.torch.translate`` traces it to core ATen at each size
    (batch x inputs x hidden x outputs) and lowers it to one Knossos def of builds and sums.
 3. ``knossos.autodiff.grad_program`` adds ``rev$mlp_loss`` (reverse mode: a sum of one-hot terms).
 4. The ``gradients`` model (gnn/models/gradients.pt) searches ``rev$mlp_loss`` with the rules,

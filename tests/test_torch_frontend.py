@@ -289,15 +289,60 @@ def test_a_module_is_refused() -> None:
         translate(torch.nn.Linear(2, 3), *examples([(2,)]))
 
 
-def test_export_failure_is_one_line() -> None:
-    def branches(x):
-        if x.sum() > 0:  # data-dependent control flow: torch.export cannot trace it
-            return x
-        return -x
+def branches(x):
+    if x.sum() > 0:  # data-dependent control flow: the examples' values would decide it
+        return x
+    return -x
 
-    with pytest.raises(KsUsageError, match=r"torch\.export failed") as info:
+
+def test_data_dependent_control_flow_is_an_error_naming_the_line() -> None:
+    with pytest.raises(KsUsageError, match="reads a tensor's value") as info:
         translate(branches, *examples([(3,)]))
+    text = info.value.render()
+    assert "\n" not in text and "if x.sum() > 0" in text
+    with pytest.raises(KsUsageError, match=r"torch\.export failed") as info:
+        translate(branches, *examples([(3,)]), tracer="export")
     assert "\n" not in info.value.render()
+
+
+def test_a_failing_function_names_its_line() -> None:
+    def mismatch(a, b):
+        return a + b  # shapes (3,) and (4,) do not broadcast
+
+    with pytest.raises(KsUsageError, match="failed on its examples: RuntimeError") as info:
+        translate(mismatch, *examples([(3,), (4,)]))
+    assert "return a + b" in info.value.render()
+
+
+def adds_in_place(a, b):
+    c = a * 2.0
+    c.add_(b)  # on a fresh tensor: the same as c = c + b
+    return c.exp()
+
+
+def adds_to_a_view(a, b):
+    c = a * 2.0
+    c[0].add_(b[0])  # changes c through a view of it
+    return c.exp()
+
+
+def test_in_place_ops() -> None:
+    check(adds_in_place, [(3,), (3,)])
+    with pytest.raises(KsUsageError, match=r"in-place op aten\.add_\.Tensor on a tensor that other tensors share"):
+        translate(adds_to_a_view, *examples([(3,), (3,)]))
+
+
+@pytest.mark.parametrize("case", [*CASES, *POSITIVE_CASES])
+def test_the_dispatch_tracer_gives_export_s_program(case: str) -> None:
+    """The default tracer is a faster way to torch.export's decomposed graph: the same def."""
+    fn, shapes = {**CASES, **POSITIVE_CASES}[case]
+    args = examples(shapes, 0, positive=case in POSITIVE_CASES)
+    assert only_def(translate(fn, *args)).body is only_def(translate(fn, *args, tracer="export")).body
+
+
+def test_unknown_tracer() -> None:
+    with pytest.raises(KsUsageError, match="unknown tracer 'jit'"):
+        translate(lambda a: a, *examples([(3,)]), tracer="jit")
 
 
 def test_other_dtypes_are_an_error() -> None:

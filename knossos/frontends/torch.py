@@ -25,6 +25,7 @@ import inspect
 import linecache
 import os
 import re
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from knossos.callee import def_callee
 from knossos.errors import KsUsageError, Pos, one_line
 from knossos.expr import Expr
 from knossos.frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
+from knossos.frontends.dispatch import TraceError, trace
 from knossos.frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
 from knossos.ops import KEYWORDS, Op
 from knossos.program import Def, Param, Program
@@ -44,6 +46,7 @@ from knossos.types import BOOL, FLOAT
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>[0-9]+), in (?P<fn>\S+)')
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def supported_ops() -> list[str]:
@@ -51,15 +54,18 @@ def supported_ops() -> list[str]:
     return sorted(f"aten.{k}" for k in LOWERINGS)
 
 
-def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = None) -> Program:
+def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = None, tracer: str = "dispatch") -> Program:
     """A program of one def computing ``fn`` on arguments of the examples' shapes (float64 tensors,
-    or Python numbers, which become Floats)."""
+    or Python numbers, which become Floats).  ``tracer`` is ``"dispatch"`` (the default,
+    :mod:`knossos.frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower)."""
+    if tracer not in ("dispatch", "export"):
+        raise KsUsageError(f"unknown tracer '{tracer}': expected dispatch or export")
     if isinstance(fn, torch.nn.Module) or not callable(fn):
         raise KsUsageError("translate takes a plain function (pass a module's parameters as arguments)")
     args = tuple(_example(a, k) for k, a in enumerate(example_args))
     params = _param_names(fn, len(args))
     def_name = _knossos_name(str(name or getattr(fn, "__name__", "f")), set(), "f")
-    graph, inputs, constants = _export(fn, args)
+    graph, inputs, constants = _export(fn, args) if tracer == "export" else _dispatch_trace(fn, args)
     return _lower(graph, inputs, constants, params, def_name)
 
 
@@ -159,15 +165,38 @@ def _export(
     return exported.graph, inputs, constants
 
 
+def _dispatch_trace(
+    fn: Callable[..., Any], args: tuple[torch.Tensor, ...]
+) -> tuple[torch.fx.Graph, list[str], dict[str, torch.Tensor]]:
+    try:
+        return trace(fn, args, keep=lambda key: key in LOWERINGS)
+    except TraceError as err:
+        file, pos, text = _source_of(err.stack)
+        where = f" in `{one_line(text)}`" if text else ""
+        raise KsUsageError(f"{err.message}{where}", pos, file) from None
+    except KsUsageError:
+        raise
+    except Exception as err:  # the function itself failed on its examples (a shape mismatch...)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        file, pos, text = _source_of("".join(traceback.format_exception(err)))
+        where = f" in `{one_line(text)}`" if text else ""
+        raise KsUsageError(
+            f"the function failed on its examples: {type(err).__name__}: {first[:300]}{where}", pos, file
+        ) from None
+
+
 # -- where a node comes from ---------------------------------------------------------------------------
 def _source(node: torch.fx.Node) -> tuple[str | None, Pos | None, str]:
-    """The file, position and text of the user's line that made ``node`` (the innermost frame of the
-    stack trace outside torch and this module)."""
-    trace = node.meta.get("stack_trace") or ""
+    """The file, position and text of the user's line that made ``node``."""
+    return _source_of(node.meta.get("stack_trace") or "")
+
+
+def _source_of(stack: str) -> tuple[str | None, Pos | None, str]:
+    """The innermost frame of a formatted stack outside torch and these front ends."""
     best: tuple[str | None, Pos | None, str] = (None, None, "")
-    for m in _FRAME.finditer(trace):
+    for m in _FRAME.finditer(stack):
         file = m.group("file")
-        if file.startswith(_TORCH_DIR) or os.path.abspath(file) == os.path.abspath(__file__):
+        if file.startswith(_TORCH_DIR) or os.path.dirname(os.path.abspath(file)) == _HERE:
             continue
         line = int(m.group("line"))
         text = linecache.getline(file, line)

@@ -1,0 +1,183 @@
+"""Tracing a PyTorch function by the core ATen ops it calls, on its example tensors.
+
+``trace(fn, args)`` runs ``fn`` on the examples under a dispatch mode that records every ATen call
+into a ``torch.fx.Graph`` of the form :func:`knossos.frontends.torch.translate` lowers: placeholders
+for the arguments and for the tensor constants the function reads, one ``call_function`` node per
+op with its value in ``meta["val"]`` and the Python stack in ``meta["stack_trace"]``.  An op with a
+lowering is recorded as it is; any other is replaced by its core ATen decomposition (the table
+``run_decompositions()`` uses) when it has one, and recorded otherwise (lowering names it).
+
+Why not ``torch.export``: it imports ``torch._dynamo`` (1.5-1.8 s here, more than the import of
+torch itself), while this tracer runs the function's own CPU kernels and stays within what
+``import torch`` loads; ``translate(..., tracer="export")`` gives the same graph for every op of the
+table (tests/test_torch_frontend.py).  Running on real values, it must refuse what the examples'
+values would otherwise decide silently: reading a tensor's value (``if x.sum() > 0``, ``.item()``)
+and ops whose output shape depends on the data (``x[x > 0]``).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch._decomp import core_aten_decompositions
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from knossos.errors import KsUsageError
+
+#: Ops whose output's size depends on the input's values.
+DATA_DEPENDENT_SHAPES = frozenset(
+    {"nonzero", "masked_select", "unique", "_unique2", "unique_dim", "unique_consecutive"}
+)
+#: Ops that read a tensor's value into Python (control flow or a number on the data).
+VALUE_READS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "equal"})
+
+
+class TraceError(KsUsageError):
+    """Something the examples' values would decide; ``stack`` is where the function did it."""
+
+    def __init__(self, message: str, stack: str) -> None:
+        super().__init__(message)
+        self.stack = stack
+
+
+class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Records ATen calls on tracked tensors into ``graph``."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch otherwise wraps __torch_dispatch__ in torch._dynamo.disable, whose first call imports
+        # all of dynamo (1.5 s); nothing here is ever compiled by dynamo.
+        return False
+
+    def __init__(self, keep: Callable[[str], bool]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.keep = keep
+        self.decompositions = core_aten_decompositions()
+        self.graph = torch.fx.Graph()
+        self.nodes: dict[int, torch.fx.Node] = {}  # id of a tensor -> its node
+        self.alive: list[torch.Tensor] = []  # the tracked tensors, so that their ids are not reused
+        self.constants: dict[str, torch.Tensor] = {}
+        self.inputs: list[str] = []
+
+    def track(self, t: torch.Tensor, node: torch.fx.Node) -> None:
+        # its shape and dtype now (an in-place op may change the tensor's own later)
+        node.meta["val"] = torch.empty(t.shape, dtype=t.dtype, device="meta")
+        self.nodes[id(t)] = node
+        self.alive.append(t)
+
+    def input(self, t: torch.Tensor) -> None:
+        node = self.graph.placeholder(f"arg{len(self.inputs)}")
+        self.inputs.append(node.name)
+        self.track(t, node)
+
+    def node_of(self, t: torch.Tensor) -> torch.fx.Node:
+        node = self.nodes.get(id(t))
+        if node is None:  # a tensor the function read from elsewhere (a global, a closure)
+            node = self.graph.placeholder(f"const{len(self.constants)}")
+            self.constants[node.name] = t.detach().clone()
+            self.track(t, node)
+        return node
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        key = str(func).removeprefix("aten.")
+        if name in VALUE_READS:
+            raise TraceError(
+                f"the function reads a tensor's value ({func}): control flow or numbers that depend "
+                "on the data cannot be translated",
+                _stack(),
+            )
+        if name in DATA_DEPENDENT_SHAPES or (name == "index" and _has_mask(args)):
+            raise TraceError(f"a dynamic shape: {func} gives a tensor whose size depends on the data", _stack())
+        if func._schema.is_mutable:
+            return self.in_place(func, name, args, kwargs)
+        if not self.keep(key):
+            if name == "lift_fresh":  # torch.tensor([...]) in the function: a constant
+                return args[0]
+            if func in self.decompositions:
+                decompose = self.decompositions[func]
+                with self:
+                    out = decompose(*args, **kwargs)
+                if out is not NotImplemented:
+                    return out
+            with self:
+                out = func.decompose(*args, **kwargs)  # a CompositeImplicitAutograd op: its definition
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        flat_out, _ = tree_flatten(out)
+        if not any(isinstance(t, torch.Tensor) for t in flat_out):
+            return out  # prim.device and the like: facts about the tensors, not computation
+        to_node = lambda a: self.node_of(a) if isinstance(a, torch.Tensor) else a  # noqa: E731
+        node = self.graph.call_function(func, tree_map(to_node, tuple(args)), tree_map(to_node, dict(kwargs)))
+        node.meta["stack_trace"] = _stack()
+        if isinstance(out, torch.Tensor):
+            self.track(out, node)
+        else:  # several results: the node's value is the tuple (lowering refuses it, naming the op)
+            node.meta["val"] = out
+        return out
+
+    def in_place(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
+        """An in-place op (``x.add_(y)``, the ``squeeze_`` in matmul's own definition) as its
+        out-of-place form, the tensor then standing for the result.  Only where nothing else sees
+        the change: not on a view, nor on a tensor that has views."""
+        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        outplace = getattr(torch.ops.aten, name.removesuffix("_"), None) if name.endswith("_") else None
+        overload = getattr(outplace, func._overloadname, None) if outplace is not None else None
+        if target is None or overload is None or kwargs.get("out") is not None or self.aliased(target):
+            raise TraceError(
+                f"an in-place op {func} on a tensor that other tensors share: write it out of place", _stack()
+            )
+        with self:
+            result = overload(*args, **kwargs)
+        func(*args, **kwargs)  # the real tensor changes too: later ops compute on its new value
+        self.nodes[id(target)] = self.node_of(result)
+        self.alive.append(target)
+        return target
+
+    def aliased(self, t: torch.Tensor) -> bool:
+        if t._base is not None:
+            return True
+        storage = t.untyped_storage().data_ptr()
+        return any(u is not t and u.untyped_storage().data_ptr() == storage for u in self.alive)
+
+
+def _has_mask(args: Any) -> bool:
+    """Whether ``aten.index``'s indices include a Boolean mask (``x[x > 0]``)."""
+    indices = args[1] if len(args) > 1 else []
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+
+
+def _stack() -> str:
+    return "".join(traceback.format_stack()[:-2])
+
+
+def _outputs(out: Any) -> Iterator[Any]:
+    yield from (out if isinstance(out, list | tuple) else [out])
+
+
+def trace(
+    fn: Callable[..., Any], args: tuple[torch.Tensor, ...], keep: Callable[[str], bool]
+) -> tuple[torch.fx.Graph, list[str], dict[str, torch.Tensor]]:
+    """The graph of ``fn`` on ``args``, the names of its argument placeholders in order, and its
+    constants by placeholder name.  ``keep(key)`` says an op (``"add.Tensor"``) is recorded as it is
+    rather than decomposed.  Raises :class:`TraceError` for what the examples' values would decide."""
+    recorder = _Recorder(keep)
+    inputs = [a.detach().clone() for a in args]  # the function must not see (or change) the caller's tensors
+    for a in inputs:
+        recorder.input(a)
+    with torch.no_grad(), recorder:
+        out = fn(*inputs)
+    results = []
+    for item in _outputs(out):
+        if not isinstance(item, torch.Tensor):
+            raise KsUsageError(f"the function returns a {type(item).__name__}; return tensors")
+        results.append(recorder.node_of(item))
+    recorder.graph.output(results[0] if not isinstance(out, list | tuple) else tuple(results))
+    recorder.graph.eliminate_dead_code()
+    return recorder.graph, recorder.inputs, recorder.constants

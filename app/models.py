@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from knossos.cost_models import CostFunction, get_cost_model
 from knossos.errors import KsUsageError
+from knossos.expr import Expr, preorder
+from knossos.ops import Op
 from rules.sets import get_rule_set
 from search.spec import SearchSpec
 from search.value import ValueFunction, ZeroValue, check_value_scale
@@ -65,9 +67,33 @@ def value_scale(text: str) -> float:
 
 #: The settings of a run whose model does not say them (or with no model).
 DEFAULT_RULES, DEFAULT_SEARCH, DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = "ml_rules", "astar", 10, "reference", 5000
-#: With no --model: plain A* between two saturation passes (chosen by benchmarks/bench_engines.py and
-#: blas_test, see docs/egraph.md, "Saturation inside the search").
-DEFAULT_PIPELINE = "saturate-astar"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What optimize.py runs with no --model, where the command line does not say otherwise."""
+
+    search: str
+    depth: int
+    budget: int
+    prune_commutes: bool
+    prune_inlines: bool
+
+
+#: With no --model, a def with a loop or a lambda: the fusions and inlinings of programs need deep,
+#: wide search, so pseudo-beam (depth 99, the prunings on) between saturation passes; a def without:
+#: saturation does the arithmetic, and A* binds shared terms with lets in 300 evaluations as well as
+#: in 5000.  Both chosen by benchmarks/bench_engines.py and blas_test: docs/egraph.md, "The default".
+WITH_LOOPS = Pipeline("saturate-pseudo-beam", 99, 5000, True, True)
+LOOP_FREE = Pipeline("saturate-astar", DEFAULT_DEPTH, 300, False, False)
+#: The default pipelines' searches.
+DEFAULT_PIPELINES = (WITH_LOOPS.search, LOOP_FREE.search)
+
+
+def default_pipeline(start: Expr) -> Pipeline:
+    """The pipeline optimize.py runs on ``start`` with no --model."""
+    loops = (Op.BUILD, Op.SUMBUILD, Op.LAM)
+    return WITH_LOOPS if any(e.op in loops for e in preorder(start)) else LOOP_FREE
 
 
 @dataclass(frozen=True)
@@ -105,12 +131,21 @@ def trained_search(
     *,
     rules: str = DEFAULT_RULES,
     depth: int = DEFAULT_DEPTH,
+    start: Expr | None = None,
+    search: str | None = None,
 ) -> TrainedSearch:
     """The model ``spec`` (loaded as :func:`load_value_function` loads it) with its training's settings;
     where it does not say one (and for ``none``), ``rules``, ``depth`` and the other defaults above.
-    ``None`` (no model named): the zero value function with the default pipeline."""
+    ``None`` (no model named): the zero value function with :func:`default_pipeline` of ``start``
+    (without one, the pipeline of a def with loops), unless ``search`` names another search: then
+    that search with the defaults above."""
     if spec is None:
-        return TrainedSearch(ZeroValue(), rules, DEFAULT_PIPELINE, depth, False, False, DEFAULT_COST, DEFAULT_BUDGET)
+        p = WITH_LOOPS if start is None else default_pipeline(start)
+        if search is not None and search != p.search:
+            p = Pipeline(search, depth, DEFAULT_BUDGET, False, False)
+        return TrainedSearch(
+            ZeroValue(), rules, p.search, p.depth, p.prune_commutes, p.prune_inlines, DEFAULT_COST, p.budget
+        )
     value = load_value_function(spec, precision, scale)
     trained: dict[str, object] = getattr(value, "trained_for", None) or {}
     trained_depth, budget = trained.get("depth"), trained.get("budget")

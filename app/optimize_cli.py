@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from app.models import DEFAULT_COST, DEFAULT_PIPELINE, trained_search, value_scale
+from app.models import DEFAULT_COST, LOOP_FREE, WITH_LOOPS, trained_search, value_scale
 from app.tidy import tidy
 from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
@@ -81,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--search",
         default=None,
         metavar="NAME",
-        help=f"search ({', '.join(SEARCHES)}; {DEFAULT_PIPELINE} without --model, or the one the model was "
-        "trained for)",
+        help=f"search ({', '.join(SEARCHES)}; without --model, {WITH_LOOPS.search} for a def with loops and "
+        f"{LOOP_FREE.search} for one without; or the one the model was trained for)",
     )
     p.add_argument(
         "--depth",
@@ -110,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=whole_number(MAX_BUDGET),
         default=None,
         metavar="N",
-        help="value-function evaluations (5000, or the model's); exhaustive: most distinct expressions; "
-        "egraph: most e-nodes",
+        help=f"value-function evaluations (the model's; without --model {WITH_LOOPS.budget} for a def with "
+        f"loops, {LOOP_FREE.budget} without); exhaustive: most distinct expressions; egraph: most e-nodes",
     )
     p.add_argument("--seed", type=int, default=0, help="for random, mcts (0)")
     p.add_argument(
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="CKPT",
         help="value function: none, a shipped model's name (default, ggnn, ...: gnn/models/), or a checkpoint file "
-        f"(without it: none, and the search is {DEFAULT_PIPELINE})",
+        "(without it: none, and the search is saturation around plain search, see --search)",
     )
     p.add_argument(
         "--precision",
@@ -247,15 +247,6 @@ def run(args: argparse.Namespace) -> int:
         get_search(args.search)  # an unknown name is refused before a model is loaded
     if args.rules is not None:
         get_rule_set(args.rules)
-    trained = trained_search(args.model, args.precision, args.value_scale)
-    value = trained.value
-    # a model says which rules, search, depth, prunings, cost and budget it was trained for; the command line overrides
-    for setting in ("rules", "search", "depth", "prune_commutes", "prune_inlines", "cost", "budget"):
-        if getattr(args, setting) is None:
-            setattr(args, setting, getattr(trained, setting))
-    rules = get_rule_set(args.rules)
-    cost = search_cost(args.cost, args.size)
-    search = get_search(args.search)
     if args.expr is not None and args.def_name:
         raise KsUsageError("give either FILE --def NAME or --expr, not both")
     src = load_source(args)
@@ -268,6 +259,16 @@ def run(args: argparse.Namespace) -> int:
         d = _pick_def(src.program, args.def_name, src.label)
         start = d.body
         outputs.check_def(src.program, d)
+    trained = trained_search(args.model, args.precision, args.value_scale, start=start, search=args.search)
+    value = trained.value
+    # a model (or, without one, the def's shape) says which rules, search, depth, prunings, cost and
+    # budget; the command line overrides
+    for setting in ("rules", "search", "depth", "prune_commutes", "prune_inlines", "cost", "budget"):
+        if getattr(args, setting) is None:
+            setattr(args, setting, getattr(trained, setting))
+    rules = get_rule_set(args.rules)
+    cost = search_cost(args.cost, args.size)
+    search = get_search(args.search)
     if isinstance(cost, AllocCost):
         params = list(d.params) if d is not None else [Param(v.data, v.type) for v in src.free]
         check_sizes(cost.sizes, start, params, src.label)

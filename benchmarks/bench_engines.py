@@ -30,17 +30,20 @@ sys.path.insert(0, str(ROOT))
 
 from tqdm import tqdm  # noqa: E402
 
-from app.models import load_value_function  # noqa: E402
+from app.models import default_pipeline, load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
 from gnn.config import DataSource  # noqa: E402
 from gnn.data import load_targets  # noqa: E402
+from knossos.expr import Expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
+from rules.rule_set import RuleSet  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.registry import Search, get_search  # noqa: E402
 from search.saturated import saturated  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
+from search.value import ValueFunction  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 SETS = (
@@ -56,11 +59,12 @@ SETS = (
 @dataclass(frozen=True)
 class Engine:
     name: str
-    #: A registered search's name, or ``saturate-astar-before`` (the first pass only).
+    #: A registered search's name, ``saturate-astar-before`` (the first pass only) or ``default``
+    #: (optimize.py's choice for the expression, :func:`app.models.default_pipeline`).
     search: str
     model: str
-    #: Evaluations, or e-nodes for the e-graph.
-    budget: int
+    #: Evaluations, or e-nodes for the e-graph; None: optimize.py's default for the expression.
+    budget: int | None
     #: What the table says.
     label: str
 
@@ -76,14 +80,24 @@ ENGINES = (
         "sat-before-1000", "saturate-astar-before", "none", 1000, "first pass only, then plain A\\* (1000 evaluations)"
     ),
     Engine("sat-learned", "saturate-lazy-astar", "default", 300, "saturate-lazy-astar, `--model default`, 300"),
+    Engine("default", "default", "none", None, "optimize.py's default (no flags): saturate-astar, 300 evaluations"),
 )
 BY_NAME = {e.name: e for e in ENGINES}
 
 
-def search_of(engine: Engine) -> Search:
+def search_of(engine: Engine, start: Expr, rules: RuleSet, value: ValueFunction) -> tuple[Search, SearchSpec]:
+    """The search ``engine`` runs on ``start``, and its spec."""
+    if engine.search == "default":
+        p = default_pipeline(start)
+        spec = SearchSpec(
+            rules, p.depth, p.budget, value, prune_commutes=p.prune_commutes, prune_inlines=p.prune_inlines
+        )
+        return get_search(p.search), spec
+    assert engine.budget is not None
+    spec = SearchSpec(rules, DEPTH, engine.budget, value=value)
     if engine.search == "saturate-astar-before":
-        return saturated(astar, after=False)
-    return get_search(engine.search)
+        return saturated(astar, after=False), spec
+    return get_search(engine.search), spec
 
 
 def results_file(quick: bool) -> ResultsFile:
@@ -95,14 +109,14 @@ def run_engine(engine: Engine, sets: list[str], quick: bool) -> None:
     results = results_file(quick)
     rules = get_rule_set(RULES)
     value = load_value_function(engine.model)
-    search = search_of(engine)
     for set_name in sets:
         targets = load_targets(DataSource(set=set_name), "--sets")[: 3 if quick else None]
         todo = [(i, t) for i, t in enumerate(targets) if not results.has(set=set_name, index=i, engine=engine.name)]
         for i, t in tqdm(todo, desc=f"{engine.name} {set_name}", unit="expr", file=sys.stderr):
             if hasattr(value, "clear"):
                 value.clear()
-            r = search(t.expr, SearchSpec(rules, DEPTH, engine.budget, value=value))
+            search, spec = search_of(engine, t.expr, rules, value)
+            r = search(t.expr, spec)
             results.add(
                 {
                     "set": set_name,
@@ -110,8 +124,8 @@ def run_engine(engine: Engine, sets: list[str], quick: bool) -> None:
                     "engine": engine.name,
                     "search": engine.search,
                     "model": engine.model,
-                    "budget": engine.budget,
-                    "depth": DEPTH,
+                    "budget": spec.budget,
+                    "depth": spec.depth,
                     "start_cost": round(r.start_cost, 6),
                     "best_known": t.best_known,
                     "best_cost": round(r.best_cost, 6),

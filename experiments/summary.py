@@ -396,6 +396,45 @@ def engines_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def blas_engines_table() -> str:
+    """blas_test with no model, one engine a row (``experiments/results/engines/blas_test.jsonl``): defs
+    at the best-known cost, total body cost, seconds, and defs where the engine is worse than plain A*
+    (depth 10, 5000) and than pruned pseudo-beam (depth 99, 5000, both prunings)."""
+    path = RESULTS / "engines" / "blas_test.jsonl"
+    if not path.is_file():
+        return "_No results yet: see docs/egraph.md, The default._\n"
+    from experiments.blas_test.run import best_known
+
+    known = best_known()
+    runs: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            key = (r["search"], r["budget"], r["depth"], r.get("prune_commutes", False), r.get("prune_inlines", False))
+            runs.setdefault(key, {})[r["def_"]] = r
+    astar = runs.get(("astar", 5000, 10, False, False), {})
+    pruned = runs.get(("pseudo-beam", 5000, 99, True, True), {})
+    lines = [
+        "| search | evaluations | depth | prunings | at best known | total body cost | seconds | worse than A\\* | worse than pruned pseudo-beam |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (search, budget, depth, commutes, inlines), rows in runs.items():
+        hits = sum(r["best_body_cost"] <= known[d].best + 1e-9 for d, r in rows.items() if d in known)
+
+        def worse(than: dict[str, dict[str, Any]], rows: dict[str, dict[str, Any]] = rows) -> str:
+            if not than:
+                return ""
+            return str(sum(r["best_body_cost"] > than[d]["best_body_cost"] + 1e-9 for d, r in rows.items() if d in than))
+
+        prunings = "both" if commutes and inlines else "commutes" if commutes else "inlines" if inlines else "none"
+        lines.append(
+            f"| {search} | {budget} | {depth} | {prunings} | {hits}/{len(rows)} | "
+            f"{sum(r['best_body_cost'] for r in rows.values()):,.1f} | {sum(r['seconds'] for r in rows.values()):.1f} | "
+            f"{worse(astar)} | {worse(pruned)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def gradients_table(file: str = "bench.jsonl") -> str:
     """benchmarks/bench_gradients.py's rows: per size, each variant's search, costs, time, speed-up over
     the program as written and time over numpy's; then Spearman's rho of each cost with the time."""
@@ -530,6 +569,7 @@ TABLES["default_model_brief"] = default_model_brief_table
 TABLES["blas_test"] = blas_test_table
 TABLES["egraph_baseline"] = egraph_table
 TABLES["engines"] = engines_table
+TABLES["blas_engines"] = blas_engines_table
 TABLES["gradients_bench"] = gradients_table
 TABLES["gradients_program"] = gradients_program_table
 TABLES["gradients_brief"] = gradients_brief_table

@@ -15,7 +15,7 @@ from search.mcts import mcts
 from search.pseudo_beam import pseudo_beam
 from search.random_search import random_search
 from search.result import SearchResult
-from search.saturated import saturate_astar, saturate_lazy_astar
+from search.saturated import saturate_astar, saturate_lazy_astar, saturate_pseudo_beam
 from search.spec import SearchSpec
 from search.two_phase import two_phase
 
@@ -34,6 +34,7 @@ SEARCHES: dict[str, Search] = {
     "egraph": egraph,
     "saturate-astar": saturate_astar,
     "saturate-lazy-astar": saturate_lazy_astar,
+    "saturate-pseudo-beam": saturate_pseudo_beam,
 }
 
 

@@ -1,9 +1,9 @@
-"""A search between two saturation passes: ``saturate-astar`` and ``saturate-lazy-astar``.
+"""A search between two saturation passes: ``saturate-astar``, ``saturate-lazy-astar``, ``saturate-pseudo-beam``.
 
 1. **Saturate** every binder-free part of the start (:func:`search.egraph.parts.saturate_parts`):
    equality saturation does the arithmetic (reassociation, factoring, cancelling, folding) in one go,
    inside loop bodies too, where a rewrite-by-rewrite search needs many steps.
-2. **Search** from there with the inner search (A* or lazy A*, plain or guided by ``spec.value``, the
+2. **Search** from there with the inner search (A*, lazy A* or pseudo-beam, plain or guided by ``spec.value``, the
    full rule set, ``spec.depth`` and ``spec.budget``): the structural moves saturation cannot make
    (inlining, fusion, sums and builds, lets).
 3. **Saturate again** what the search found, if it found something cheaper: a fusion or an inlining
@@ -29,6 +29,7 @@ from search.egraph.parts import PartLimits, PartsReport, saturate_parts_report
 from search.graph import SearchGraph
 from search.lazy_astar import lazy_astar
 from search.limits import Limits
+from search.pseudo_beam import pseudo_beam
 from search.result import SearchResult
 from search.spec import SearchSpec, ctrl_c_returns_best
 
@@ -135,3 +136,4 @@ def _result(
 
 saturate_astar = saturated(astar)
 saturate_lazy_astar = saturated(lazy_astar)
+saturate_pseudo_beam = saturated(pseudo_beam)

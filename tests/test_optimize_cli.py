@@ -115,13 +115,20 @@ def test_expr_human(capsys: pytest.CaptureFixture[str]) -> None:
     assert parse_expr(lines[-1])[0].cost == 1.0
 
 
-def test_the_default_is_saturation_around_plain_astar(capsys: pytest.CaptureFixture[str]) -> None:
-    """No --model or --search: saturate-astar (5000 evaluations); --json says what ran."""
+def test_the_default_is_saturation_around_plain_search(capsys: pytest.CaptureFixture[str]) -> None:
+    """No --model or --search: without loops saturate-astar at 300 evaluations; with loops
+    saturate-pseudo-beam, depth 99, 5000, the prunings on; --json says what ran."""
     code, out, _ = run(capsys, "--expr", FIRST, "--rules", "binding_rules", "--json", "--quiet")
     result = json.loads(out)
     assert code == 0 and result["search"] == "saturate-astar" and result["model"] == "none"
-    assert result["rules"] == "binding_rules" and result["budget"] == 5000 and result["evaluations"] <= 5000
+    assert result["rules"] == "binding_rules" and result["budget"] == 300 and result["evaluations"] <= 300
     assert result["best_cost"] == pytest.approx(8.1)
+    code, out, _ = run(capsys, BLAS, "--def", "axpy", "--rules", "ml_rules_no_bind", "--json", "--quiet")
+    result = json.loads(out)
+    assert (result["search"], result["depth"], result["budget"]) == ("saturate-pseudo-beam", 99, 5000)
+    assert result["prune_commutes"] and result["prune_inlines"] and result["best_cost"] < result["start_cost"]
+    code, out, _ = run(capsys, "--expr", FIRST, "--budget", "40", "--json", "--quiet")
+    assert json.loads(out)["budget"] == 40
     code, out, _ = run(capsys, "--expr", FIRST, "--search", "astar", "--json", "--quiet")
     result = json.loads(out)
     assert result["search"] == "astar" and result["budget"] == 5000 and result["rules"] == "ml_rules"

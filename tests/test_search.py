@@ -544,6 +544,7 @@ def test_unknown_search_name() -> None:
         "egraph",
         "saturate-astar",
         "saturate-lazy-astar",
+        "saturate-pseudo-beam",
     }
     assert all(get_search(n) is SEARCHES[n] for n in SEARCHES)
 

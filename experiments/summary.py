@@ -32,6 +32,7 @@ READMES = (
     ROOT / "docs" / "default_model.md",
     ROOT / "docs" / "egraph.md",
     ROOT / "docs" / "programs.md",
+    ROOT / "docs" / "torch.md",
     RESULTS / "training" / "README.md",
 )
 #: The training runs of experiments/results/training/ shown side by side, per table.
@@ -424,7 +425,9 @@ def blas_engines_table() -> str:
         def worse(than: dict[str, dict[str, Any]], rows: dict[str, dict[str, Any]] = rows) -> str:
             if not than:
                 return ""
-            return str(sum(r["best_body_cost"] > than[d]["best_body_cost"] + 1e-9 for d, r in rows.items() if d in than))
+            return str(
+                sum(r["best_body_cost"] > than[d]["best_body_cost"] + 1e-9 for d, r in rows.items() if d in than)
+            )
 
         prunings = "both" if commutes and inlines else "commutes" if commutes else "inlines" if inlines else "none"
         lines.append(
@@ -433,6 +436,73 @@ def blas_engines_table() -> str:
             f"{worse(astar)} | {worse(pruned)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def torch_table() -> str:
+    """benchmarks/bench_torch.py's rows: the translation's seconds in fresh processes, then per MLP size
+    the largest relative difference from torch, the search, the alloc cost and the compiled gradient's
+    time against PyTorch eager's."""
+    path = RESULTS / "torch" / "results.jsonl"
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_torch.py._\n"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = []
+    translations = [r for r in rows if r["kind"] == "translate_20_ops"]
+    if translations:
+        totals = sorted(r["total_s"] for r in translations)
+        imports = sorted(r["import_torch_s"] for r in translations)
+        lines += [
+            f"Translating `twenty_ops` ({translations[0]['nodes']} nodes) in a fresh process, {len(totals)} times: "
+            f"{totals[0]:.2f}-{totals[-1]:.2f} s, torch's import ({imports[0]:.2f}-{imports[-1]:.2f} s) included.",
+            "",
+        ]
+    lines += [
+        "| batch x inputs x hidden x outputs | largest relative difference | search | alloc cost | compiled gradient | PyTorch eager | compiled / eager |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["kind"] != "mlp_gradient":
+            continue
+        size = "x".join(str(r["size"][k]) for k in ("batch", "inputs", "hidden", "outputs"))
+        alloc = r["alloc_cost"]
+        lines.append(
+            f"| {size} | {max(r['errors'].values()):.1e} | {r['search_s']:.0f} s | {alloc['before']:.3g} -> "
+            f"{alloc['after']:.3g} | {_seconds(r['compiled_grad_s'])} | {_seconds(r['eager_grad_s'])} | "
+            f"**{r['compiled_grad_s'] / r['eager_grad_s']:.2f}x** |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def default_programs_table() -> str:
+    """benchmarks/bench_default_programs.py's rows: the default against plain A* and pruned pseudo-beam."""
+    path = RESULTS / "engines" / "programs.jsonl"
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_default_programs.py._\n"
+    from benchmarks.bench_default_programs import summary
+
+    return summary(list(ResultsFile(path, ("program", "def_", "engine"))))
+
+
+def torch_brief_table() -> str:
+    """The README's view of benchmarks/bench_torch.py's MLP rows: agreement with torch and the time."""
+    path = RESULTS / "torch" / "results.jsonl"
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_torch.py._\n"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [
+        "| MLP: batch x inputs x hidden x outputs | values and gradients vs torch | compiled gradient / PyTorch eager |",
+        "|---|---|---|",
+    ]
+    for r in rows:
+        if r["kind"] == "mlp_gradient":
+            size = "x".join(str(r["size"][k]) for k in ("batch", "inputs", "hidden", "outputs"))
+            ratio = r["compiled_grad_s"] / r["eager_grad_s"]
+            lines.append(f"| {size} | {max(r['errors'].values()):.0e} relative | {ratio:.2f}x the time |")
+    return "\n".join(lines) + "\n"
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1e6:.0f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
 
 
 def gradients_table(file: str = "bench.jsonl") -> str:
@@ -570,6 +640,9 @@ TABLES["blas_test"] = blas_test_table
 TABLES["egraph_baseline"] = egraph_table
 TABLES["engines"] = engines_table
 TABLES["blas_engines"] = blas_engines_table
+TABLES["torch"] = torch_table
+TABLES["torch_brief"] = torch_brief_table
+TABLES["default_programs"] = default_programs_table
 TABLES["gradients_bench"] = gradients_table
 TABLES["gradients_program"] = gradients_program_table
 TABLES["gradients_brief"] = gradients_brief_table

@@ -21,6 +21,7 @@ from knossos.parser import parse_expr
 from knossos.values import isclose
 from rules.sets import get_rule_set
 from search.egraph import egraph
+from search.egraph.parts import saturate_parts
 from search.egraph.translate import translate
 from search.limits import resident_mib
 from search.registry import get_search
@@ -271,3 +272,16 @@ def test_the_report_runs_quick(tmp_path: Any) -> None:
     assert all(r["best_cost"] <= r["start_cost"] for r in rows)
     report(["--quick", "--quiet", "--out", str(out)])  # all done: nothing added
     assert len(out.read_text().splitlines()) == len(rows)
+
+
+def test_a_node_without_children_is_built_not_taken_for_a_leaf() -> None:
+    """``(tuple)`` has no children and no payload: the e-graph builds it (it crashed on it)."""
+    e = parse_expr("(tuple (add x 0.0) (tuple))")[0]
+    result = egraph(e, SearchSpec(get_rule_set("ml_rules"), 10, 1000))
+    assert str(result.best) == "(tuple x (tuple))"
+    assert (
+        saturate_parts(
+            parse_expr("(let (t (tuple)) (mul 1.0 (get$1$2 (tuple x t))))")[0], get_rule_set("ml_rules")
+        ).cost
+        <= 1.0
+    )

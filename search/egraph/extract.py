@@ -26,16 +26,11 @@ from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
 from rules.substitution import fresh_name
-from search.egraph.graph import EGraph, ENode
+from search.egraph.graph import EGraph, ENode, node_term
 
 Choice = dict[int, ENode]
 #: Children evaluated only under a condition: the branches of an if, the second operand of and/or.
 CONDITIONAL: dict[Op, frozenset[int]] = {Op.IF: frozenset({1, 2}), Op.AND: frozenset({1}), Op.OR: frozenset({1})}
-
-
-def _node_expr(node: ENode, kids: tuple[Expr, ...]) -> Expr:
-    op, data, _ = node
-    return E.make(op, kids, data) if kids else data  # type: ignore[no-any-return]
 
 
 def _parents_of(g: EGraph, cls: int) -> set[int]:
@@ -64,7 +59,7 @@ def tree_choice(g: EGraph) -> tuple[Choice, dict[int, Expr]]:
     choice: Choice = {}
 
     def improve(cls: int, node: ENode) -> bool:
-        e = _node_expr(node, tuple(best[k] for k in node[2]))
+        e = node_term(node, tuple(best[k] for k in node[2]))
         current = best.get(cls)
         if current is None or e.cost < current.cost:
             best[cls], choice[cls] = e, node
@@ -93,7 +88,7 @@ def dag_choice(g: EGraph, trees: dict[int, Expr]) -> Choice:
         if cls in merged:  # the e-class in its own sub-DAG: a cycle
             return False
         if node not in own:
-            own[node] = _node_expr(node, tuple(trees[k] for k in kids)).cost - sum(trees[k].cost for k in kids)
+            own[node] = node_term(node, tuple(trees[k] for k in kids)).cost - sum(trees[k].cost for k in kids)
         merged[cls] = own[node]
         total = math.fsum(merged.values())
         if total < totals.get(cls, math.inf) - 1e-12:
@@ -121,7 +116,7 @@ def write_out(root: int, choice: Choice, avoid: frozenset[str], cost: Callable[[
         lets: list[tuple[Expr, Expr]] = []
         for c in order:  # children first
             node = choice[c]
-            e = _node_expr(node, tuple(term[k] for k in node[2]))
+            e = node_term(node, tuple(term[k] for k in node[2]))
             if c in bound:
                 v = E.var(names[c], e.type)
                 lets.append((v, e))

@@ -24,6 +24,13 @@ from knossos.ops import NAMES, Op
 from knossos.types import Type
 
 ENode = tuple[Op, Any, tuple[int, ...]]
+
+
+def node_term(node: ENode, kids: tuple[Expr, ...]) -> Expr:
+    """The expression of ``node`` with ``kids`` for its children: a leaf's payload is its expression
+    (a variable or constant); any other node is built, one without children too (``(tuple)``)."""
+    op, data, _ = node
+    return data if op is Op.VAR or op is Op.CONST else E.make(op, kids, data)  # type: ignore[no-any-return]
 #: Computes the literal an e-node over literal children folds to (None: it does not fold).
 Fold = Callable[[Expr], Expr | None]
 
@@ -85,8 +92,8 @@ class EGraph:
         found = self.memo.get(node)
         if found is not None:
             return self.find(found)
-        op, data, children = node
-        term: Expr = E.make(op, tuple(self.classes[c].term for c in children), data) if children else data
+        op, _, children = node
+        term = node_term(node, tuple(self.classes[c].term for c in children))
         i = len(self.parent)
         self.parent.append(i)
         self.classes[i] = EClass([node], [], term.type, term, term if op is Op.CONST else None)

@@ -1,0 +1,128 @@
+"""optimize.py's default on every program def, against plain A* and pruned pseudo-beam (issue 34).
+
+Run:  python benchmarks/bench_default_programs.py [--programs NAME,...] [--seconds S] [--quick]
+
+For each def of the public program files (``experiments/data/programs``: blas_test, gelu,
+binding_simplify_defs_tuples, gmm_test, conv1d_rev_test), with ``ml_rules_no_bind`` and no model,
+three searches: the default pipeline (:func:`app.models.default_pipeline`), plain A* (depth 10, 5000
+evaluations) and pruned pseudo-beam (depth 99, 5000 evaluations, both prunings), each with at most
+``--seconds`` (120).  Rows go to ``experiments/results/engines/programs.jsonl`` as searches end (a
+rerun resumes); the summary (also docs/egraph.md's table, ``python -m experiments.summary --write``)
+gives, per program file, each engine's total best cost and seconds, and the defs where the default
+is worse than either of the others.  ``--quick``: the first 2 defs of
+each file at 200 evaluations, into runs/quick/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tqdm import tqdm  # noqa: E402
+
+from app.models import default_pipeline  # noqa: E402
+from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
+from knossos.parser import load_program  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
+from search.registry import get_search  # noqa: E402
+from search.spec import SearchSpec  # noqa: E402
+from search.value import ZeroValue  # noqa: E402
+
+PROGRAMS = ("blas_test", "gelu", "binding_simplify_defs_tuples", "gmm_test", "conv1d_rev_test")
+RULES = "ml_rules_no_bind"
+#: name: (search, depth, budget, prunings); "default" is decided per def.
+ENGINES: dict[str, tuple[str, int, int, bool]] = {
+    "default": ("", 0, 0, False),
+    "astar": ("astar", 10, 5000, False),
+    "pruned pseudo-beam": ("pseudo-beam", 99, 5000, True),
+}
+
+
+def spec_of(engine: str, body: Any, seconds: float, quick: bool) -> tuple[str, SearchSpec]:
+    rules = get_rule_set(RULES)
+    if engine == "default":
+        p = default_pipeline(body)
+        search, depth, budget, commutes, inlines = p.search, p.depth, p.budget, p.prune_commutes, p.prune_inlines
+    else:
+        search, depth, budget, pruned = ENGINES[engine]
+        commutes = inlines = pruned
+    spec = SearchSpec(
+        rules,
+        depth,
+        200 if quick else budget,
+        value=ZeroValue(),
+        seconds=seconds,
+        prune_commutes=commutes,
+        prune_inlines=inlines,
+    )
+    return search, spec
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    """A table: per program file and engine, the defs, total best cost, seconds, and the defs where the
+    default is worse than that engine."""
+    lines = [
+        "| program | engine | defs | total best cost | seconds | the default is worse on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for program in dict.fromkeys(r["program"] for r in rows):
+        by: dict[str, dict[str, dict[str, Any]]] = {}
+        for r in rows:
+            if r["program"] == program:
+                by.setdefault(r["engine"], {})[r["def_"]] = r
+        default = by.get("default", {})
+        for i, (engine, found) in enumerate(by.items()):
+            worse = ""
+            if engine != "default":
+                names = [d for d, r in default.items() if d in found and r["best_cost"] > found[d]["best_cost"] + 1e-9]
+                worse = f"{len(names)}" + (f" ({', '.join(names)})" if names else "")
+            lines.append(
+                f"| {program if i == 0 else ''} | {engine} | {len(found)} | "
+                f"{sum(r['best_cost'] for r in found.values()):,.1f} | {sum(r['seconds'] for r in found.values()):.1f} | "
+                f"{worse} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--programs", default=",".join(PROGRAMS), help="program files (names in experiments/data/programs)")
+    ap.add_argument("--seconds", type=float, default=120.0, help="time limit of each search (120)")
+    ap.add_argument("--quick", action="store_true", help="2 defs a file at 200 evaluations, into runs/quick/")
+    args = ap.parse_args(argv)
+    folder = QUICK / "engines" if args.quick else RESULTS / "engines"
+    results = ResultsFile(folder / "programs.jsonl", ("program", "def_", "engine"))
+    with fewer_gc_pauses():
+        for name in [p.strip() for p in args.programs.split(",") if p.strip()]:
+            program = load_program(ROOT / "experiments" / "data" / "programs" / f"{name}.kso")
+            defs = list(program.targets)[: 2 if args.quick else None]
+            todo = [(d, e) for d in defs for e in ENGINES if not results.has(program=name, def_=d.name, engine=e)]
+            for d, engine in tqdm(todo, desc=name, unit="search", file=sys.stderr):
+                search, spec = spec_of(engine, d.body, args.seconds, args.quick)
+                r = get_search(search)(d.body, spec)
+                results.add(
+                    {
+                        "program": name,
+                        "def_": d.name,
+                        "engine": engine,
+                        "search": search,
+                        "depth": spec.depth,
+                        "budget": spec.budget,
+                        "start_cost": round(r.start_cost, 6),
+                        "best_cost": round(r.best_cost, 6),
+                        "seconds": round(r.seconds, 3),
+                        "evaluations": r.evaluations,
+                        "notes": r.notes,
+                    }
+                )
+    print(summary(list(results)))
+
+
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from knossos.callee import CalleeKind
 from knossos.cost_models import CostFunction, get_cost_model
 from knossos.errors import KsUsageError
 from knossos.expr import Expr, preorder
@@ -80,20 +81,29 @@ class Pipeline:
     prune_inlines: bool
 
 
-#: With no --model, a def with a loop or a lambda: the fusions and inlinings of programs need deep,
-#: wide search, so pseudo-beam (depth 99, the prunings on) between saturation passes; a def without:
-#: saturation does the arithmetic, and A* binds shared terms with lets in 300 evaluations as well as
-#: in 5000.  Both chosen by benchmarks/bench_engines.py and blas_test: docs/egraph.md, "The default".
-WITH_LOOPS = Pipeline("saturate-pseudo-beam", 99, 5000, True, True)
-LOOP_FREE = Pipeline("saturate-astar", DEFAULT_DEPTH, 300, False, False)
-#: The default pipelines' searches.
-DEFAULT_PIPELINES = (WITH_LOOPS.search, LOOP_FREE.search)
+#: With no --model, a program (a vector, a tuple, a lambda or a call of a def): the fusions and
+#: inlinings of programs need deep, wide search, so pseudo-beam (depth 99, the prunings on) between
+#: saturation passes.  Scalar arithmetic: saturation does it, and A* binds shared terms with lets in
+#: 300 evaluations as well as in 5000.  Both chosen by benchmarks/bench_engines.py, blas_test and
+#: benchmarks/bench_default_programs.py: docs/egraph.md, "The default".
+PROGRAM = Pipeline("saturate-pseudo-beam", 99, 5000, True, True)
+ARITHMETIC = Pipeline("saturate-astar", DEFAULT_DEPTH, 300, False, False)
+
+
+def is_arithmetic(e: Expr) -> bool:
+    """Whether ``e`` is scalar arithmetic: no loop, lambda or call of a def, every value a Float, an
+    Integer or a Bool."""
+    for node in preorder(e):
+        if node.op in (Op.BUILD, Op.SUMBUILD, Op.LAM) or not node.type.is_scalar:
+            return False
+        if node.op is Op.CALL and node.data.kind is CalleeKind.DEF:
+            return False
+    return True
 
 
 def default_pipeline(start: Expr) -> Pipeline:
     """The pipeline optimize.py runs on ``start`` with no --model."""
-    loops = (Op.BUILD, Op.SUMBUILD, Op.LAM)
-    return WITH_LOOPS if any(e.op in loops for e in preorder(start)) else LOOP_FREE
+    return ARITHMETIC if is_arithmetic(start) else PROGRAM
 
 
 @dataclass(frozen=True)
@@ -137,10 +147,10 @@ def trained_search(
     """The model ``spec`` (loaded as :func:`load_value_function` loads it) with its training's settings;
     where it does not say one (and for ``none``), ``rules``, ``depth`` and the other defaults above.
     ``None`` (no model named): the zero value function with :func:`default_pipeline` of ``start``
-    (without one, the pipeline of a def with loops), unless ``search`` names another search: then
+    (without one, a program's), unless ``search`` names another search: then
     that search with the defaults above."""
     if spec is None:
-        p = WITH_LOOPS if start is None else default_pipeline(start)
+        p = PROGRAM if start is None else default_pipeline(start)
         if search is not None and search != p.search:
             p = Pipeline(search, depth, DEFAULT_BUDGET, False, False)
         return TrainedSearch(

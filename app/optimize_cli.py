@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from app.models import DEFAULT_COST, LOOP_FREE, WITH_LOOPS, trained_search, value_scale
+from app.models import ARITHMETIC, DEFAULT_COST, PROGRAM, trained_search, value_scale
 from app.tidy import tidy
 from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
@@ -81,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--search",
         default=None,
         metavar="NAME",
-        help=f"search ({', '.join(SEARCHES)}; without --model, {WITH_LOOPS.search} for a def with loops and "
-        f"{LOOP_FREE.search} for one without; or the one the model was trained for)",
+        help=f"search ({', '.join(SEARCHES)}; without --model, {PROGRAM.search} for a program (loops, vectors, "
+        f"calls) and {ARITHMETIC.search} for scalar arithmetic; or the one the model was trained for)",
     )
     p.add_argument(
         "--depth",
@@ -110,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=whole_number(MAX_BUDGET),
         default=None,
         metavar="N",
-        help=f"value-function evaluations (the model's; without --model {WITH_LOOPS.budget} for a def with "
-        f"loops, {LOOP_FREE.budget} without); exhaustive: most distinct expressions; egraph: most e-nodes",
+        help=f"value-function evaluations (the model's; without --model {PROGRAM.budget} for a program, "
+        f"{ARITHMETIC.budget} for arithmetic); exhaustive: most distinct expressions; egraph: most e-nodes",
     )
     p.add_argument("--seed", type=int, default=0, help="for random, mcts (0)")
     p.add_argument(

@@ -77,7 +77,8 @@ def summary(rows: list[dict[str, Any]]) -> str:
             if r["program"] == program:
                 by.setdefault(r["engine"], {})[r["def_"]] = r
         default = by.get("default", {})
-        for i, (engine, found) in enumerate(by.items()):
+        engines = [e for e in ENGINES if e in by] + [e for e in by if e not in ENGINES]
+        for i, (engine, found) in enumerate((e, by[e]) for e in engines):
             worse = ""
             if engine != "default":
                 names = [d for d, r in default.items() if d in found and r["best_cost"] > found[d]["best_cost"] + 1e-9]

@@ -3,9 +3,9 @@ compares it with plain A* and pruned pseudo-beam on every program def."""
 
 from __future__ import annotations
 
-from app.models import LOOP_FREE, WITH_LOOPS, default_pipeline, trained_search
+from app.models import ARITHMETIC, PROGRAM, default_pipeline, trained_search
 from benchmarks.bench_default_programs import summary
-from knossos.parser import parse_expr
+from knossos.parser import parse_expr, parse_program
 from search.registry import get_search
 
 
@@ -13,19 +13,25 @@ def expr(text: str):  # type: ignore[no-untyped-def]
     return parse_expr(text)[0]
 
 
-def test_a_def_with_a_loop_or_a_lambda_gets_the_wide_deep_search() -> None:
+def test_a_program_gets_the_wide_deep_search_and_arithmetic_the_short_one() -> None:
     arithmetic = expr("(let (y (mul x x)) (add y (div y x)))")
     loop = expr("(sumbuild 4 (lam (i : Integer) (mul x (to_float i))))")
     function = expr("(let (f (lam (z : Float) (mul z x))) (f 2.0))")
-    assert default_pipeline(arithmetic) is LOOP_FREE
-    assert default_pipeline(loop) is WITH_LOOPS and default_pipeline(function) is WITH_LOOPS
-    assert (LOOP_FREE.search, LOOP_FREE.budget, WITH_LOOPS.search, WITH_LOOPS.depth) == (
+    vector = parse_program("(def f Float ((v : Vec Float)) (add (index 0 v) 1.0))", "v.ks").defs["f"].body
+    assert default_pipeline(arithmetic) is ARITHMETIC and default_pipeline(expr("(add (exp x) 1.0)")) is ARITHMETIC
+    assert default_pipeline(loop) is PROGRAM and default_pipeline(function) is PROGRAM
+    assert default_pipeline(vector) is PROGRAM
+    program = parse_program(
+        "(def sq Float ((x : Float)) (mul x x)) (def f Float ((x : Float)) (add (sq x) 1.0))", "p.ks"
+    )
+    assert default_pipeline(program.defs["f"].body) is PROGRAM  # a call of a def: loops may be inside
+    assert (ARITHMETIC.search, ARITHMETIC.budget, PROGRAM.search, PROGRAM.depth) == (
         "saturate-astar",
         300,
         "saturate-pseudo-beam",
         99,
     )
-    assert all(get_search(p.search) is not None for p in (LOOP_FREE, WITH_LOOPS))
+    assert all(get_search(p.search) is not None for p in (ARITHMETIC, PROGRAM))
 
 
 def test_no_model_takes_the_pipeline_of_the_start_unless_a_search_is_named() -> None:

@@ -115,10 +115,19 @@ UNSTORED_NODE_TYPES: tuple[str, ...] = (
 
 def check_node_types(state: dict[str, Any], label: str) -> None:
     """Refuse a checkpoint whose node-type vocabulary is not this code's (its weights would read other
-    ops' inputs); one that stores none has :data:`UNSTORED_NODE_TYPES`."""
+    ops' inputs); one that stores none has :data:`UNSTORED_NODE_TYPES`.  A vocabulary that is a prefix
+    of this code's (ops added since, at the end of :class:`~knossos.ops.Op`) is taken: the new types
+    get zero embeddings (:func:`widen_node_types`), as the network never saw them."""
     stored = state.get(NODE_TYPES_KEY)
     if stored is None:
         stored = UNSTORED_NODE_TYPES
+    if (
+        isinstance(stored, list | tuple)
+        and 0 < len(stored) < len(NODE_TYPES)
+        and tuple(stored) == NODE_TYPES[: len(stored)]
+    ):
+        widen_node_types(state, len(stored))
+        return
     if not isinstance(stored, list | tuple) or tuple(stored) != NODE_TYPES:
         raise KsUsageError(
             "the checkpoint's node types are not this code's ("
@@ -129,17 +138,35 @@ def check_node_types(state: dict[str, Any], label: str) -> None:
         )
 
 
+#: Weights with one row per node type (the tree network's type embedding); the GGNN one-hots the
+#: types into its hidden width, which has room for new ones (gnn/config.py checks it).
+NODE_TYPE_ROWS = ("embed.weight",)
+
+
+def widen_node_types(state: dict[str, Any], stored: int) -> None:
+    """Give the node types added after the first ``stored`` zero rows in ``state``'s weights."""
+    weights = state.get("model")
+    if not isinstance(weights, dict):
+        return
+    for key in NODE_TYPE_ROWS:
+        rows = weights.get(key)
+        if isinstance(rows, torch.Tensor) and rows.dim() == 2 and rows.shape[0] == stored:
+            extra = torch.zeros(len(NODE_TYPES) - stored, rows.shape[1], dtype=rows.dtype)
+            weights[key] = torch.cat([rows, extra])
+    state[NODE_TYPES_KEY] = list(NODE_TYPES)
+
+
 def _vocabulary_difference(stored: object) -> str:
     if not isinstance(stored, list | tuple) or not all(isinstance(n, str) for n in stored):
         return "not a list of op names"
     missing = [n for n in NODE_TYPES if n not in stored]
     extra = [n for n in stored if n not in NODE_TYPES]
-    if missing or extra:
-        return f"unknown here: {extra or 'none'}; not in the checkpoint: {missing or 'none'}"
-    if len(stored) != len(NODE_TYPES):
-        return f"{len(stored)} types there, {len(NODE_TYPES)} here"
-    first = next(i for i, (a, b) in enumerate(zip(stored, NODE_TYPES, strict=True)) if a != b)
-    return f"another order: type {first} is {stored[first]} there, {NODE_TYPES[first]} here"
+    if extra:
+        return f"unknown here: {extra}; not in the checkpoint: {missing or 'none'}"
+    first = next((i for i, (a, b) in enumerate(zip(stored, NODE_TYPES, strict=False)) if a != b), None)
+    if first is not None:
+        return f"another order: type {first} is {stored[first]} there, {NODE_TYPES[first]} here"
+    return f"{len(stored)} types there, {len(NODE_TYPES)} here"
 
 
 def checkpoint_globals() -> list[Any]:

@@ -58,6 +58,11 @@ def flog(a: float) -> float:
     return math.nan
 
 
+def fsqrt(a: float) -> float:
+    """C's sqrt: NaN below zero (Python raises), -0.0 of -0.0, infinity of infinity."""
+    return math.sqrt(a) if a >= 0.0 or math.isnan(a) else math.nan
+
+
 def _odd_integer(b: float) -> bool:
     return math.isfinite(b) and b == math.floor(b) and math.fmod(b, 2.0) != 0.0
 

@@ -58,6 +58,7 @@ OWN_COST: dict[Op, float] = {
     Op.MAX: 2.0,
     Op.POW: 10.0,
     Op.TANH: 8.0,
+    Op.SQRT: 4.0,
 }
 
 CostRule = Callable[[tuple["Expr", ...], Any, Type], float]

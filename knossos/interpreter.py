@@ -125,6 +125,7 @@ STRICT: dict[Op, Any] = {
     Op.EXP: _unary_float(arith.fexp),
     Op.LOG: _unary_float(arith.flog),
     Op.TANH: _unary_float(math.tanh),
+    Op.SQRT: _unary_float(arith.fsqrt),
     Op.ABS: lambda node, v: arith.checked(abs(v[0])) if node.type is INTEGER else abs(v[0]),
     Op.POW: lambda node, v: arith.fpow(v[0], v[1]),
     Op.EQ: _cmp(lambda a, b: a == b),

@@ -58,6 +58,7 @@ class Op(enum.IntEnum):
     MAX = 35
     POW = 36
     TANH = 37
+    SQRT = 38
 
 
 #: Ops written ``(name arg...)`` with a fixed number of arguments, by their name in the text.
@@ -81,6 +82,7 @@ PRIMITIVES: dict[str, tuple[Op, int]] = {
     "abs": (Op.ABS, 1),
     "max": (Op.MAX, 2),
     "pow": (Op.POW, 2),
+    "sqrt": (Op.SQRT, 1),
     "tanh": (Op.TANH, 1),
     "index": (Op.INDEX, 2),
     "size": (Op.SIZE, 1),

@@ -231,6 +231,7 @@ TYPE_RULES: dict[Op, TypeRule] = {
     Op.EXP: _float_fn("exp"),
     Op.LOG: _float_fn("log"),
     Op.TANH: _float_fn("tanh"),
+    Op.SQRT: _float_fn("sqrt"),
     Op.POW: _float_fn("pow"),
     Op.ABS: _abs,
     Op.MAX: _max,

@@ -1,4 +1,4 @@
-"""Rules for ``log`` and ``exp`` (the reference's ``log_exp_rules``)."""
+"""Rules for ``log`` and ``exp`` (the reference's ``log_exp_rules``), and for ``sqrt``."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ class FoldUnary(FoldRule):
 EXP_NORMAL = "exp(a) is a finite, normal double (about -708 < a < 709.78)"
 EXPS_NORMAL = "exp(a), exp(b) and exp(a + b) are finite, normal doubles (inf * 0 is NaN)"
 LOGS_POSITIVE = "a > 0 and b > 0, and a * b is a finite, normal double (neither overflows nor underflows)"
+#: sqrt(a * a) is |a| exactly in binary floating point unless a * a leaves the normal range.
+SQUARE_NORMAL = "a * a is a finite, normal double (about 1.5e-154 < abs(a) < 1.3e154)"
 
 LOG_EXP_RULES: list[Rule] = [
     rule("log_of_exp", "(log (exp ?a))", "?a", domain=EXP_NORMAL),
@@ -45,4 +47,6 @@ LOG_EXP_RULES: list[Rule] = [
     rule("mul_of_exps", "(mul (exp ?a) (exp ?b))", "(exp (add ?a ?b))", domain=EXPS_NORMAL),
     rule("log_of_mul", "(log (mul ?a ?b))", "(add (log ?a) (log ?b))", domain=LOGS_POSITIVE),
     rule("add_of_logs", "(add (log ?a) (log ?b))", "(log (mul ?a ?b))", domain=LOGS_POSITIVE),
+    FoldUnary("cprop_sqrt", Op.SQRT, math.sqrt),
+    rule("sqrt_of_square", "(sqrt (mul ?a ?a))", "(abs ?a)", domain=SQUARE_NORMAL),
 ]

@@ -198,3 +198,14 @@ def test_program_derivatives_are_kept() -> None:
     maker = derivative_defs(full, ["conv1d", "rev$conv1d"], "both")
     assert "rev$conv1d" in maker.reused and "fwd$conv1d" in maker.reused
     assert [d.name for d in maker.new] == ["fwd$rev$conv1d", "rev$rev$conv1d"]
+
+
+def test_sqrt_differentiates_in_both_modes() -> None:
+    """sqrt (the op the PyTorch front end added): d sqrt(x) = dx / (2 sqrt(x)), against finite differences."""
+    prog = parse_program(
+        "(def f Float ((x : Float) (v : Vec Float)) (mul (sqrt x) (sumbuild (size v) (lam (i : Integer) (sqrt (index i v))))))",
+        "sqrt.ks",
+    )
+    fwd = derivative_defs(prog, ["f"], "fwd", reuse=False).new[-1]
+    rev = derivative_defs(prog, ["f"], "rev", reuse=False).new[-1]
+    check_finite_differences(prog.defs["f"], fwd, rev, seed=3, trials=3)

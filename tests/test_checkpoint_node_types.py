@@ -61,8 +61,32 @@ def test_a_checkpoint_without_a_vocabulary_loads(tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_without_a_vocabulary_has_the_order_it_was_trained_with() -> None:
-    """Op's order when the checkpoints that store no vocabulary were written: today's."""
-    assert UNSTORED_NODE_TYPES == NODE_TYPES
+    """Op's order when the checkpoints that store no vocabulary were written: today's, up to the ops
+    added since at its end (SQRT)."""
+    assert NODE_TYPES[: len(UNSTORED_NODE_TYPES)] == UNSTORED_NODE_TYPES
+    assert NODE_TYPES[len(UNSTORED_NODE_TYPES) :] == ("SQRT",)
+
+
+def test_ops_added_at_the_end_get_zero_embeddings(tmp_path: Path) -> None:
+    """A tree network trained before the last op existed loads: the new type's embedding row is zero,
+    the old rows are as trained, and it evaluates expressions with the new op."""
+    from gnn.tree_model import TreeValueNetwork
+
+    net = TreeValueNetwork(ModelConfig(hidden=40, steps=1, depth=5, kind="tree"))
+    weights = net.state_dict()
+    old_rows = weights["embed.weight"][:-1].clone()
+    state = {
+        "model": {**weights, "embed.weight": old_rows},
+        "model_config": dataclasses.asdict(net.config),
+        NODE_TYPES_KEY: list(NODE_TYPES[:-1]),
+    }
+    loaded = load_checkpoint(write_raw(tmp_path / "before_sqrt.pt", state))
+    rows = loaded["model"]["embed.weight"]
+    assert rows.shape[0] == len(NODE_TYPES) and torch.equal(rows[:-1], old_rows) and not rows[-1].any()
+    value = load_value_function(tmp_path / "before_sqrt.pt")
+    from knossos.parser import parse_expr
+
+    assert value.values([parse_expr("(add (sqrt x) 1.0)")[0]], 5).shape == (1, 6)
 
 
 def test_reordering_op_refuses_the_checkpoints_without_a_vocabulary(

@@ -94,6 +94,7 @@ def test_the_rules_left_out_are_named() -> None:
     assert t.fold_names == [
         *("cprop_add", "cprop_sub", "cprop_mul", "cprop_div", "cprop_eq", "cprop_gt", "cprop_gteq", "cprop_log"),
         "cprop_exp",
+        "cprop_sqrt",
     ]
 
 

@@ -348,7 +348,7 @@ def typed_rules(ty: str, g: Gen, draw: st.DrawFn, env: Env, d: int, calls: bool)
     common = [let, let, iff]
     if ty == "F":
         rules = [op(o, "F", "F") for o in ("add", "sub", "mul", "div", "max", "pow")]
-        rules += [op(o, "F") for o in ("neg", "exp", "log", "tanh", "abs")]
+        rules += [op(o, "F") for o in ("neg", "exp", "log", "tanh", "abs", "sqrt")]
         rules += [
             op("to_float", "I"),
             op("index", "I", "V"),

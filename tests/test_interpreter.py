@@ -154,7 +154,9 @@ def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     binary = st.tuples(st.sampled_from(["add", "sub", "mul", "div", "max"]), children, children).map(
         lambda t: f"({t[0]} {t[1]} {t[2]})"
     )
-    unary = st.tuples(st.sampled_from(["neg", "exp", "log", "tanh", "abs"]), children).map(lambda t: f"({t[0]} {t[1]})")
+    unary = st.tuples(st.sampled_from(["neg", "exp", "log", "tanh", "abs", "sqrt"]), children).map(
+        lambda t: f"({t[0]} {t[1]})"
+    )
     let = st.tuples(children, children).map(lambda t: f"(let (z {t[0]}) (add z {t[1]}))")
     cond = st.tuples(children, children, children).map(lambda t: f"(if (gt {t[0]} {t[1]}) {t[1]} {t[2]})")
     return st.one_of(binary, unary, let, cond)
@@ -192,6 +194,7 @@ def _python(text: str, x: float, y: float) -> float:
             "log": lambda a: math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan),
             "tanh": math.tanh,
             "abs": abs,
+            "sqrt": lambda a: math.sqrt(a) if a >= 0 else math.nan,
         }
         return float(fns[head](*args))
 

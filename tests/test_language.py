@@ -34,6 +34,7 @@ def ty(text: str) -> object:
         ("(max x 2.0)", FLOAT),
         ("(pow x 2.0)", FLOAT),
         ("(tanh x)", FLOAT),
+        ("(sqrt x)", FLOAT),
         ("(build 3 (lam (i : Integer) x))", vec(FLOAT)),
         ("(build 3 (lam i (to_float i)))", vec(FLOAT)),
         ("(sumbuild 3 (lam (i : Integer) (tuple x 1)))", tuple_of(FLOAT, INTEGER)),

@@ -181,7 +181,7 @@ def test_folding_computes_what_run_time_would(rule: FoldRule) -> None:
     """A fold (strict) gives the value run time gives, or does not fold; extreme literals included."""
     assert rule.heads is not None
     (op,) = rule.heads
-    arity = 1 if rule.name in ("cprop_log", "cprop_exp") else 2
+    arity = 1 if rule.name in ("cprop_log", "cprop_exp", "cprop_sqrt") else 2
     folded = 0
     for type_name, literals in FOLD_LITERALS.items():
         if arity == 1 and type_name == "Integer":

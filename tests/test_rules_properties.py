@@ -435,6 +435,7 @@ DOMAIN_CHECKS: dict[str, DomainCheck] = {
     "mul_of_exps": _exps_not_normal,
     "log_of_mul": _logs_outside_domain,
     "add_of_logs": _logs_outside_domain,
+    "sqrt_of_square": lambda ds: any(not_normal(x * x) for v in ds.values("a") for x in float_leaves(v)),
     "add_zero_vec": _zero_operand_changes_nothing,
     "build_of_delta": _delta_outside_domain,
     "sumbuild_let_out": _hoisted_value_fails,
@@ -612,6 +613,8 @@ def sample_envs(seed: int) -> list[dict[str, Any]]:
 #: and the reproductions of the bugs found (with names of their own, so that no alpha-variant interned
 #: elsewhere renames them).
 HAND_WRITTEN: list[tuple[str, str]] = [
+    ("F", "(add (sqrt 6.25) (sqrt (mul (sub x y) (sub x y))))"),  # sqrt: not made by the sampler
+    ("F", "(mul (sqrt (mul x x)) (sqrt -1.0))"),
     ("F", "(let (a (add x 1.0)) (let (x 2.0) (mul a x)))"),
     ("F", "(let (x (add x 1.0)) (mul x x))"),
     ("F", "(let (a x) (sumbuild 3 (lam (x : Integer) (mul a (to_float x)))))"),

@@ -91,6 +91,8 @@ def reverse_op(e: Expr, r: Expr, dv: Expr, wants: Callable[[Expr], bool], shapes
         give(0, lambda: E.op(Op.DIV, dv, args[0]))
     elif op is Op.TANH:
         give(0, lambda: E.op(Op.MUL, dv, _one_minus_square(r)))
+    elif op is Op.SQRT:  # d sqrt(x) = dx / (2 sqrt(x))
+        give(0, lambda: E.op(Op.DIV, dv, E.op(Op.MUL, E.const(2.0), r)))
     elif op is Op.POW:
         x, p = args
         give(0, lambda: E.op(Op.MUL, dv, E.op(Op.MUL, p, E.op(Op.POW, x, E.op(Op.SUB, p, E.const(1.0))))))
@@ -183,6 +185,8 @@ def forward_op(e: Expr, r: Expr, tangent: Tangent, shapes: Shapes) -> Expr | Non
         return scaled(d[0], lambda t: E.op(Op.DIV, t, args[0]))
     if op is Op.TANH:
         return scaled(d[0], lambda t: E.op(Op.MUL, t, _one_minus_square(r)))
+    if op is Op.SQRT:
+        return scaled(d[0], lambda t: E.op(Op.DIV, t, E.op(Op.MUL, E.const(2.0), r)))
     if op is Op.POW:
         x, p = args
         return _sum(

@@ -27,7 +27,7 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
 ``add sub mul div neg``    C++ operators on Floats; checked ``ks::add_i`` etc. on Integers; ``ks::add`` etc.
                            (element-wise, broadcasting) on vectors and tuples
 ``max abs exp log tanh     ``ks::max_f``/``ks::max_i``, ``std::fabs``/``ks::abs_i``, ``std::exp``...
-pow to_float``             ``static_cast<double>``
+sqrt pow to_float``        ``static_cast<double>``
 comparisons                ``ks::eq``, ``ks::lt``... (C++ comparisons, as functions so that ``(eq x x)``
                            is no compiler warning)
 ``assert``                 ``if (!c) ks::fail("assertion failed")``
@@ -252,7 +252,7 @@ def native_template(callee: Callee) -> str:
 _ARITH_SYMBOL = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
 _ARITH_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.DIV: "div"}
 _COMPARE = {Op.EQ: "eq", Op.NE: "ne", Op.GT: "gt", Op.GTE: "gte", Op.LT: "lt", Op.LTE: "lte"}
-_FLOAT_FN = {Op.EXP: "std::exp", Op.LOG: "std::log", Op.TANH: "std::tanh"}
+_FLOAT_FN = {Op.EXP: "std::exp", Op.LOG: "std::log", Op.TANH: "std::tanh", Op.SQRT: "std::sqrt"}
 _ALLOCATING = frozenset({Op.BUILD, Op.CONSTVEC, Op.DELTAVEC, Op.CALL, Op.LAM, Op.APPLY})
 _ELEMENTWISE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.SUM, Op.SUMBUILD})
 
@@ -377,7 +377,7 @@ def _has_loop(body: Expr, done: Expr | None = None) -> bool:
 
 
 _CANNOT_FAIL_FLOAT = frozenset(
-    {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.ABS, Op.EXP, Op.LOG, Op.TANH, Op.POW, Op.TO_FLOAT}
+    {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.ABS, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.POW, Op.TO_FLOAT}
 )
 
 

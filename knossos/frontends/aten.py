@@ -453,8 +453,8 @@ LOWERINGS: dict[str, Lowering] = {
     "abs.default": _unary(_op(Op.ABS)),
     "sigmoid.default": _unary(sigmoid),
     "relu.default": _unary(lambda x: E.op(Op.MAX, x, E.const(0.0))),
-    "sqrt.default": _unary(lambda x: E.op(Op.POW, x, E.const(0.5))),
-    "rsqrt.default": _unary(lambda x: E.op(Op.POW, x, E.const(-0.5))),
+    "sqrt.default": _unary(_op(Op.SQRT)),
+    "rsqrt.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, x))),
     "reciprocal.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), x)),
     # comparisons and where
     "gt.Tensor": _compare(Op.GT),

@@ -31,6 +31,8 @@ def node_term(node: ENode, kids: tuple[Expr, ...]) -> Expr:
     (a variable or constant); any other node is built, one without children too (``(tuple)``)."""
     op, data, _ = node
     return data if op is Op.VAR or op is Op.CONST else E.make(op, kids, data)  # type: ignore[no-any-return]
+
+
 #: Computes the literal an e-node over literal children folds to (None: it does not fold).
 Fold = Callable[[Expr], Expr | None]
 

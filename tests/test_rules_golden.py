@@ -294,6 +294,8 @@ GOLDEN: list[Golden] = [
     Golden("mul_of_exps", "(mul (exp x) (exp y))", "(exp (add x y))"),
     Golden("log_of_mul", "(log (mul x y))", "(add (log x) (log y))"),
     Golden("add_of_logs", "(add (log x) (log y))", "(log (mul x y))"),
+    Golden("cprop_sqrt", "(sqrt 6.25)", "2.5"),
+    Golden("sqrt_of_square", "(sqrt (mul (add x y) (add x y)))", "(abs (add x y))"),
     # -- zero tensors (not the paper's: rules/zeros.py) ------------------------------------------------
     Golden("add_zero_vec", "(add v (build n (lam (i : Integer) 0.0)))", "v"),
     Golden(
@@ -511,6 +513,8 @@ NEGATIVE: list[Blocked] = [
     Blocked("cprop_log", "(log 0.0)", "log 0 is not finite"),
     Blocked("cprop_log", "(log -1.0)", "log of a negative number is NaN"),
     Blocked("cprop_exp", "(exp 1000.0)", "overflow"),
+    Blocked("cprop_sqrt", "(sqrt -4.0)", "sqrt of a negative number is NaN"),
+    Blocked("sqrt_of_square", "(sqrt (mul x y))", "not a square"),
     Blocked("log_of_exp", "(log (mul x y))", "not an exp"),
     Blocked("add_zero_vec", "(add x 0.0)", "a number: add_zero's"),
     Blocked("add_zero_vec", "(add v (constVec n 1.0))", "not zero"),

@@ -148,6 +148,7 @@ CASES: dict[str, tuple[Callable[..., Any], list[Shape]]] = {
         lambda a: a + torch.ones(4, dtype=torch.float64) * torch.full((3, 1), 2.5, dtype=torch.float64),
         [(3, 4)],
     ),
+    "zeros_like ones_like": (lambda a: a + torch.zeros_like(a) + torch.ones_like(a) * 2.0, [(3, 4)]),
     "0-d argument": (lambda s, a: s * a, [(), (3,)]),
     "returns a tuple": (lambda a, b: (a + b, a * b), [(3,), (3,)]),
 }

@@ -500,5 +500,6 @@ LOWERINGS: dict[str, Lowering] = {
     "_to_copy.default": _to_copy,
     # constants
     "full.default": _full,
+    "full_like.default": _full,
     "scalar_tensor.default": _scalar_tensor,
 }

@@ -9,14 +9,15 @@
     program = translate(f, torch.randn(64, 32, dtype=torch.float64), torch.randn(64, dtype=torch.float64),
                         torch.randn(32, dtype=torch.float64))
 
-The function is exported with ``torch.export`` (non-strict) and its graph decomposed to core ATen
-(``run_decompositions()``); each op becomes build/sumbuild/index code (:mod:`knossos.frontends.aten`),
-so the rewrite rules see inside it.  The program has one def, named after the function, whose
-parameters are the function's tensor arguments in order: a tensor of rank k is a ``Vec`` nested k
-deep of Floats, a 0-d tensor or a Python number a Float.  Shapes are the examples', read from the
-exported graph: the def is for those shapes only.  An op without a lowering, a dtype other than
-float64 (or Bool, from comparisons) and a shape that depends on data are one-line
-:class:`~knossos.errors.KsUsageError`\\ s naming the op and the line of the user's code it comes from.
+The function's core ATen graph is traced (:mod:`knossos.frontends.dispatch`; or, with
+``tracer="export"``, exported with ``torch.export`` and ``run_decompositions()``: the same graph); each
+op becomes build/sumbuild/index code (:mod:`knossos.frontends.aten`), so the rewrite rules see inside
+it.  The program has one def, named after the function, whose parameters are the function's tensor
+arguments in order: a tensor of rank k is a ``Vec`` nested k deep of Floats, a 0-d tensor or a Python
+number a Float.  Shapes are the examples', read from the traced graph: the def is for those shapes
+only.  An op without a lowering, a dtype other than float64 (or Bool, from comparisons), a shape or a
+branch that depends on data are one-line :class:`~knossos.errors.KsUsageError`\\ s naming the op and
+the line of the user's code it comes from.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ form lives here, above both; it searches as ``optimize.py FILE --def NAME`` does
     gemm = compile_def("experiments/data/programs/blas_test.kso", "gemm", optimize="ml_rules_no_bind")
     gemm = compile_def(path, "gemm", optimize="default")          # a shipped model and its settings
 
-``optimize`` names a rule set (``rules/sets.py``: searched with the zero value function and
-optimize.py's default search, depth and budget) or a model (``none``, a shipped model's name or a
+``optimize`` names a rule set (``rules/sets.py``: searched as optimize.py does without --model,
+:func:`app.models.default_pipeline`) or a model (``none``, a shipped model's name or a
 checkpoint: its training's rules, search, depth and budget, as optimize.py --model).  ``budget``,
 ``depth`` and ``seconds`` override the search's.
 """
@@ -42,7 +42,7 @@ def optimise_def(
     """``d`` with its body replaced by the best that the search named by ``optimize`` finds."""
     kind = "rules" if optimize in RULE_SETS else "model"
     try:
-        trained = trained_search("none" if kind == "rules" else optimize)
+        trained = trained_search(None, start=d.body) if kind == "rules" else trained_search(optimize)
     except KsUsageError as err:
         raise KsUsageError(
             f"optimize='{optimize}' is neither a rule set ({', '.join(sorted(RULE_SETS))}) nor a usable model: "

@@ -477,6 +477,31 @@ def torch_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def egglog_table() -> str:
+    """benchmarks/bench_egglog.py's rows: per set and engine, e-nodes, seconds, their rate, the total
+    tree cost, how many trees cost what the Python engine's does, and how many saturated."""
+    path = RESULTS / "engines" / "egglog.jsonl"
+    if not path.is_file():
+        return "_No results yet: run benchmarks/bench_egglog.py (needs pip install egglog)._\n"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [
+        "| set | engine | expressions | e-nodes | seconds | e-nodes/s | total tree cost | equal | saturated |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for set_name in dict.fromkeys(r["set"] for r in rows):
+        mine = [r for r in rows if r["set"] == set_name]
+        python_cost = {r["index"]: r["cost"] for r in mine if r["engine"] == "python"}
+        for engine in dict.fromkeys(r["engine"] for r in mine):
+            rs = [r for r in mine if r["engine"] == engine]
+            nodes, seconds = sum(r["enodes"] for r in rs), sum(r["seconds"] for r in rs)
+            equal = sum(abs(r["cost"] - python_cost[r["index"]]) < 1e-9 for r in rs if r["index"] in python_cost)
+            lines.append(
+                f"| {set_name} | {engine} | {len(rs)} | {nodes:,} | {seconds:.2f} | {nodes / seconds:,.0f} | "
+                f"{sum(r['cost'] for r in rs):.1f} | {equal}/{len(rs)} | {sum(r['saturated'] for r in rs)}/{len(rs)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def default_programs_table() -> str:
     """benchmarks/bench_default_programs.py's rows: the default against plain A* and pruned pseudo-beam."""
     path = RESULTS / "engines" / "programs.jsonl"
@@ -647,6 +672,7 @@ TABLES["blas_engines"] = blas_engines_table
 TABLES["torch"] = torch_table
 TABLES["torch_brief"] = torch_brief_table
 TABLES["default_programs"] = default_programs_table
+TABLES["egglog"] = egglog_table
 TABLES["gradients_bench"] = gradients_table
 TABLES["gradients_program"] = gradients_program_table
 TABLES["gradients_brief"] = gradients_brief_table

@@ -392,3 +392,11 @@ def test_knossos_grad_of_a_translated_function_equals_torch_autograd() -> None:
     got = call_def(rev, *(a.detach().numpy() for a in args), 1.0)
     for g, w in zip(got, want, strict=True):
         close(g, w.numpy())
+
+
+def test_other_results_and_factories_without_a_lowering_are_one_line_errors() -> None:
+    with pytest.raises(KsUsageError, match="the function returns a dict; return tensors"):
+        translate(lambda a: {"y": a * 2.0}, *examples([(3,)]))
+    with pytest.raises(KsUsageError, match=r"unsupported op aten\.arange\.start_step") as info:
+        translate(lambda a: a * torch.arange(3, dtype=torch.float64), *examples([(3,)]))
+    assert "\n" not in info.value.render() and "torch.arange" in info.value.render()

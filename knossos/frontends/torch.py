@@ -144,8 +144,7 @@ def _export(
     except KsUsageError:
         raise
     except Exception as err:  # torch's many errors: data-dependent control flow, unsupported Python...
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise KsUsageError(f"torch.export failed: {type(err).__name__}: {first[:300]}") from None
+        raise KsUsageError(f"torch.export failed: {_first_line(err)}") from None
     finally:
         anchors.difference_update(added)
     inputs: list[str] = []
@@ -172,26 +171,21 @@ def _dispatch_trace(
     try:
         return trace(fn, args, keep=lambda key: key in LOWERINGS)
     except TraceError as err:
-        file, pos, text = _source_of(err.stack)
-        where = f" in `{one_line(text)}`" if text else ""
-        raise KsUsageError(f"{err.message}{where}", pos, file) from None
+        raise _error_at(err.message, err.stack) from None
     except KsUsageError:
         raise
     except Exception as err:  # the function itself failed on its examples (a shape mismatch...)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        file, pos, text = _source_of("".join(traceback.format_exception(err)))
-        where = f" in `{one_line(text)}`" if text else ""
-        raise KsUsageError(
-            f"the function failed on its examples: {type(err).__name__}: {first[:300]}{where}", pos, file
-        ) from None
+        stack = "".join(traceback.format_exception(err))
+        raise _error_at(f"the function failed on its examples: {_first_line(err)}", stack) from None
+
+
+def _first_line(err: Exception) -> str:
+    """``Type: first line of the message`` (at most 300 characters of it)."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {(text.splitlines()[0] if text else type(err).__name__)[:300]}"
 
 
 # -- where a node comes from ---------------------------------------------------------------------------
-def _source(node: torch.fx.Node) -> tuple[str | None, Pos | None, str]:
-    """The file, position and text of the user's line that made ``node``."""
-    return _source_of(node.meta.get("stack_trace") or "")
-
-
 def _source_of(stack: str) -> tuple[str | None, Pos | None, str]:
     """The innermost frame of a formatted stack outside torch and these front ends."""
     best: tuple[str | None, Pos | None, str] = (None, None, "")
@@ -206,10 +200,15 @@ def _source_of(stack: str) -> tuple[str | None, Pos | None, str]:
     return best
 
 
-def _node_error(node: torch.fx.Node, message: str) -> KsUsageError:
-    file, pos, text = _source(node)
+def _error_at(message: str, stack: str) -> KsUsageError:
+    """``message`` at the user's line of ``stack``, quoting it."""
+    file, pos, text = _source_of(stack)
     where = f" in `{one_line(text)}`" if text else ""
     return KsUsageError(f"{message}{where}", pos, file)
+
+
+def _node_error(node: torch.fx.Node, message: str) -> KsUsageError:
+    return _error_at(message, node.meta.get("stack_trace") or "")
 
 
 def _op_name(node: torch.fx.Node) -> str:

@@ -293,8 +293,9 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     searched_best = result.best
+    tidied: list[Expr] = []  # the subexpression each tidying step rewrote
     if not args.no_tidy:
-        result = _tidied(result, cost)
+        result, tidied = _tidied(result, cost)
     report = {
         "rules": args.rules,
         "cost_model": args.cost,
@@ -318,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        _print_human(result, d, report, outputs.wanted, searched_best)
+        _print_human(result, d, report, outputs.wanted, searched_best, tidied)
         if "bench" in report:
             assert d is not None
             print(_bench_table(d.name, report["bench"]))  # type: ignore[arg-type]
@@ -577,23 +578,29 @@ def _progress_bar(budget: int, disabled: bool) -> _Bar | None:
     return None if disabled else _Bar(budget)
 
 
-def _tidied(result: SearchResult, cost: CostFunction) -> SearchResult:
+def _tidied(result: SearchResult, cost: CostFunction) -> tuple[SearchResult, list[Expr]]:
     """``result`` with its best tidied (:mod:`app.tidy`): the tidying steps follow the search's, and a
-    note says what they did."""
+    note says what they did; and the subexpression each tidying step rewrote."""
     best, steps = tidy(result.best, cost)
     if not steps:
-        return result
+        return result, []
     lets = sum(1 for s, _ in steps if s.rule != "inline_let")
     note = f"tidied: {lets} identity or dead let(s) removed in {len(steps)} steps, cost {result.best_cost:g} -> {cost(best):g}"
     # a result without a rewrite sequence (saturation) stays without one
     tail = [s for s, _ in steps] if result.steps or result.best is result.start else []
-    return dataclasses.replace(
+    tidied = dataclasses.replace(
         result, best=best, best_cost=cost(best), steps=result.steps + tail, notes=[*result.notes, note]
     )
+    return tidied, [node for _, node in steps]
 
 
 def _print_human(
-    result: SearchResult, d: Def | None, report: dict[str, object], outputs_wanted: bool, searched_best: Expr
+    result: SearchResult,
+    d: Def | None,
+    report: dict[str, object],
+    outputs_wanted: bool,
+    searched_best: Expr,
+    tidied: list[Expr],
 ) -> None:
     drop = result.start_cost - result.best_cost
     cost_model = report.get("cost_model", DEFAULT_COST)
@@ -608,7 +615,7 @@ def _print_human(
         print(f"note: {note}")
     if result.interrupted:
         print("note: interrupted; this is the best found so far")
-    for i, (step, where) in enumerate(zip(result.steps, _rewritten(result, searched_best), strict=True), 1):
+    for i, (step, where) in enumerate(zip(result.steps, _rewritten(result, searched_best, tidied), strict=True), 1):
         print(f"  {i:>3}. {step.rule:<24} cost {step.cost:<10g} at node {step.node}: {where}")
     if d is not None and not outputs_wanted and drop > 0:
         print(
@@ -625,14 +632,13 @@ def _print_human(
 SNIPPET = 48
 
 
-def _rewritten(result: SearchResult, searched_best: Expr) -> list[str]:
+def _rewritten(result: SearchResult, searched_best: Expr, tidied: list[Expr]) -> list[str]:
     """For each step, the subexpression it rewrote (one line, cut short), as the step saw it: the
-    search's steps from its graph, the tidying's by replaying them from the search's best."""
+    search's steps from its graph, then the tidying's (``tidied``, as :func:`_tidied` found them)."""
     path = result.graph.path(searched_best) if searched_best in result.graph.states else []
     where = [_snippet(path_to(before, action.node)[1]) for before, action in path]
     if len(where) < len(result.steps):
-        _, tidying = tidy(searched_best, result.graph.cost)
-        where += [_snippet(node) for _, node in tidying]
+        where += [_snippet(node) for node in tidied]
     return where if len(where) == len(result.steps) else ["" for _ in result.steps]
 
 

@@ -16,6 +16,7 @@ import json
 import re
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from experiments.common import RESULTS, ROOT, ResultsFile
@@ -45,11 +46,14 @@ CURVES = ("fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fig
 MARKER = re.compile(r"(<!-- table:(?P<figure>[\w]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSON-lines results file."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def _rows(figure: str) -> list[dict[str, Any]]:
     path = RESULTS / figure / "results.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return _jsonl(path) if path.is_file() else []
 
 
 def _g(x: float) -> str:
@@ -241,7 +245,7 @@ def default_model_search_table() -> str:
     path = RESULTS / "default_model" / "candidates.jsonl"
     if not path.is_file():
         return "_No results yet: run experiments/default_model/candidates.py._\n"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = _jsonl(path)
     passes = {f"{OFFLINE_WEIGHTS}/epoch_{n:03d}.pt": n for n in range(1, 100)}
     by = {
         (passes[r["candidate"]], r["search"], r.get("batch") or 0, r["scale"], r["on"]): r
@@ -408,11 +412,9 @@ def blas_engines_table() -> str:
 
     known = best_known()
     runs: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            key = (r["search"], r["budget"], r["depth"], r.get("prune_commutes", False), r.get("prune_inlines", False))
-            runs.setdefault(key, {})[r["def_"]] = r
+    for r in _jsonl(path):
+        key = (r["search"], r["budget"], r["depth"], r.get("prune_commutes", False), r.get("prune_inlines", False))
+        runs.setdefault(key, {})[r["def_"]] = r
     astar = runs.get(("astar", 5000, 10, False, False), {})
     pruned = runs.get(("pseudo-beam", 5000, 99, True, True), {})
     lines = [
@@ -445,7 +447,7 @@ def torch_table() -> str:
     path = RESULTS / "torch" / "results.jsonl"
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_torch.py._\n"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = _jsonl(path)
     lines = []
     translations = [r for r in rows if r["kind"] == "translate_20_ops"]
     if translations:
@@ -471,8 +473,8 @@ def torch_table() -> str:
         }
         lines.append(
             f"| {size} | {max(r['errors'].values()):.1e} | {r['alloc_cost']['before']:.3g} | "
-            f"{found.get('model', '')} | {found.get('plain', '')} | {_seconds(r['compiled_grad_s'])} | "
-            f"{_seconds(r['eager_grad_s'])} | **{r['compiled_grad_s'] / r['eager_grad_s']:.2f}x** |"
+            f"{found.get('model', '')} | {found.get('plain', '')} | {format_seconds(r['compiled_grad_s'])} | "
+            f"{format_seconds(r['eager_grad_s'])} | **{r['compiled_grad_s'] / r['eager_grad_s']:.2f}x** |"
         )
     return "\n".join(lines) + "\n"
 
@@ -483,7 +485,7 @@ def egglog_table() -> str:
     path = RESULTS / "engines" / "egglog.jsonl"
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_egglog.py (needs pip install egglog)._\n"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = _jsonl(path)
     lines = [
         "| set | engine | expressions | e-nodes | seconds | e-nodes/s | total tree cost | equal | saturated |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -517,7 +519,7 @@ def torch_brief_table() -> str:
     path = RESULTS / "torch" / "results.jsonl"
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_torch.py._\n"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = _jsonl(path)
     lines = [
         "| MLP: batch x inputs x hidden x outputs | values and gradients vs torch | compiled gradient / PyTorch eager |",
         "|---|---|---|",
@@ -530,10 +532,6 @@ def torch_brief_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _seconds(s: float) -> str:
-    return f"{s * 1e6:.0f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
-
-
 def gradients_table(file: str = "bench.jsonl") -> str:
     """benchmarks/bench_gradients.py's rows: per size, each variant's search, costs, time, speed-up over
     the program as written and time over numpy's; then Spearman's rho of each cost with the time."""
@@ -542,7 +540,7 @@ def gradients_table(file: str = "bench.jsonl") -> str:
     path = RESULTS / "gradients" / file
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_gradients.py._\n"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = _jsonl(path)
     lines = [
         "| size | variant | found by | alloc cost | reference cost | time per call | vs as written | / numpy |",
         "|---|---|---|---|---|---|---|---|",
@@ -586,7 +584,7 @@ def gradients_brief_table() -> str:
     path = RESULTS / "gradients" / "bench.jsonl"
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_gradients.py._\n"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = _jsonl(path)
     lines = ["| N | as written | best plain search | `--model gradients` | numpy |", "|---|---|---|---|---|"]
     for n in dict.fromkeys(r["n"] for r in rows if r.get("n")):
         at = {r["variant"]: r for r in rows if r.get("n") == n and not r.get("skipped")}

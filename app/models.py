@@ -15,6 +15,7 @@ from knossos.cost_models import CostFunction, get_cost_model
 from knossos.errors import KsUsageError
 from knossos.expr import Expr, preorder
 from knossos.ops import Op
+from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.spec import SearchSpec
 from search.value import ValueFunction, ZeroValue, check_value_scale
@@ -79,6 +80,18 @@ class Pipeline:
     budget: int
     prune_commutes: bool
     prune_inlines: bool
+
+    def spec(self, rules: RuleSet, value: ValueFunction, seconds: float | None = None) -> SearchSpec:
+        """A search spec of these settings, with the zero value function or ``value``."""
+        return SearchSpec(
+            rules,
+            self.depth,
+            self.budget,
+            value,
+            seconds=seconds,
+            prune_commutes=self.prune_commutes,
+            prune_inlines=self.prune_inlines,
+        )
 
 
 #: With no --model, a program (a vector, a tuple, a lambda or a call of a def): the fusions and

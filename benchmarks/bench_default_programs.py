@@ -16,6 +16,7 @@ each file at 200 evaluations, into runs/quick/.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from tqdm import tqdm  # noqa: E402
 
-from app.models import default_pipeline  # noqa: E402
+from app.models import Pipeline, default_pipeline  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
+from knossos.expr import Expr  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
@@ -36,32 +38,19 @@ from search.value import ZeroValue  # noqa: E402
 
 PROGRAMS = ("blas_test", "gelu", "binding_simplify_defs_tuples", "gmm_test", "conv1d_rev_test")
 RULES = "ml_rules_no_bind"
-#: name: (search, depth, budget, prunings); "default" is decided per def.
-ENGINES: dict[str, tuple[str, int, int, bool]] = {
-    "default": ("", 0, 0, False),
-    "astar": ("astar", 10, 5000, False),
-    "pruned pseudo-beam": ("pseudo-beam", 99, 5000, True),
+#: The engines by name; the default's pipeline (None here) is decided per def.
+ENGINES: dict[str, Pipeline | None] = {
+    "default": None,
+    "astar": Pipeline("astar", 10, 5000, False, False),
+    "pruned pseudo-beam": Pipeline("pseudo-beam", 99, 5000, True, True),
 }
 
 
-def spec_of(engine: str, body: Any, seconds: float, quick: bool) -> tuple[str, SearchSpec]:
-    rules = get_rule_set(RULES)
-    if engine == "default":
-        p = default_pipeline(body)
-        search, depth, budget, commutes, inlines = p.search, p.depth, p.budget, p.prune_commutes, p.prune_inlines
-    else:
-        search, depth, budget, pruned = ENGINES[engine]
-        commutes = inlines = pruned
-    spec = SearchSpec(
-        rules,
-        depth,
-        200 if quick else budget,
-        value=ZeroValue(),
-        seconds=seconds,
-        prune_commutes=commutes,
-        prune_inlines=inlines,
-    )
-    return search, spec
+def spec_of(engine: str, body: Expr, seconds: float, quick: bool) -> tuple[str, SearchSpec]:
+    p = ENGINES[engine] or default_pipeline(body)
+    if quick:
+        p = dataclasses.replace(p, budget=200)
+    return p.search, p.spec(get_rule_set(RULES), ZeroValue(), seconds)
 
 
 def summary(rows: list[dict[str, Any]]) -> str:

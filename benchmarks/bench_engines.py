@@ -89,10 +89,7 @@ def search_of(engine: Engine, start: Expr, rules: RuleSet, value: ValueFunction)
     """The search ``engine`` runs on ``start``, and its spec."""
     if engine.search == "default":
         p = default_pipeline(start)
-        spec = SearchSpec(
-            rules, p.depth, p.budget, value, prune_commutes=p.prune_commutes, prune_inlines=p.prune_inlines
-        )
-        return get_search(p.search), spec
+        return get_search(p.search), p.spec(rules, value)
     assert engine.budget is not None
     spec = SearchSpec(rules, DEPTH, engine.budget, value=value)
     if engine.search == "saturate-astar-before":

@@ -13,7 +13,7 @@ Nothing here recurses on the depth of an expression.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,8 +70,10 @@ class EGraph:
 
     # -- union-find -----------------------------------------------------------------------------
     def find(self, i: int) -> int:
-        root = i
         parent = self.parent
+        root = parent[i]
+        if root == i:  # most ids are canonical: answer those without a loop
+            return i
         while parent[root] != root:
             root = parent[root]
         while parent[i] != root:  # path compression
@@ -80,7 +82,13 @@ class EGraph:
 
     def canonical(self, node: ENode) -> ENode:
         op, data, children = node
-        return (op, data, tuple(self.find(c) for c in children)) if children else node
+        if not children:
+            return node
+        find = self.find
+        if len(children) == 2:  # most e-nodes: no generator
+            a, b = children
+            return (op, data, (find(a), find(b)))
+        return (op, data, tuple([find(c) for c in children]))
 
     @property
     def size(self) -> int:
@@ -214,12 +222,3 @@ class EGraph:
                 self.union(other, p)
             unique[node] = self.memo[node] = self.find(p)
         self.classes[self.find(i)].parents.extend(unique.items())
-
-    # -- reading --------------------------------------------------------------------------------
-    def members(self, i: int, op: Op) -> list[ENode]:
-        """The members of e-class ``i`` with op ``op``, as of the last rebuild."""
-        return self.classes[self.find(i)].by_op.get(op, [])
-
-    def literals(self, i: int) -> Iterable[Expr]:
-        """The literal members of an e-class (more than one only where folds disagree by rounding)."""
-        return (n[1] for n in self.members(i, Op.CONST))

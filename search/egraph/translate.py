@@ -37,6 +37,8 @@ LET_RULES: tuple[Rule, ...] = (INLINE_LET, DELETE_LET, NEW_BIND, LIFT_BIND, CSE_
 Match = tuple[int, ...]
 #: Matches a pattern against an e-class, extending each of the partial matches given.
 Matcher = Callable[[EGraph, int, list[Match]], list[Match]]
+#: Adds a right side to an e-graph for a match: (e-graph, match, type of numeric literals) -> its e-class.
+Builder = Callable[[EGraph, Match, Type | None], int]
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,13 @@ class Rewrite:
     #: Matchers of the left side's arguments, and the index of each hole in a match.
     args: tuple[Matcher, ...]
     holes: dict[str, int]
-    #: Whether the conditions hold, by the types and literals of the holes' e-classes.
+    #: Every argument of the left side is a hole of its own (``(add ?a ?b)``): no matchers to run.
+    flat: bool
+    #: The indices of the holes the conditions read.
+    condition_holes: tuple[int, ...]
+    #: Adds the right side for a match (see :func:`_builder`).
+    build: Builder
+    #: Whether the conditions hold, by the types and literals of those holes' e-classes.
     held: dict[tuple[tuple[Type, Expr | None], ...], bool] = field(default_factory=dict)
 
     @property
@@ -58,60 +66,107 @@ class Rewrite:
         return self.rule.name
 
     def search(self, g: EGraph, by_op: dict[Op, list[tuple[int, ENode]]], most: int) -> list[tuple[int, Match]]:
-        """The matches (e-class, holes) in ``g`` (just rebuilt), at most ``most`` (then the caller bans the rule)."""
+        """The matches (e-class, holes) in ``g`` (just rebuilt: every id is canonical, so no ``find``), at
+        most ``most`` (then the caller bans the rule)."""
         out: list[tuple[int, Match]] = []
         arity = len(self.args)
+        classes = g.classes
         conditions = self.rule.conditions
-        for cls, node in by_op.get(self.lhs.op, ()):
+        single = self.condition_holes[0] if len(self.condition_holes) == 1 else None
+        by_class: dict[int, bool] = {}  # e-classes do not change while matching
+        nodes = by_op.get(self.lhs.op, ())
+        if self.flat and not conditions:  # commutativity and the like: the loop at its shortest
+            for cls, node in nodes:
+                kids = node[2]
+                if len(kids) == arity and (not self.needs_scalar or classes[cls].type.is_number):
+                    out.append((cls, kids))
+                    if len(out) >= most:
+                        return out
+            return out
+        for cls, node in nodes:
             kids = node[2]
-            if len(kids) != arity or (self.needs_scalar and not g.classes[cls].type.is_number):
+            if len(kids) != arity or (self.needs_scalar and not classes[cls].type.is_number):
                 continue
-            found: list[Match] = [()]
-            for matcher, kid in zip(self.args, kids, strict=True):
-                found = matcher(g, kid, found)
-                if not found:
-                    break
-            for m in found:
-                if not conditions or self._conditions_hold(g, m):
-                    out.append((cls, m))
+            if self.flat:  # every argument a hole of its own: the children are the match
+                found: list[Match] = [kids]
+            else:
+                found = [()]
+                for matcher, kid in zip(self.args, kids, strict=True):
+                    found = matcher(g, kid, found)
+                    if not found:
+                        break
+            if not conditions:
+                out.extend([(cls, m) for m in found])
+            elif single is not None:  # one hole tested: whether they hold is known per e-class
+                for m in found:
+                    c = m[single]
+                    ok = by_class.get(c)
+                    if ok is None:
+                        ok = by_class[c] = self._held(g, m)
+                    if ok:
+                        out.append((cls, m))
+            else:
+                out.extend([(cls, m) for m in found if self._held(g, m)])
             if len(out) >= most:
                 return out
         return out
 
-    def _conditions_hold(self, g: EGraph, m: Match) -> bool:
-        """Shallow conditions read only the types and literals of the holes' e-classes: cached on those."""
-        classes = [g.classes[g.find(c)] for c in m]
-        key = tuple((c.type, c.const) for c in classes)
+    def _held(self, g: EGraph, m: Match) -> bool:
+        """Whether the conditions hold for ``m``.  Shallow conditions read only the types and literals of
+        the holes' e-classes: cached on those."""
+        classes = g.classes
+        key = tuple([(classes[m[i]].type, classes[m[i]].const) for i in self.condition_holes])
         held = self.held.get(key)
         if held is None:
-            held = self.held[key] = all(
-                c.test(*[classes[self.holes[n]].term for n in c.names]) for c in self.rule.conditions
-            )
+            terms = [classes[c].term for c in m]
+            held = self.held[key] = all(c.test(*[terms[self.holes[n]] for n in c.names]) for c in self.rule.conditions)
         return held
 
     def apply(self, g: EGraph, cls: int, m: Match) -> bool:
         """Add the right side for match ``m`` at ``cls`` and merge it in; True if that changed ``g``."""
         t = g.classes[g.find(cls)].type
-        return g.union(cls, _instantiate(g, self.rule.rhs, m, self.holes, t if t.is_number else None))
+        return g.union(cls, self.build(g, m, t if t.is_number else None))
 
 
 def _compile(p: Pattern, holes: dict[str, int]) -> Matcher:
-    """A matcher of ``p``; ``holes`` gets the index of each hole first seen in ``p`` (left to right)."""
+    """A matcher of ``p``; ``holes`` gets the index of each hole first seen in ``p`` (left to right).
+    Matchers run on a rebuilt e-graph, where every id is canonical."""
     if isinstance(p, Hole):
         if p.name in holes:
             i = holes[p.name]
-            return lambda g, cls, ms: [m for m in ms if m[i] == cls]  # ids are canonical after a rebuild
+            return lambda g, cls, ms: [m for m in ms if m[i] == cls]
         holes[p.name] = len(holes)
         return lambda g, cls, ms: [(*m, cls) for m in ms]
     if isinstance(p, Lit):
         value = p.value
-        return lambda g, cls, ms: ms if any(literal_matches(value, lit) for lit in g.literals(cls)) else []
-    subs = tuple(_compile(a, holes) for a in p.args)
+
+        def match_literal(g: EGraph, cls: int, ms: list[Match]) -> list[Match]:
+            literals = g.classes[cls].by_op.get(Op.CONST, ())
+            return ms if any(literal_matches(value, n[1]) for n in literals) else []
+
+        return match_literal
     op, arity = p.op, len(p.args)
+    if _fresh_holes(p.args, holes):  # (op ?x ?y) with new holes: a match per member, its children appended
+        for a in p.args:
+            holes[a.name] = len(holes)  # type: ignore[union-attr]
+
+        def match_flat(g: EGraph, cls: int, ms: list[Match]) -> list[Match]:
+            out: list[Match] = []
+            for node in g.classes[cls].by_op.get(op, ()):
+                kids = node[2]
+                if len(kids) == arity:
+                    if len(ms) == 1:
+                        out.append(ms[0] + kids)
+                    else:
+                        out.extend([m + kids for m in ms])
+            return out
+
+        return match_flat
+    subs = tuple(_compile(a, holes) for a in p.args)
 
     def match_node(g: EGraph, cls: int, ms: list[Match]) -> list[Match]:
         out: list[Match] = []
-        for node in g.members(cls, op):
+        for node in g.classes[cls].by_op.get(op, ()):
             kids = node[2]
             if len(kids) != arity:
                 continue
@@ -126,20 +181,45 @@ def _compile(p: Pattern, holes: dict[str, int]) -> Matcher:
     return match_node
 
 
-def _instantiate(g: EGraph, p: Pattern, m: Match, holes: dict[str, int], scalar: Type | None) -> int:
+def _fresh_holes(args: tuple[Pattern, ...], holes: dict[str, int]) -> bool:
+    """Whether every one of ``args`` is a hole not seen before, each a different one."""
+    names = [a.name for a in args if isinstance(a, Hole)]
+    return len(names) == len(args) and len(set(names)) == len(names) and not any(n in holes for n in names)
+
+
+def _builder(p: Pattern, holes: dict[str, int]) -> Builder:
+    """What adds ``p`` to an e-graph for a match, its holes numbered by ``holes``; a numeric literal
+    takes the type given to the builder (the matched node's, when that is a number)."""
     if isinstance(p, Hole):
-        return m[holes[p.name]]
+        i = holes[p.name]
+        return lambda g, m, scalar: m[i]
     if isinstance(p, Lit):
-        return g.add_leaf(E.const(literal_value(p.value, scalar)))
-    return g.add((p.op, None, tuple(_instantiate(g, a, m, holes, scalar) for a in p.args)))
+        value = p.value
+        leaves: dict[Type | None, Expr] = {}
+
+        def literal(g: EGraph, m: Match, scalar: Type | None) -> int:
+            leaf = leaves.get(scalar)
+            if leaf is None:
+                leaf = leaves[scalar] = E.const(literal_value(value, scalar))
+            return g.add_leaf(leaf)
+
+        return literal
+    op = p.op
+    subs = tuple(_builder(a, holes) for a in p.args)
+    if len(subs) == 2:
+        first, second = subs
+        return lambda g, m, scalar: g.add((op, None, (first(g, m, scalar), second(g, m, scalar))))
+    return lambda g, m, scalar: g.add((op, None, tuple([sub(g, m, scalar) for sub in subs])))
 
 
 def rewrite(r: TableRule) -> Rewrite:
     """``r`` as an e-graph rewrite (``r`` must be translatable)."""
     assert isinstance(r.lhs, Node)
     holes: dict[str, int] = {}
+    flat = _fresh_holes(r.lhs.args, holes)
     args = tuple(_compile(a, holes) for a in r.lhs.args)
-    return Rewrite(r, r.lhs, r.needs_scalar, args, holes)
+    tested = tuple(sorted({holes[n] for c in r.conditions for n in c.names}))
+    return Rewrite(r, r.lhs, r.needs_scalar, args, holes, flat, tested, _builder(r.rhs, holes))
 
 
 def _has_binder(p: Pattern) -> bool:

@@ -195,9 +195,9 @@ def default_model_brief_table() -> str:
         for r in json.loads(path.read_text())["searches"]
         if r["set"] == "generated_heldout"
     }
-    from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, trained_for
+    from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, search_settings_of
 
-    search = str(trained_for(load_checkpoint(DEFAULT_MODEL)).get("search", "astar"))
+    search = search_settings_of(load_checkpoint(DEFAULT_MODEL)).algorithm
     lines = [
         f"| evaluations | plain A* | `--model default` ({search_name(search)}) |",
         "|---|---|---|",

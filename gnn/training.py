@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
-from gnn.config import SearchName, TrainConfig, config_dict, flatten_keys
+from gnn.config import TrainConfig, config_dict, flatten_keys
 from gnn.data import Target, load_targets
 from gnn.executors import make_executor
 from gnn.fit import Fitter, Sample
@@ -34,6 +34,7 @@ from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
 from rules.sets import get_rule_set
+from search.settings import SearchName
 from search.value import ValueFunction
 
 CHECKPOINT = "checkpoint.pt"

@@ -81,7 +81,8 @@ def test_the_default_model_says_how_it_was_fitted() -> None:
 
 def test_the_default_model_runs_lazy_astar_at_its_chosen_scale() -> None:
     value = load_value_function(DEFAULT_MODEL)
-    assert value.trained_for == {"depth": 10, "search": "lazy-astar", "rules": "binding_simplify_rules"}
+    assert value.settings is not None and value.rules == "binding_simplify_rules"
+    assert (value.settings.algorithm, value.settings.depth) == ("lazy-astar", 10)
     assert value.scale == 0.05
 
 

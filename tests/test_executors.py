@@ -223,10 +223,11 @@ def test_an_outcome_travels_as_one_wire_form() -> None:
     back as the same interned expressions."""
     import pickle
 
-    from gnn.search_jobs import SearchJob, SearchSettings, run_search
+    from gnn.search_jobs import RunSettings, SearchJob, run_search
+    from search.settings import SearchSettings
 
     rules = get_rule_set("binding_simplify_rules")
-    settings = SearchSettings("binding_simplify_rules", 6, 16, "float32", 1.0)
+    settings = RunSettings("binding_simplify_rules", SearchSettings(depth=6))
     start = parse_expr("(add (div (mul x y) (add 1.0 (mul x y))) (mul x y))")[0]
     outcome = run_search(SearchJob(start, "astar", 200, targets="explored_and_reached"), settings, rules, None)
     blob = pickle.dumps(outcome)

@@ -161,7 +161,7 @@ def test_training_with_replayed_best_targets_resumes_identically(tmp_path: Path)
 def test_warmup_epochs_search_with_the_zero_value_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gnn import executors
     from gnn.networks import Network
-    from gnn.search_jobs import Outcome, SearchJob, SearchSettings
+    from gnn.search_jobs import Outcome, RunSettings, SearchJob
     from gnn.training import Trainer
     from rules.rule_set import RuleSet
 
@@ -171,7 +171,7 @@ def test_warmup_epochs_search_with_the_zero_value_function(tmp_path: Path, monke
     used: list[tuple[int, str]] = []
     search = executors.run_search
 
-    def recording(job: SearchJob, settings: SearchSettings, rules: RuleSet, network: Network | None) -> Outcome:
+    def recording(job: SearchJob, settings: RunSettings, rules: RuleSet, network: Network | None) -> Outcome:
         if job.budget == 30:  # a training search, not an evaluation
             used.append((trainer.epoch, "network" if network is not None else "zero"))
         return search(job, settings, rules, network)

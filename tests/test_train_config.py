@@ -360,20 +360,22 @@ def _enumerated() -> list[tuple[str, tuple[str, ...]]]:
     """Every config key whose value is one of a few names (a Literal type), with the names."""
     import typing
 
-    from gnn.config import FILLED_FROM, ModelConfig, SearchConfig, TrainingConfig
+    from gnn.config import FILLED_FROM, NARROWED, ModelConfig, TrainingConfig
+    from search.settings import SearchSettings
 
     out = []
-    for section, cls in (("search", SearchConfig), ("model", ModelConfig), ("training", TrainingConfig)):
+    for section, cls in (("search", SearchSettings), ("model", ModelConfig), ("training", TrainingConfig)):
         filled = {f.name for f in dataclasses.fields(cls) if FILLED_FROM in f.metadata}  # not keys of the YAML
         for name, hint in typing.get_type_hints(cls).items():
+            hint = NARROWED.get(f"{section}.{name}", hint)  # the searches a network trains with
             if typing.get_origin(hint) is typing.Literal and name not in filled:
                 out.append((f"{section}.{name}", typing.get_args(hint)))
     return out
 
 
 def test_the_cost_names_are_the_cost_models() -> None:
-    from gnn.config import CostName
     from knossos.cost_models import COST_MODELS
+    from search.settings import CostName
 
     assert set(typing.get_args(CostName)) == set(COST_MODELS)
 

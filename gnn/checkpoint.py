@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
-from gnn.config import ModelConfig, check_stored_config
+from gnn.config import check_stored_config
 from gnn.graph import NODE_TYPES
+from gnn.model_config import ModelConfig
 from gnn.networks import Network, build_network, value_function
 from gnn.tree_value import TreeValue
 from gnn.value import NetworkValue

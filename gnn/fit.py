@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gnn.config import CostNormalization
+from gnn.model_config import CostNormalization
 from gnn.networks import Network
 from gnn.normalization import to_network
 from gnn.ranking import SiblingGroup, ranking_loss

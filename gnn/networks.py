@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Union
 
-from gnn.config import ModelConfig
 from gnn.model import ValueNetwork
+from gnn.model_config import ModelConfig
 from gnn.tree_model import TreeValueNetwork
 from gnn.tree_value import TreeValue
 from gnn.value import NetworkValue

@@ -32,9 +32,9 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from gnn.config import CostNormalization
 from gnn.graph import batch_graphs, padded
 from gnn.model import ValueNetwork
+from gnn.model_config import CostNormalization
 from gnn.normalization import from_network
 from knossos.cost_models import get_cost_model
 from knossos.expr import Expr

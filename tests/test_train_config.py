@@ -336,7 +336,7 @@ def test_dropout_out_of_range_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_the_model_section_is_the_network_config_with_the_search_depth(tmp_path: Path) -> None:
-    from gnn.config import ModelConfig
+    from gnn.model_config import ModelConfig
 
     path = write(tmp_path, GOOD, "good.yaml")
     c = load_config(path, ["model.hidden=48"])
@@ -360,7 +360,8 @@ def _enumerated() -> list[tuple[str, tuple[str, ...]]]:
     """Every config key whose value is one of a few names (a Literal type), with the names."""
     import typing
 
-    from gnn.config import FILLED_FROM, NARROWED, ModelConfig, TrainingConfig
+    from gnn.config import NARROWED, TrainingConfig
+    from gnn.model_config import FILLED_FROM, ModelConfig
     from search.settings import SearchSettings
 
     out = []

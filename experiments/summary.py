@@ -195,7 +195,7 @@ def default_model_brief_table() -> str:
         for r in json.loads(path.read_text())["searches"]
         if r["set"] == "generated_heldout"
     }
-    from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, search_settings_of
+    from training.checkpoint import DEFAULT_MODEL, load_checkpoint, search_settings_of
 
     search = search_settings_of(load_checkpoint(DEFAULT_MODEL)).algorithm
     lines = [
@@ -649,7 +649,7 @@ def training_table(name: str) -> str:
     """``python -m gnn.report`` of the committed training runs ``TRAINING_RUNS[name]``: per epoch and
     run, the training loss, the total best test cost, the test expressions at their best-known cost
     and the mean ratio to the start cost."""
-    from gnn.report import table
+    from training.report import table
 
     runs = [RESULTS / "training" / run for run in TRAINING_RUNS[name]]
     if not all((run / "metrics.jsonl").is_file() for run in runs):

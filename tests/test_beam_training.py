@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnn.checkpoint import load_checkpoint, rules_of, search_settings_of
-from gnn.config import load_config
-from gnn.executors import LocalExecutor, make_executor
-from gnn.search_jobs import SearchJob, run_search
-from gnn.training import Trainer
 from knossos.parser import parse_expr
 from rules.sets import get_rule_set
+from training.checkpoint import load_checkpoint, rules_of, search_settings_of
+from training.config import load_config
+from training.executors import LocalExecutor, make_executor
+from training.search_jobs import SearchJob, run_search
+from training.trainer import Trainer
 
 TINY = [
     "search.depth=6",

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from gnn.checkpoint import load_checkpoint, load_value_function, shipped_model, value_scale_of
 from knossos.parser import load_program
 from search.settings import SearchSettings
+from training.checkpoint import load_checkpoint, load_value_function, shipped_model, value_scale_of
 
 from conftest import ROOT
 

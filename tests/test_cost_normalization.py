@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from gnn.checkpoint import load_value_function, save_checkpoint, search_settings_of
-from gnn.config import load_config
-from gnn.fit import Fitter, Sample
 from gnn.model import ModelConfig
 from gnn.networks import build_network, value_function
 from gnn.normalization import check_normalization, from_network, to_network
 from knossos.errors import KsUsageError
 from knossos.parser import parse_expr
 from search.settings import SearchSettings
+from training.checkpoint import load_value_function, save_checkpoint, search_settings_of
+from training.config import load_config
+from training.fit import Fitter, Sample
 
 from conftest import ROOT
 

@@ -17,8 +17,6 @@ import sys
 import numpy as np
 import pytest
 
-from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, load_value_function, shipped_model
-from gnn.config import DataSource
 from gnn.data import load_targets
 from gnn.tree_value import TreeValue
 from knossos.parser import load_program, parse_expr
@@ -26,6 +24,8 @@ from rules.sets import get_rule_set
 from search.registry import get_search
 from search.spec import SearchSpec
 from search.value import ZeroValue
+from training.checkpoint import DEFAULT_MODEL, load_checkpoint, load_value_function, shipped_model
+from training.config import DataSource
 
 from conftest import ROOT
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gnn.config import TrainConfig, load_config
 from gnn.data import load_targets
 from knossos.errors import KsUsageError
 from rules.sets import get_rule_set
+from training.config import TrainConfig, load_config
 
 from conftest import ROOT
 
@@ -360,9 +360,9 @@ def _enumerated() -> list[tuple[str, tuple[str, ...]]]:
     """Every config key whose value is one of a few names (a Literal type), with the names."""
     import typing
 
-    from gnn.config import NARROWED, TrainingConfig
     from gnn.model_config import FILLED_FROM, ModelConfig
     from search.settings import SearchSettings
+    from training.config import NARROWED, TrainingConfig
 
     out = []
     for section, cls in (("search", SearchSettings), ("model", ModelConfig), ("training", TrainingConfig)):

@@ -15,11 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gnn.checkpoint import network_from
-from gnn.config import TargetScheme
-from gnn.fit import Sample
 from gnn.networks import Network, value_function
-from gnn.samples import split_samples
 from knossos.expr import Expr
 from knossos.serialize import Wire, exprs_from_wire, exprs_to_wire
 from rules.rule_set import RuleSet
@@ -28,6 +24,10 @@ from search.registry import get_search
 from search.settings import SearchName, SearchSettings
 from search.spec import ctrl_c_stops_searches
 from search.value import ValueFunction, ZeroValue
+from training.checkpoint import network_from
+from training.config import TargetScheme
+from training.fit import Sample
+from training.samples import split_samples
 
 
 @dataclass(frozen=True)

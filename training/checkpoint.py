@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from gnn.config import check_stored_config
+import gnn
 from gnn.graph import NODE_TYPES
 from gnn.model_config import ModelConfig
 from gnn.networks import Network, build_network, value_function
@@ -22,6 +22,7 @@ from knossos.errors import KsUsageError
 from search.limits import MAX_BUDGET
 from search.settings import Precision, SearchSettings, SettingError
 from search.value import check_value_scale
+from training.config import check_stored_config
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
@@ -141,7 +142,7 @@ def check_node_types(state: dict[str, Any], label: str) -> None:
 
 
 #: Weights with one row per node type (the tree network's type embedding); the GGNN one-hots the
-#: types into its hidden width, which has room for new ones (gnn/config.py checks it).
+#: types into its hidden width, which has room for new ones (training/config.py checks it).
 NODE_TYPE_ROWS = ("embed.weight",)
 
 
@@ -179,12 +180,12 @@ def checkpoint_globals() -> list[Any]:
 
     import numpy as np
 
-    from gnn.fit import Sample
     from knossos.callee import Callee, CalleeKind
     from knossos.errors import Pos
     from knossos.program import Def, Param, TupleSizes, VecSizes
     from knossos.serialize import expr_from_wire
     from knossos.types import Kind, Type
+    from training.fit import Sample
 
     multiarray = importlib.import_module("numpy._core.multiarray")
     reconstruct, scalar = multiarray._reconstruct, multiarray.scalar
@@ -200,6 +201,7 @@ def checkpoint_globals() -> list[Any]:
         TupleSizes,
         Pos,
         Sample,
+        (Sample, "gnn.fit.Sample"),  # where replay samples were pickled before training/ was split from gnn/
         np.ndarray,
         np.dtype,
         reconstruct,
@@ -240,7 +242,7 @@ def network_from(state: dict[str, Any], label: str) -> Network:
 
 #: The models that ship with the package, by name (made with configs of ``configs/``; see
 #: docs/default_model.md).
-SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
+SHIPPED_MODELS = Path(gnn.__file__).resolve().parent / "models"
 #: ``--model default``.
 DEFAULT_MODEL = SHIPPED_MODELS / "default.pt"
 

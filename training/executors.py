@@ -1,8 +1,8 @@
 """Where an epoch's searches run (config ``training.executor``): ``local``, one after another in
 this process; ``processes``, a pool of processes on this machine; ``ray``, Ray tasks on this
-machine or a cluster (gnn/ray_executor.py).
+machine or a cluster (training/ray_executor.py).
 
-Every executor takes the value network and a list of :class:`~gnn.search_jobs.SearchJob` and
+Every executor takes the value network and a list of :class:`~training.search_jobs.SearchJob` and
 yields the outcomes in the jobs' order.  The others send the network's weights once per version
 (once before an epoch's searches, once before its evaluation), never per search; the workers run
 with the trainer's torch threads.  Whatever is random was drawn by the trainer before the searches
@@ -24,10 +24,10 @@ from typing import Protocol
 
 import torch
 
-from gnn.config import EXECUTORS, TrainConfig
 from gnn.networks import Network
-from gnn.search_jobs import Outcome, RunSettings, SearchJob, WorkerCache, pack_weights, run_search
 from rules.rule_set import RuleSet
+from training.config import EXECUTORS, TrainConfig
+from training.search_jobs import Outcome, RunSettings, SearchJob, WorkerCache, pack_weights, run_search
 
 
 class Executor(Protocol):
@@ -49,7 +49,7 @@ def make_executor(config: TrainConfig, rules: RuleSet) -> Executor:
     if kind == "processes":
         return ProcessExecutor(settings, config.training.workers)
     if kind == "ray":
-        from gnn.ray_executor import RayExecutor
+        from training.ray_executor import RayExecutor
 
         return RayExecutor(settings, config.training.ray_address)
     raise ValueError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gnn.networks import Network
-from gnn.search_jobs import Outcome, RunSettings, SearchJob, WorkerCache, pack_weights
 from knossos.errors import KsUsageError
+from training.search_jobs import Outcome, RunSettings, SearchJob, WorkerCache, pack_weights
 
 #: Where to get Ray, for the one-line error without it.
 INSTALL = "pip install -e '.[ray]'"

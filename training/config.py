@@ -23,10 +23,10 @@ from knossos.user_files import read_regular_file
 from search.settings import SearchSettings, SettingError, TrainingSearchName
 
 # -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
-#: Which states of a search are fitted (``training.targets``; :func:`gnn.training.samples_of`).
+#: Which states of a search are fitted (``training.targets``; :func:`training.trainer.samples_of`).
 TargetScheme = Literal["reached", "explored", "explored_and_reached"]
 TARGET_SCHEMES: tuple[str, ...] = typing.get_args(TargetScheme)
-#: Where an epoch's searches run (``training.executor``; :mod:`gnn.executors`).
+#: Where an epoch's searches run (``training.executor``; :mod:`training.executors`).
 ExecutorName = Literal["local", "processes", "ray"]
 EXECUTORS: tuple[str, ...] = typing.get_args(ExecutorName)
 
@@ -127,7 +127,7 @@ class TrainingConfig:
     samples_per_search: int = 0
     #: Where each epoch's searches run: "local" (one after another in this process), "processes"
     #: (a pool of training.workers processes) or "ray" (Ray tasks: pip install -e '.[ray]').  The
-    #: same seed gives the same numbers under each (gnn/executors.py).
+    #: same seed gives the same numbers under each (training/executors.py).
     executor: ExecutorName = "local"
     #: processes: how many (0: one per CPU).
     workers: int = 0

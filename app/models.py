@@ -78,12 +78,7 @@ def value_scale(text: str) -> float:
 DEFAULT_RULES = "ml_rules"
 #: The search settings of a run whose model does not say them (or with no model named ``none``).
 DEFAULTS = SearchSettings()
-DEFAULT_SEARCH, DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = (
-    DEFAULTS.algorithm,
-    DEFAULTS.depth,
-    DEFAULTS.cost,
-    DEFAULTS.budget,
-)
+DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = DEFAULTS.depth, DEFAULTS.cost, DEFAULTS.budget
 
 
 @dataclass(frozen=True)

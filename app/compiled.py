@@ -20,14 +20,12 @@ import os
 from collections.abc import Sequence
 
 from app.models import trained_search
-from knossos.cost_models import get_cost_model
 from knossos.cpp.callable import CompiledDef
 from knossos.cpp.callable import compile_def as _compile_def
 from knossos.errors import KsUsageError
 from knossos.program import Def, Program
 from rules.sets import RULE_SETS, get_rule_set
 from search.registry import get_search
-from search.spec import SearchSpec
 
 
 def optimise_def(
@@ -49,17 +47,9 @@ def optimise_def(
             f"{err.message}"
         ) from None
     rules = optimize if kind == "rules" else trained.rules
-    spec = SearchSpec(
-        rules=get_rule_set(rules),
-        depth=depth if depth is not None else trained.depth,
-        budget=budget if budget is not None else trained.budget,
-        value=trained.value,
-        prune_commutes=trained.prune_commutes,
-        prune_inlines=trained.prune_inlines,
-        cost=get_cost_model(trained.cost),
-        seconds=seconds,
-    )
-    result = get_search(trained.search)(d.body, spec)
+    settings = trained.settings if depth is None else dataclasses.replace(trained.settings, depth=depth)
+    spec = settings.spec(get_rule_set(rules), trained.value, budget=budget, seconds=seconds)
+    result = get_search(settings.algorithm)(d.body, spec)
     return dataclasses.replace(d, body=result.best)
 
 

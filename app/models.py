@@ -1,27 +1,30 @@
 """Value functions by name, for the command line: ``none`` (zero), the name of a model that ships with
 the package (``default``, ``ggnn``, ``tree_online``, ``blas``, ``blas_beam``, ``blas_astar``, ``cnn``: the
 files of ``gnn/models/``) or a checkpoint
-written by train.py or ``python -m gnn.export``; and the argparse type of a value scale."""
+written by train.py or ``python -m training.export``; and the argparse type of a value scale."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from knossos.callee import CalleeKind
-from knossos.cost_models import CostFunction, get_cost_model
+from knossos.cost_models import CostFunction
 from knossos.errors import KsUsageError
 from knossos.expr import Expr, preorder
 from knossos.ops import Op
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
+from search.settings import Precision, SearchSettings
 from search.spec import SearchSpec
 from search.value import ValueFunction, ZeroValue, check_value_scale
 
 if TYPE_CHECKING:  # gnn (torch) is imported only for a model that needs it
-    from gnn.config import Precision
+    from gnn.tree_value import TreeValue
+    from gnn.value import NetworkValue
 
 
 def load_value_function(spec: str, precision: Precision = "float32", scale: float | None = None) -> ValueFunction:
@@ -29,10 +32,15 @@ def load_value_function(spec: str, precision: Precision = "float32", scale: floa
     factor on its values (None: the model's own); zero ignores both."""
     if spec in ("none", "zero"):
         return ZeroValue()
+    return load_model(spec, precision, scale)
+
+
+def load_model(spec: str, precision: Precision = "float32", scale: float | None = None) -> NetworkValue | TreeValue:
+    """The trained model ``spec``: a shipped model's name or a checkpoint file (as :func:`load_value_function`)."""
     shipped: list[str] = []
     if "/" not in spec and not spec.endswith(".pt"):
         try:
-            from gnn.checkpoint import shipped_model, shipped_model_names
+            from training.checkpoint import shipped_model, shipped_model_names
         except ImportError:
             raise KsUsageError(f"the model '{spec}' needs the gnn package (torch)") from None
         found = shipped_model(spec)
@@ -48,11 +56,10 @@ def load_value_function(spec: str, precision: Precision = "float32", scale: floa
         names = f"one of {', '.join(shipped)}" if shipped else "a shipped model's name"
         raise KsUsageError(f"no model file '{spec}' (give a checkpoint written by train.py, {names}, or 'none')")
     try:
-        from gnn.checkpoint import load_value_function as load_checkpoint
+        from training.checkpoint import load_value_function as load_checkpoint
     except ImportError:
         raise KsUsageError(f"{spec}: loading a trained model needs the gnn package (torch)") from None
-    loaded: ValueFunction = load_checkpoint(path, precision, scale)
-    return loaded
+    return load_checkpoint(path, precision, scale)
 
 
 def value_scale(text: str) -> float:
@@ -67,8 +74,11 @@ def value_scale(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-#: The settings of a run whose model does not say them (or with no model).
-DEFAULT_RULES, DEFAULT_SEARCH, DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = "ml_rules", "astar", 10, "reference", 5000
+#: The rule set of a run whose model does not say it (or with no model).
+DEFAULT_RULES = "ml_rules"
+#: The search settings of a run whose model does not say them (or with no model named ``none``).
+DEFAULTS = SearchSettings()
+DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = DEFAULTS.depth, DEFAULTS.cost, DEFAULTS.budget
 
 
 @dataclass(frozen=True)
@@ -81,17 +91,20 @@ class Pipeline:
     prune_commutes: bool
     prune_inlines: bool
 
-    def spec(self, rules: RuleSet, value: ValueFunction, seconds: float | None = None) -> SearchSpec:
-        """A search spec of these settings, with the zero value function or ``value``."""
-        return SearchSpec(
-            rules,
-            self.depth,
-            self.budget,
-            value,
-            seconds=seconds,
+    @property
+    def settings(self) -> SearchSettings:
+        """These as search settings (the others the defaults)."""
+        return SearchSettings(
+            algorithm=self.search,
+            depth=self.depth,
+            budget=self.budget,
             prune_commutes=self.prune_commutes,
             prune_inlines=self.prune_inlines,
         )
+
+    def spec(self, rules: RuleSet, value: ValueFunction, seconds: float | None = None) -> SearchSpec:
+        """A search spec of these settings, with the zero value function or ``value``."""
+        return self.settings.spec(rules, value, seconds=seconds)
 
 
 #: With no --model, a program (a vector, a tuple, a lambda or a call of a def): the fusions and
@@ -121,30 +134,41 @@ def default_pipeline(start: Expr) -> Pipeline:
 
 @dataclass(frozen=True)
 class TrainedSearch:
-    """A model's value function with the rules, search, depth, prunings, cost model and budget it was
-    trained or exported with (what optimize.py takes from it where the command line does not say)."""
+    """A model's value function with the rule set and search settings it was trained or exported
+    with (what optimize.py takes from it where the command line does not say)."""
 
     value: ValueFunction
     rules: str
-    search: str
-    depth: int
-    prune_commutes: bool
-    prune_inlines: bool
-    cost: str
-    budget: int
+    settings: SearchSettings
+
+    # the settings by the names optimize.py's report gives them
+    @property
+    def search(self) -> str:
+        return self.settings.algorithm
+
+    @property
+    def depth(self) -> int:
+        return self.settings.depth
+
+    @property
+    def budget(self) -> int:
+        return self.settings.budget
+
+    @property
+    def prune_commutes(self) -> bool:
+        return self.settings.prune_commutes
+
+    @property
+    def prune_inlines(self) -> bool:
+        return self.settings.prune_inlines
+
+    @property
+    def cost(self) -> str:
+        return self.settings.cost
 
     def spec(self, budget: int, seconds: float | None = None, cost: CostFunction | None = None) -> SearchSpec:
         """A search spec of these settings (``cost``: instead of the named model, e.g. with sizes)."""
-        return SearchSpec(
-            get_rule_set(self.rules),
-            self.depth,
-            budget,
-            value=self.value,
-            cost=cost if cost is not None else get_cost_model(self.cost),
-            seconds=seconds,
-            prune_commutes=self.prune_commutes,
-            prune_inlines=self.prune_inlines,
-        )
+        return self.settings.spec(get_rule_set(self.rules), self.value, cost=cost, budget=budget, seconds=seconds)
 
 
 def trained_search(
@@ -166,19 +190,9 @@ def trained_search(
         p = PROGRAM if start is None else default_pipeline(start)
         if search is not None and search != p.search:
             p = Pipeline(search, depth, DEFAULT_BUDGET, False, False)
-        return TrainedSearch(
-            ZeroValue(), rules, p.search, p.depth, p.prune_commutes, p.prune_inlines, DEFAULT_COST, p.budget
-        )
-    value = load_value_function(spec, precision, scale)
-    trained: dict[str, object] = getattr(value, "trained_for", None) or {}
-    trained_depth, budget = trained.get("depth"), trained.get("budget")
-    return TrainedSearch(
-        value,
-        str(trained.get("rules", rules)),
-        str(trained.get("search", DEFAULT_SEARCH)),
-        trained_depth if isinstance(trained_depth, int) else depth,
-        bool(trained.get("prune_commutes", False)),
-        bool(trained.get("prune_inlines", False)),
-        str(trained.get("cost", DEFAULT_COST)),
-        budget if isinstance(budget, int) else DEFAULT_BUDGET,
-    )
+        return TrainedSearch(ZeroValue(), rules, p.settings)
+    untrained = dataclasses.replace(DEFAULTS, depth=depth)
+    if spec in ("none", "zero"):
+        return TrainedSearch(ZeroValue(), rules, untrained)
+    model = load_model(spec, precision, scale)
+    return TrainedSearch(model, model.rules or rules, model.settings or untrained)

@@ -15,12 +15,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from app.models import ARITHMETIC, DEFAULT_COST, PROGRAM, trained_search, value_scale
+from app.models import DEFAULT_COST, trained_search
+from app.search_options import add_search_option, settings_from_args
 from app.tidy import tidy
 from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
-from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model
+from knossos.cost_models import CostFunction, get_cost_model
 from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from knossos.cpp.driver import check_threads, serializable
 from knossos.cpp.emit import emit_program
@@ -34,10 +35,9 @@ from knossos.sized_cost import check_size_levels, parse_sizes
 from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
-from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, MAX_DEPTH, default_max_memory_mib
-from search.registry import SEARCHES, get_search
+from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, default_max_memory_mib
+from search.registry import get_search
 from search.result import SearchResult
-from search.spec import SearchSpec
 
 
 def _amount(text: str) -> float:
@@ -62,13 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SET",
         help=f"rule set ({', '.join(RULE_SETS)}; ml_rules, or the one the model was trained with)",
     )
-    p.add_argument(
-        "--cost",
-        choices=tuple(COST_MODELS),
-        default=None,
-        help="the cost model to minimise: reference (the paper's) or alloc (also charges every element a "
-        "vector op writes, as compiled code does; docs/cost.md) (reference, or the model's)",
-    )
+    add_search_option(p, "cost")
     p.add_argument(
         "--size",
         action="append",
@@ -77,42 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --cost alloc: a parameter's lengths at each nesting level (image=16x128), so that loops "
         "over its sizes count as that many iterations (others count 16); repeat for several",
     )
-    p.add_argument(
-        "--search",
-        default=None,
-        metavar="NAME",
-        help=f"search ({', '.join(SEARCHES)}; without --model, {PROGRAM.search} for a program (loops, vectors, "
-        f"calls) and {ARITHMETIC.search} for scalar arithmetic; or the one the model was trained for)",
-    )
-    p.add_argument(
-        "--depth",
-        type=whole_number(MAX_DEPTH),
-        default=None,
-        metavar="H",
-        help=f"most rewrites in a sequence (10, or the depth the model was trained for; <= {MAX_DEPTH})",
-    )
-    p.add_argument(
-        "--prune-commutes",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="drop commutations (commute_add, commute_mul) that enable no other rule where they swap "
-        "(off, or as the model was trained)",
-    )
-    p.add_argument(
-        "--prune-inlines",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="drop inlines (inline_let) that raise the cost and let no other rule match where they land "
-        "(off, or as the model was trained)",
-    )
-    p.add_argument(
-        "--budget",
-        type=whole_number(MAX_BUDGET),
-        default=None,
-        metavar="N",
-        help=f"value-function evaluations (the model's; without --model {PROGRAM.budget} for a program, "
-        f"{ARITHMETIC.budget} for arithmetic); exhaustive: most distinct expressions; egraph: most e-nodes",
-    )
+    for setting in ("algorithm", "depth", "prune_commutes", "prune_inlines", "budget"):
+        add_search_option(p, setting)
     p.add_argument("--seed", type=int, default=0, help="for random, mcts (0)")
     p.add_argument(
         "--model",
@@ -121,19 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="value function: none, a shipped model's name (default, ggnn, ...: gnn/models/), or a checkpoint file "
         "(without it: none, and the search is saturation around plain search, see --search)",
     )
-    p.add_argument(
-        "--precision",
-        choices=("float32", "bfloat16"),
-        default="float32",
-        help="the model's inference arithmetic: bfloat16 is about twice as fast on CPUs with AMX/AVX512-BF16",
-    )
-    p.add_argument(
-        "--value-scale",
-        type=value_scale,
-        default=None,
-        metavar="S",
-        help="multiply the model's values by S (default: the model's own, chosen when it was exported)",
-    )
+    add_search_option(p, "precision")
+    add_search_option(p, "value_scale")
     p.add_argument(
         "--seconds", type=_amount, default=None, metavar="S", help="time limit: stop with the best found so far"
     )
@@ -260,28 +209,22 @@ def run(args: argparse.Namespace) -> int:
         start = d.body
         outputs.check_def(src.program, d)
     trained = trained_search(args.model, args.precision, args.value_scale, start=start, search=args.search)
-    value = trained.value
     # a model (or, without one, the def's shape) says which rules, search, depth, prunings, cost and
     # budget; the command line overrides
-    for setting in ("rules", "search", "depth", "prune_commutes", "prune_inlines", "cost", "budget"):
-        if getattr(args, setting) is None:
-            setattr(args, setting, getattr(trained, setting))
-    rules = get_rule_set(args.rules)
-    cost = search_cost(args.cost, args.size)
-    search = get_search(args.search)
+    rule_set = args.rules if args.rules is not None else trained.rules
+    settings = settings_from_args(args, trained.settings)
+    rules = get_rule_set(rule_set)
+    cost = search_cost(settings.cost, args.size)
+    search = get_search(settings.algorithm)
     if isinstance(cost, AllocCost):
         params = list(d.params) if d is not None else [Param(v.data, v.type) for v in src.free]
         check_sizes(cost.sizes, start, params, src.label)
-    bar = _progress_bar(args.budget, disabled=args.quiet)
-    spec = SearchSpec(
-        rules=rules,
-        depth=args.depth,
-        budget=args.budget,
-        value=value,
-        seed=args.seed,
-        prune_commutes=args.prune_commutes,
-        prune_inlines=args.prune_inlines,
+    bar = _progress_bar(settings.budget, disabled=args.quiet)
+    spec = settings.spec(
+        rules,
+        trained.value,
         cost=cost,
+        seed=args.seed,
         seconds=args.seconds,
         max_states=args.max_states,
         max_memory_mib=args.max_memory if args.max_memory is not None else default_max_memory_mib(),
@@ -297,14 +240,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_tidy:
         result, tidied = _tidied(result, cost)
     report = {
-        "rules": args.rules,
-        "cost_model": args.cost,
-        "search": args.search,
+        "rules": rule_set,
+        "cost_model": settings.cost,
+        "search": settings.algorithm,
         "model": args.model if args.model is not None else "none",
-        "budget": args.budget,
-        "depth": args.depth,
-        "prune_commutes": args.prune_commutes,
-        "prune_inlines": args.prune_inlines,
+        "budget": settings.budget,
+        "depth": settings.depth,
+        "prune_commutes": settings.prune_commutes,
+        "prune_inlines": settings.prune_inlines,
         **result.to_json(),
     }
     messages: list[str] = []

@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # imported when a run starts: --help needs no torch
     from torch.utils.tensorboard import SummaryWriter
     from torch.utils.tensorboard.writer import FileWriter
 
-    from gnn.config import TrainConfig
-    from gnn.metrics import EpochMetrics
+    from training.config import TrainConfig
+    from training.metrics import EpochMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The scalars TensorBoard's HParams dashboard shows beside a run's hyperparameters.
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gnn.config import MAX_SEED, load_config
+    from training.config import MAX_SEED, load_config
 
     ray = [f"training.ray_address={json.dumps(args.ray_address)}"] if args.ray_address is not None else []
     labels = {item: f"--ray-address {args.ray_address}" for item in ray}
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             f"above {MAX_SEED}, the largest"
         )
     if config.training.executor == "ray":
-        from gnn.ray_executor import check_reachable, import_ray
+        from training.ray_executor import check_reachable, import_ray
 
         import_ray()  # without Ray, a one-line error before anything is written
         if config.training.ray_address is not None:
@@ -135,7 +135,7 @@ def _train_in_worker(config: TrainConfig, folder: Path, threads: int) -> EpochMe
 def train_one(config: TrainConfig, folder: Path, show_progress: bool) -> EpochMetrics:
     from tqdm import tqdm
 
-    from gnn.training import Trainer
+    from training.trainer import Trainer
 
     def progress(what: str, done: int, total: int) -> None:
         bar.set_postfix_str(f"{what} {done + 1}/{total}")
@@ -252,7 +252,7 @@ def _quiet_writer_threads() -> Iterator[None]:
 def hyperparameters(config: TrainConfig) -> dict[str, bool | int | float | str]:
     """The config's keys, dotted (``search.depth``), as TensorBoard takes hyperparameters: numbers,
     booleans and text (a list as its text); keys without a value (None) are left out."""
-    from gnn.config import flatten_keys
+    from training.config import flatten_keys
 
     out: dict[str, bool | int | float | str] = {}
     for key, value in flatten_keys(config.to_dict()).items():

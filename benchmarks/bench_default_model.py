@@ -43,7 +43,6 @@ from tqdm import tqdm  # noqa: E402
 
 from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile, revision  # noqa: E402
-from gnn.config import DataSource  # noqa: E402
 from gnn.data import load_targets  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
@@ -53,6 +52,7 @@ from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.registry import get_search  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
+from training.config import DataSource  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 #: The searches a run may name (``MODEL:SEARCH``; plain MODEL is A*).

@@ -56,7 +56,6 @@ from egglog import (  # noqa: E402
     vars_,
 )
 
-from gnn.config import DataSource  # noqa: E402
 from gnn.data import load_targets  # noqa: E402
 from knossos import expr as E  # noqa: E402
 from knossos.ops import Op  # noqa: E402
@@ -67,6 +66,7 @@ from search.egraph.extract import dag_choice, tree_choice, write_out  # noqa: E4
 from search.egraph.graph import EGraph as PyEGraph  # noqa: E402
 from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, Limits, saturate  # noqa: E402
 from search.egraph.translate import Rewrite, translate  # noqa: E402
+from training.config import DataSource  # noqa: E402
 
 RULES = "simplify_rules"
 SETS = ("simplify_expressions", "binding_simplify_8", "bindgen_test", "bindgen_36")

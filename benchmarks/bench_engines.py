@@ -32,7 +32,6 @@ from tqdm import tqdm  # noqa: E402
 
 from app.models import default_pipeline, load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from gnn.config import DataSource  # noqa: E402
 from gnn.data import load_targets  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
@@ -44,6 +43,7 @@ from search.registry import Search, get_search  # noqa: E402
 from search.saturated import saturated  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction  # noqa: E402
+from training.config import DataSource  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 SETS = (

@@ -30,13 +30,13 @@ from typing import Final, Literal
 
 import numpy as np
 
-from gnn.config import DataSource
 from gnn.data import DATA, ROOT, SET_FILES, load_targets
 from knossos.cli import find_def
 from knossos.errors import KsUsageError, one_line
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
 from knossos.printer import format_expr
+from training.config import DataSource
 
 SCHEME: Final = "benchmark://"
 FILE_SCHEME: Final = "file://"

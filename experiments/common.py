@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gnn.metrics import EpochMetrics
+    from training.metrics import EpochMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
@@ -124,7 +124,7 @@ def run_train(config: str, out: Path, overrides: Iterable[str], quiet: bool = Fa
 
 def read_metrics(run: Path) -> list[EpochMetrics]:
     """The per-epoch metrics a train.py run has written so far (none if it has not started)."""
-    from gnn.metrics import METRICS, parse_metrics
+    from training.metrics import METRICS, parse_metrics
 
     metrics = run / METRICS
     if not metrics.is_file():

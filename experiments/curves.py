@@ -122,8 +122,8 @@ def run(
     (for committing partial curves while a run goes on elsewhere).  ``jobs``: training runs to
     carry out at once (each is a train.py process with one thread).
     """
-    from gnn.config import load_config
     from gnn.data import load_targets
+    from training.config import load_config
 
     if quick:
         exp = exp.quick()
@@ -187,7 +187,7 @@ def _train_agent(
     quiet: bool,
     train: bool,
 ) -> None:
-    from gnn.training import weights_path
+    from training.trainer import weights_path
 
     first = exp.budgets[0]
     out = runs / f"{agent.run_name}_seed{seed}"
@@ -208,7 +208,7 @@ def _train_agent(
                 kind="agent", agent=agent.name, seed=seed, epoch=m.epoch, budget=first
             ):
                 results.add(_row("agent", agent.name, seed, m.epoch, first, list(m.test.best_costs)))
-    from gnn.config import load_config
+    from training.config import load_config
 
     trained = load_config(ROOT / exp.config, overrides)
     search = agent.test_search or trained.search.test_algorithm

@@ -195,9 +195,9 @@ def default_model_brief_table() -> str:
         for r in json.loads(path.read_text())["searches"]
         if r["set"] == "generated_heldout"
     }
-    from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, trained_for
+    from training.checkpoint import DEFAULT_MODEL, load_checkpoint, search_settings_of
 
-    search = str(trained_for(load_checkpoint(DEFAULT_MODEL)).get("search", "astar"))
+    search = search_settings_of(load_checkpoint(DEFAULT_MODEL)).algorithm
     lines = [
         f"| evaluations | plain A* | `--model default` ({search_name(search)}) |",
         "|---|---|---|",
@@ -649,7 +649,7 @@ def training_table(name: str) -> str:
     """``python -m gnn.report`` of the committed training runs ``TRAINING_RUNS[name]``: per epoch and
     run, the training loss, the total best test cost, the test expressions at their best-known cost
     and the mean ratio to the start cost."""
-    from gnn.report import table
+    from training.report import table
 
     runs = [RESULTS / "training" / run for run in TRAINING_RUNS[name]]
     if not all((run / "metrics.jsonl").is_file() for run in runs):

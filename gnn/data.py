@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from gnn.config import DataSource
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
+from training.config import DataSource
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "experiments" / "data"

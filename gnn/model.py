@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnn.config import ModelConfig
 from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, GraphBatch, batch_graphs
+from gnn.model_config import ModelConfig
 from knossos.expr import Expr
 
 #: Edges sorted by type: (sources, targets, boundaries of each type's run).

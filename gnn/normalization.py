@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnn.config import COST_NORMALIZATIONS, CostNormalization
+from gnn.model_config import COST_NORMALIZATIONS, CostNormalization
 
 #: The most a log-scale value may say the cost grows by: e^30 times (see :func:`from_network`).
 LARGEST_LOG_GROWTH = 30.0

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from gnn.config import ModelConfig
 from gnn.graph import NUM_NODE_TYPES
+from gnn.model_config import ModelConfig
 from gnn.tree_features import NUM_CHILD_SLOTS, NUM_FEATURES, Level, plan
 from knossos.expr import Expr
 

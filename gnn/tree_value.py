@@ -18,6 +18,7 @@ from gnn.tree_features import NUM_CHILD_SLOTS, Level, plan
 from gnn.tree_model import TreeValueNetwork
 from gnn.value import values_table
 from knossos.expr import Expr
+from search.settings import SearchSettings
 from search.value import check_value_scale
 
 #: Embeddings kept before the cache is emptied (two float32 rows of ``hidden`` each, plus the node).
@@ -35,11 +36,20 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 class TreeValue:
-    #: The search and depth the model was trained for, when loaded from a checkpoint (optimize.py's defaults).
-    trained_for: dict[str, object] | None = None
-
-    def __init__(self, network: TreeValueNetwork, scale: float = 1.0, cache_rows: int = DEFAULT_CACHE_ROWS) -> None:
+    def __init__(
+        self,
+        network: TreeValueNetwork,
+        scale: float = 1.0,
+        cache_rows: int = DEFAULT_CACHE_ROWS,
+        *,
+        settings: SearchSettings | None = None,
+        rules: str | None = None,
+    ) -> None:
         self.scale = check_value_scale(scale)
+        #: How a search with this model is set by default, and the rule set it was trained with
+        #: (None: not loaded from a checkpoint); optimize.py's defaults with it.
+        self.settings = settings
+        self.rules = rules
         self.config = network.config
         self.cache_rows = cache_rows
         w = {k: v.detach().float().numpy().copy() for k, v in network.state_dict().items()}

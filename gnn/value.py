@@ -32,12 +32,13 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from gnn.config import PRECISIONS, CostNormalization, Precision
 from gnn.graph import batch_graphs, padded
 from gnn.model import ValueNetwork
+from gnn.model_config import CostNormalization
 from gnn.normalization import from_network
 from knossos.cost_models import get_cost_model
 from knossos.expr import Expr
+from search.settings import PRECISIONS, Precision, SearchSettings
 from search.value import check_value_scale
 
 DEFAULT_NODE_BUDGET = 20_000
@@ -46,19 +47,23 @@ ONE_THREAD_NODES = 4096
 
 
 class NetworkValue:
-    #: The search and depth the model was trained for, when loaded from a checkpoint (optimize.py's defaults).
-    trained_for: dict[str, object] | None = None
-
     def __init__(
         self,
         network: ValueNetwork,
         node_budget: int = DEFAULT_NODE_BUDGET,
         precision: Precision = "float32",
         scale: float = 1.0,
+        *,
+        settings: SearchSettings | None = None,
+        rules: str | None = None,
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
         self.scale = check_value_scale(scale)
+        #: How a search with this model is set by default, and the rule set it was trained with
+        #: (None: not loaded from a checkpoint); optimize.py's defaults with it.
+        self.settings = settings
+        self.rules = rules
         if precision == "bfloat16":
             network = copy.deepcopy(network).to(torch.bfloat16)
         self.network = network

@@ -37,6 +37,11 @@ SEARCHES: dict[str, Search] = {
     "saturate-pseudo-beam": saturate_pseudo_beam,
 }
 
+#: The searches a value network trains and is evaluated with (a training config's
+#: ``search.algorithm`` and ``search.test_algorithm``): those whose graph records every state with the
+#: steps it was reached with, which the training targets are read from.
+TRAINING_SEARCHES: tuple[str, ...] = ("astar", "lazy-astar", "two-phase", "beam", "pseudo-beam", "mcts")
+
 
 def get_search(name: str) -> Search:
     found = SEARCHES.get(name)

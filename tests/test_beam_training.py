@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnn.checkpoint import load_checkpoint, trained_for
-from gnn.config import load_config
-from gnn.executors import LocalExecutor, make_executor
-from gnn.search_jobs import SearchJob, run_search
-from gnn.training import Trainer
 from knossos.parser import parse_expr
 from rules.sets import get_rule_set
+from training.checkpoint import load_checkpoint, rules_of, search_settings_of
+from training.config import load_config
+from training.executors import LocalExecutor, make_executor
+from training.search_jobs import SearchJob, run_search
+from training.trainer import Trainer
 
 TINY = [
     "search.depth=6",
@@ -40,11 +40,15 @@ def test_a_run_fits_its_searches_and_carries_the_search(tmp_path: Path, search: 
     assert [e["epoch"] for e in epochs] == [1, 2]
     assert all(e["samples"] > 0 and e["train_evaluations"] > 0 for e in epochs)
     assert epochs[-1]["test"]["evaluations"] > 0
-    assert trained_for(load_checkpoint(tmp_path / "checkpoint.pt")) == {
-        "search": search,
-        "depth": 6,
-        "rules": "binding_simplify_rules",
-    }
+    state = load_checkpoint(tmp_path / "checkpoint.pt")
+    settings = search_settings_of(state)
+    assert (settings.algorithm, settings.depth, settings.prune_commutes, settings.prune_inlines) == (
+        search,
+        6,
+        False,
+        False,
+    )
+    assert rules_of(state) == "binding_simplify_rules"
 
 
 def test_a_run_can_prune_in_its_searches_and_says_so_in_its_checkpoint(tmp_path: Path) -> None:
@@ -52,16 +56,16 @@ def test_a_run_can_prune_in_its_searches_and_says_so_in_its_checkpoint(tmp_path:
     config = load_config("configs/bootstrap.yaml", ["search.prune_commutes=true", "search.prune_inlines=true", *TINY])
     rules = get_rule_set(config.rules)
     executor = make_executor(config, rules)
-    assert isinstance(executor, LocalExecutor) and executor.settings.prune_commutes and executor.settings.prune_inlines
+    assert isinstance(executor, LocalExecutor)
+    assert executor.settings.search.prune_commutes and executor.settings.search.prune_inlines
     start = parse_expr("(add (mul x y) (div z 2.0))")[0]
     relabelled = parse_expr("(add (div z 2.0) (mul x y))")[0]
     job = SearchJob(start, "astar", 50, targets="explored_and_reached")
     pruned = run_search(job, executor.settings, rules, None)
-    full = run_search(
-        job, dataclasses.replace(executor.settings, prune_commutes=False, prune_inlines=False), rules, None
-    )
+    unpruned = dataclasses.replace(executor.settings.search, prune_commutes=False, prune_inlines=False)
+    full = run_search(job, dataclasses.replace(executor.settings, search=unpruned), rules, None)
     assert relabelled in {s.expr for s in full.expanded + full.passed_over}
     assert relabelled not in {s.expr for s in pruned.expanded + pruned.passed_over}
     Trainer(config, tmp_path).train()
-    trained = trained_for(load_checkpoint(tmp_path / "checkpoint.pt"))
-    assert trained["prune_commutes"] is True and trained["prune_inlines"] is True
+    trained = search_settings_of(load_checkpoint(tmp_path / "checkpoint.pt"))
+    assert trained.prune_commutes is True and trained.prune_inlines is True

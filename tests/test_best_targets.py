@@ -1,4 +1,4 @@
-"""gnn.training.BestTargets: fitting to the best target any search has found (training.best_targets)."""
+"""training.trainer.BestTargets: fitting to the best target any search has found (training.best_targets)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from test_train_cli import metrics, run, train_cmd
 
-from gnn.fit import Sample
-from gnn.training import BestTargets
 from knossos.parser import parse_expr
+from training.fit import Sample
+from training.trainer import BestTargets
 
 A = parse_expr("(add x 1.0)")[0]
 B = parse_expr("(mul x 2.0)")[0]

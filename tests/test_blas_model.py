@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from gnn.checkpoint import load_checkpoint, load_value_function, shipped_model, value_scale_of
 from knossos.parser import load_program
+from search.settings import SearchSettings
+from training.checkpoint import load_checkpoint, load_value_function, shipped_model, value_scale_of
 
 from conftest import ROOT
 
@@ -20,16 +21,15 @@ PROGRAMS = ROOT / "experiments" / "data" / "programs"
 
 
 PRUNED = {"prune_commutes": True, "prune_inlines": True}
-NO_BIND = {"rules": "ml_rules_no_bind"}  # each model brings the rule set it was trained with
 
 
 @pytest.mark.parametrize(
     ("name", "defaults"),
     [
-        ("blas", {"depth": 99, "search": "pseudo-beam", **PRUNED, **NO_BIND}),
-        ("blas_beam", {"depth": 60, "search": "beam", **NO_BIND}),
-        ("blas_astar", {"depth": 30, "search": "astar", **NO_BIND}),
-        ("cnn", {"depth": 99, "search": "pseudo-beam", **PRUNED, **NO_BIND}),
+        ("blas", {"depth": 99, "algorithm": "pseudo-beam", "test_algorithm": "pseudo-beam", **PRUNED}),
+        ("blas_beam", {"depth": 60, "algorithm": "beam", "test_algorithm": "beam"}),
+        ("blas_astar", {"depth": 30, "algorithm": "astar"}),
+        ("cnn", {"depth": 99, "algorithm": "pseudo-beam", "test_algorithm": "pseudo-beam", **PRUNED}),
     ],
 )
 def test_the_blas_models_load_with_their_search_defaults(name: str, defaults: dict[str, object]) -> None:
@@ -37,7 +37,9 @@ def test_the_blas_models_load_with_their_search_defaults(name: str, defaults: di
     assert path is not None
     state = load_checkpoint(path)
     assert state["model_config"]["kind"] == "tree" and state["model_config"]["cost_normalization"] == "log"
-    assert load_value_function(path).trained_for == defaults
+    value = load_value_function(path)
+    assert value.rules == "ml_rules_no_bind"  # each model brings the rule set it was trained with
+    assert value.settings == SearchSettings(value_scale=value.scale, **defaults)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("name", "scale"), [("blas", 0.1), ("blas_beam", 0.2), ("blas_astar", 0.5), ("cnn", 0.5)])

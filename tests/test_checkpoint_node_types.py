@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnn import checkpoint
-from gnn.checkpoint import (
+from gnn.graph import NODE_TYPE_INDEX, NODE_TYPES
+from gnn.model import ModelConfig, ValueNetwork
+from knossos.errors import KsUsageError
+from knossos.ops import Op
+from training import checkpoint
+from training.checkpoint import (
     NODE_TYPES_KEY,
     UNSTORED_NODE_TYPES,
     load_checkpoint,
@@ -18,10 +22,6 @@ from gnn.checkpoint import (
     save_checkpoint,
     shipped_model,
 )
-from gnn.graph import NODE_TYPE_INDEX, NODE_TYPES
-from gnn.model import ModelConfig, ValueNetwork
-from knossos.errors import KsUsageError
-from knossos.ops import Op
 
 
 def small_state() -> dict[str, object]:

@@ -1,6 +1,6 @@
 """A checkpoint's metadata is checked before any network is built from it: settings of the wrong
 type, or beyond what a config may ask for (a stored ``hidden`` of 100000 asked for 360 GB), are
-one line naming the file, with status 1, in optimize.py --model, python -m gnn.export and
+one line naming the file, with status 1, in optimize.py --model, python -m training.export and
 train.py --resume alike; the checkpoints train.py writes and the shipped models still load."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import torch
 
 from app.optimize_cli import main as optimize_main
 from app.train_cli import main as train_main
-from gnn.checkpoint import SHIPPED_MODELS, load_value_function
-from gnn.export import main as export_main
+from training.checkpoint import SHIPPED_MODELS, load_value_function
+from training.export import main as export_main
 
 from conftest import ROOT, run_cli
 
@@ -73,7 +73,7 @@ def one_line(capsys: pytest.CaptureFixture[str], main: Callable[[list[str]], int
 
 
 def every_entry_point(capsys: pytest.CaptureFixture[str], folder: Path) -> list[str]:
-    """The error lines of optimize.py --model, gnn.export and train.py --resume for the folder's checkpoint."""
+    """The error lines of optimize.py --model, training.export and train.py --resume for the folder's checkpoint."""
     checkpoint = str(folder / "checkpoint.pt")
     argv = ["--model", checkpoint, "--expr", START, "--rules", "binding_simplify_rules", "--budget", "5", "--quiet"]
     out = folder.parent / "exported.pt"

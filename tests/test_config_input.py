@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.train_cli import main
-from gnn.config import MAX_NESTING, MAX_SEED, load_config
+from training.config import MAX_NESTING, MAX_SEED, load_config
 
 from conftest import ROOT, run_cli
 
@@ -249,12 +249,12 @@ def test_a_checkpoint_that_cannot_be_written_is_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A full disk when the checkpoint is written: one line naming the file, status 1."""
-    import gnn.training
+    import training.trainer
 
     def full(path: Path, state: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(gnn.training, "save_checkpoint", full)
+    monkeypatch.setattr(training.trainer, "save_checkpoint", full)
     out = tmp_path / "run"
     code, _, err = run_cli(main, capsys, str(config(tmp_path)), "--out", str(out), "--quiet")
     assert code == 1

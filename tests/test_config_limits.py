@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gnn.config import load_config
 from knossos.errors import KsUsageError
+from training.config import load_config
 
 from conftest import ROOT
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.models import load_value_function, trained_search
+from app.models import load_model, trained_search
 from app.optimize_cli import main
 from knossos import expr as E
 from knossos.alloc_cost import AllocCost, alloc_cost
@@ -145,15 +145,10 @@ def test_the_alloc_model_charges_the_stores_at_the_recognised_lengths() -> None:
 
 
 def test_the_gradients_model_brings_its_settings() -> None:
-    value = load_value_function("gradients")
-    assert value.trained_for is not None
-    assert {k: value.trained_for[k] for k in ("rules", "cost", "search", "depth", "budget")} == {
-        "rules": "gradient_rules",
-        "cost": "alloc",
-        "search": "pseudo-beam",
-        "depth": 150,
-        "budget": 150000,
-    }
+    value = load_model("gradients")
+    assert value.settings is not None and value.rules == "gradient_rules"
+    s = value.settings
+    assert (s.cost, s.algorithm, s.depth, s.budget) == ("alloc", "pseudo-beam", 150, 150000)
     trained = trained_search("gradients")
     assert trained.prune_commutes and trained.prune_inlines and trained.spec(10).cost is alloc_cost
 

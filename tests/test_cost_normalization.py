@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from gnn.checkpoint import load_value_function, save_checkpoint, trained_for
-from gnn.config import load_config
-from gnn.fit import Fitter, Sample
 from gnn.model import ModelConfig
 from gnn.networks import build_network, value_function
 from gnn.normalization import check_normalization, from_network, to_network
 from knossos.errors import KsUsageError
 from knossos.parser import parse_expr
+from search.settings import SearchSettings
+from training.checkpoint import load_value_function, save_checkpoint, search_settings_of
+from training.config import load_config
+from training.fit import Fitter, Sample
 
 from conftest import ROOT
 
@@ -82,10 +83,13 @@ def _checkpoint(tmp_path: Path, search: dict[str, object] | None) -> Path:
 
 def test_a_checkpoint_carries_the_search_and_depth_it_was_trained_for(tmp_path: Path) -> None:
     path = _checkpoint(tmp_path, {"depth": 7, "test_algorithm": "beam"})
-    assert load_value_function(path).trained_for == {"depth": 7, "search": "beam"}
-    assert trained_for({"model_config": {"depth": 4}}) == {"depth": 4}  # an export without its config
+    value = load_value_function(path)
+    assert value.settings == SearchSettings(algorithm="beam", test_algorithm="beam", depth=7)
+    assert value.rules is None
+    # an export without its config: the network's depth, the other settings their defaults
+    assert search_settings_of({"model_config": {"depth": 4}}) == SearchSettings(depth=4)
     pruned = {"depth": 7, "test_algorithm": "beam", "prune_commutes": True}
-    assert trained_for({"model_config": {"depth": 7}, "config": {"search": pruned}})["prune_commutes"] is True
+    assert search_settings_of({"model_config": {"depth": 7}, "config": {"search": pruned}}).prune_commutes
 
 
 def _optimise(*args: str) -> dict[str, object]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnn.config import load_config
-from gnn.training import Trainer
 from knossos.errors import KsUsageError
+from training.config import load_config
+from training.trainer import Trainer
 
 PROGRAM = "experiments/data/programs/blas_train.kso"
 DEFS = "[scal, dot, axpy, vector_vector_add, gemm]"

@@ -17,8 +17,6 @@ import sys
 import numpy as np
 import pytest
 
-from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, load_value_function, shipped_model
-from gnn.config import DataSource
 from gnn.data import load_targets
 from gnn.tree_value import TreeValue
 from knossos.parser import load_program, parse_expr
@@ -26,6 +24,8 @@ from rules.sets import get_rule_set
 from search.registry import get_search
 from search.spec import SearchSpec
 from search.value import ZeroValue
+from training.checkpoint import DEFAULT_MODEL, load_checkpoint, load_value_function, shipped_model
+from training.config import DataSource
 
 from conftest import ROOT
 
@@ -81,7 +81,8 @@ def test_the_default_model_says_how_it_was_fitted() -> None:
 
 def test_the_default_model_runs_lazy_astar_at_its_chosen_scale() -> None:
     value = load_value_function(DEFAULT_MODEL)
-    assert value.trained_for == {"depth": 10, "search": "lazy-astar", "rules": "binding_simplify_rules"}
+    assert value.settings is not None and value.rules == "binding_simplify_rules"
+    assert (value.settings.algorithm, value.settings.depth) == ("lazy-astar", 10)
     assert value.scale == 0.05
 
 

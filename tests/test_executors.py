@@ -21,15 +21,15 @@ import pytest
 import torch
 
 from app.train_cli import main as train_main
-from gnn.checkpoint import load_checkpoint
-from gnn.config import load_config
-from gnn.samples import limit_samples, samples_of, split_samples
-from gnn.training import Trainer
 from knossos.errors import KsUsageError
 from knossos.parser import parse_expr
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.spec import SearchSpec
+from training.checkpoint import load_checkpoint
+from training.config import load_config
+from training.samples import limit_samples, samples_of, split_samples
+from training.trainer import Trainer
 
 from conftest import ROOT, run_cli, without_seconds
 
@@ -223,10 +223,11 @@ def test_an_outcome_travels_as_one_wire_form() -> None:
     back as the same interned expressions."""
     import pickle
 
-    from gnn.search_jobs import SearchJob, SearchSettings, run_search
+    from search.settings import SearchSettings
+    from training.search_jobs import RunSettings, SearchJob, run_search
 
     rules = get_rule_set("binding_simplify_rules")
-    settings = SearchSettings("binding_simplify_rules", 6, 16, "float32", 1.0)
+    settings = RunSettings("binding_simplify_rules", SearchSettings(depth=6))
     start = parse_expr("(add (div (mul x y) (add 1.0 (mul x y))) (mul x y))")[0]
     outcome = run_search(SearchJob(start, "astar", 200, targets="explored_and_reached"), settings, rules, None)
     blob = pickle.dumps(outcome)

@@ -1,5 +1,5 @@
 """training.targets=explored: fit every expanded state for each number of steps the search looked
-below it (gnn.training.samples_of, gnn.fit.Sample.shorter, BestTargets with several columns)."""
+below it (training.trainer.samples_of, training.fit.Sample.shorter, BestTargets with several columns)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import pytest
 import torch
 from test_train_cli import metrics, run, train_cmd
 
-from gnn.config import load_config
-from gnn.fit import Fitter, Sample
 from gnn.model import ModelConfig, ValueNetwork
-from gnn.training import BestTargets, samples_of
 from knossos.errors import KsUsageError
 from knossos.parser import parse_expr
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.spec import SearchSpec
+from training.config import load_config
+from training.fit import Fitter, Sample
+from training.trainer import BestTargets, samples_of
 
 A = parse_expr("(add x 1.0)")[0]
 B = parse_expr("(mul x 2.0)")[0]
@@ -159,11 +159,11 @@ def test_training_with_replayed_best_targets_resumes_identically(tmp_path: Path)
 
 
 def test_warmup_epochs_search_with_the_zero_value_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gnn import executors
     from gnn.networks import Network
-    from gnn.search_jobs import Outcome, SearchJob, SearchSettings
-    from gnn.training import Trainer
     from rules.rule_set import RuleSet
+    from training import executors
+    from training.search_jobs import Outcome, RunSettings, SearchJob
+    from training.trainer import Trainer
 
     overrides = ["training.warmup_epochs=1", "training.epochs=2", "training.exprs_per_epoch=2"]
     overrides += ["search.budget=30", "search.test_budget=10", "model.hidden=40", "model.steps=1"]
@@ -171,7 +171,7 @@ def test_warmup_epochs_search_with_the_zero_value_function(tmp_path: Path, monke
     used: list[tuple[int, str]] = []
     search = executors.run_search
 
-    def recording(job: SearchJob, settings: SearchSettings, rules: RuleSet, network: Network | None) -> Outcome:
+    def recording(job: SearchJob, settings: RunSettings, rules: RuleSet, network: Network | None) -> Outcome:
         if job.budget == 30:  # a training search, not an evaluation
             used.append((trainer.epoch, "network" if network is not None else "zero"))
         return search(job, settings, rules, network)

@@ -1,6 +1,6 @@
 """Adversarial arguments for every entry point, and byte-level mutations of real programs.
 
-Each entry point (``knossos`` and its subcommands, ``optimize.py``, ``python -m gnn.export``,
+Each entry point (``knossos`` and its subcommands, ``optimize.py``, ``python -m training.export``,
 ``train.py``'s config overrides) gets random combinations of its options with odd values: numbers
 with hundreds of digits, NaN and infinities, negatives, empty text, odd Unicode, paths that are
 folders, missing, empty or binary.  Whatever happens must be an answer (status 0) or one error line
@@ -256,12 +256,12 @@ def test_optimize_arguments(tmp_path_factory: pytest.TempPathFactory, data: st.D
     assert {p: Path(p).read_bytes() for p in before} == before, "an input was changed"
 
 
-# -- python -m gnn.export ---------------------------------------------------------------------------
+# -- python -m training.export ---------------------------------------------------------------------------
 @fuzz(40)
 @given(data=st.data())
 def test_export_arguments(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
-    from gnn.checkpoint import DEFAULT_MODEL
-    from gnn.export import main
+    from training.checkpoint import DEFAULT_MODEL
+    from training.export import main
 
     base = tmp_path_factory.getbasetemp()
     files = [*paths(base / "fuzz-inputs"), str(DEFAULT_MODEL)]
@@ -312,7 +312,7 @@ KEYS = [
 @given(st.lists(st.tuples(st.sampled_from(KEYS) | st.text(max_size=6), odd(["true", "[1, 2]", "{a: 1}"])), max_size=4))
 def test_train_config_overrides(overrides: list[tuple[str, str]]) -> None:
     """Every --set KEY=VALUE either loads or is one KsUsageError line (checked before any training)."""
-    from gnn.config import load_config
+    from training.config import load_config
 
     try:
         load_config(ROOT / "configs" / "bootstrap.yaml", [f"{k}={v}" for k, v in overrides])

@@ -10,12 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnn.fit import Fitter, Sample, normalised_target
 from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, batch_graphs, padded
 from gnn.model import GatedGraphConv, ModelConfig, ValueNetwork
 from gnn.value import NetworkValue, _chunks
 from knossos.expr import Expr
 from knossos.parser import parse_expr
+from training.fit import Fitter, Sample, normalised_target
 
 from conftest import DATA
 
@@ -207,7 +207,7 @@ GGNN_VALUES = [
 
 
 def test_the_shipped_ggnn_gives_the_values_it_gave(exprs: list[Expr]) -> None:
-    from gnn.checkpoint import load_checkpoint, network_from, shipped_model
+    from training.checkpoint import load_checkpoint, network_from, shipped_model
 
     path = shipped_model("ggnn")
     assert path is not None
@@ -477,10 +477,10 @@ def test_fit_skips_states_without_steps_left(exprs: list[Expr]) -> None:
 
 def _search_samples(exprs: list[Expr]) -> list[Sample]:
     """8 samples from short A* searches: distinct expressions, spread over steps left and targets."""
-    from gnn.training import samples_of
     from rules.sets import get_rule_set
     from search.astar import astar
     from search.spec import SearchSpec
+    from training.trainer import samples_of
 
     rules = get_rule_set("binding_simplify_rules")
     candidates = [s for e in exprs for s in samples_of(astar(e, SearchSpec(rules, 5, 100)))]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gnn.report import main, table
 from knossos.errors import KsUsageError
+from training.report import main, table
 
 
 def write_run(folder: Path, rows: list[dict[str, Any]]) -> Path:
@@ -68,4 +68,4 @@ def test_a_run_of_another_kind_is_a_one_line_error(tmp_path: Path, capsys: pytes
 @pytest.mark.parametrize("flag", ["-h", "--help"])
 def test_help_prints_the_usage(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([flag]) == 0
-    assert "python -m gnn.report RUN" in capsys.readouterr().out
+    assert "python -m training.report RUN" in capsys.readouterr().out

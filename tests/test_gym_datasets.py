@@ -19,10 +19,10 @@ from envs.datasets import DATASETS, BenchmarkError, load_benchmark
 from envs.rewrite import RewriteEnv
 from envs.state import EnvState, StateError, read_states, validate, write_states
 from envs.wrappers import FlatObservation
-from gnn.config import DataSource
 from gnn.data import load_targets
 from knossos.errors import KsError
 from knossos.printer import format_expr
+from training.config import DataSource
 
 from conftest import ROOT
 

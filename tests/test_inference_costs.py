@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from gnn.checkpoint import export_model, load_value_function, save_checkpoint
 from gnn.model import ModelConfig, ValueNetwork
 from gnn.value import NetworkValue
 from knossos.parser import parse_expr
+from training.checkpoint import export_model, load_value_function, save_checkpoint
 
 from conftest import ROOT
 
@@ -145,7 +145,7 @@ def test_export_averages_the_weights_of_several_epochs(tmp_path: Path) -> None:
         save_checkpoint(paths[-1], state)
     out = tmp_path / "model.pt"
     done = subprocess.run(
-        [sys.executable, "-m", "gnn.export", str(paths[0]), str(out), "--average-with", *map(str, paths[1:])],
+        [sys.executable, "-m", "training.export", str(paths[0]), str(out), "--average-with", *map(str, paths[1:])],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -159,7 +159,7 @@ def test_export_averages_the_weights_of_several_epochs(tmp_path: Path) -> None:
     small = ModelConfig(hidden=41, steps=1, depth=5)
     save_checkpoint(other, {"model": ValueNetwork(small).state_dict(), "model_config": dataclasses.asdict(small)})
     done = subprocess.run(
-        [sys.executable, "-m", "gnn.export", str(paths[0]), str(out), "--average-with", str(other), "--force"],
+        [sys.executable, "-m", "training.export", str(paths[0]), str(out), "--average-with", str(other), "--force"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import torch
 
-from gnn.checkpoint import load_checkpoint
 from knossos.parser import load_program
+from training.checkpoint import load_checkpoint
 
 from conftest import PROGRAMS, ROOT, without_seconds
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gnn.metrics import EpochMetrics, Evaluation, parse_metrics, read_metrics, write_metrics
 from knossos.errors import KsUsageError
+from training.metrics import EpochMetrics, Evaluation, parse_metrics, read_metrics, write_metrics
 
 from conftest import ROOT
 

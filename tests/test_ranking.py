@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from gnn.fit import Fitter, Sample
 from gnn.model import ModelConfig
 from gnn.networks import build_network, value_function
-from gnn.ranking import SiblingGroup, ranking_loss, reductions
 from knossos.parser import parse_expr
 from knossos.printer import format_expr
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.spec import SearchSpec
+from training.fit import Fitter, Sample
+from training.ranking import SiblingGroup, ranking_loss, reductions
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "experiments" / "default_model"))

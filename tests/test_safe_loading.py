@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint, save_checkpoint
-from gnn.fit import Sample
 from knossos.errors import KsUsageError
 from knossos.parser import parse_expr
+from training.checkpoint import DEFAULT_MODEL, load_checkpoint, save_checkpoint
+from training.fit import Sample
 
 from conftest import ROOT
 
@@ -92,7 +92,7 @@ def test_optimize_model_refuses_and_runs_nothing(tmp_path: Path) -> None:
 def test_export_refuses_and_runs_nothing(tmp_path: Path) -> None:
     path, marker = malicious_checkpoint(tmp_path)
     out = tmp_path / "out.pt"
-    done = run("-m", "gnn.export", str(path), str(out))
+    done = run("-m", "training.export", str(path), str(out))
     assert_refused(done, path)
     assert not marker.exists() and not out.exists()
 
@@ -180,6 +180,24 @@ def test_training_state_round_trips(tmp_path: Path) -> None:
     assert torch.equal(back["torch_rng"], state["torch_rng"])
 
 
+def test_replay_samples_pickled_under_their_old_module_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training checkpoints written before training/ was split from gnn/ name their replay samples
+    ``gnn.fit.Sample``: they still load (and resume), as training.fit's Sample."""
+    import types
+
+    e, _ = parse_expr("(mul x 2.0)")
+    old = types.ModuleType("gnn.fit")
+    old.Sample = Sample  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gnn.fit", old)
+    monkeypatch.setattr(Sample, "__module__", "gnn.fit")
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, {"model": {}, "model_config": {"hidden": 48}, "replay": [[Sample(e, 2, 1.0, (0.5,))]]})
+    monkeypatch.undo()
+    with zipfile.ZipFile(path) as z:
+        assert any(b"gnn.fit" in z.read(n) for n in z.namelist() if n.endswith(".pkl"))
+    assert load_checkpoint(path)["replay"] == [[Sample(e, 2, 1.0, (0.5,))]]
+
+
 def test_the_shipped_model_loads_safely() -> None:
     state = load_checkpoint(DEFAULT_MODEL)
     assert {"model", "model_config", "value_scale"} <= state.keys()
@@ -190,12 +208,12 @@ def test_the_shipped_model_loads_safely() -> None:
 def test_export_never_overwrites_without_asking(tmp_path: Path) -> None:
     out = tmp_path / "mine.pt"
     out.write_bytes(b"something a user wrote")
-    done = run("-m", "gnn.export", str(DEFAULT_MODEL), str(out))
+    done = run("-m", "training.export", str(DEFAULT_MODEL), str(out))
     assert done.returncode == 1 and "add --force" in done.stderr and "Traceback" not in done.stderr
     assert out.read_bytes() == b"something a user wrote"
-    done = run("-m", "gnn.export", str(DEFAULT_MODEL), str(tmp_path))
+    done = run("-m", "training.export", str(DEFAULT_MODEL), str(tmp_path))
     assert done.returncode == 1 and "names a folder" in done.stderr
-    done = run("-m", "gnn.export", str(DEFAULT_MODEL), str(out), "--force")
+    done = run("-m", "training.export", str(DEFAULT_MODEL), str(out), "--force")
     assert done.returncode == 0, done.stderr
     assert load_checkpoint(out)["model"].keys() == load_checkpoint(DEFAULT_MODEL)["model"].keys()
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gnn.config import TrainConfig, load_config
 from gnn.data import load_targets
 from knossos.errors import KsUsageError
 from rules.sets import get_rule_set
+from training.config import TrainConfig, load_config
 
 from conftest import ROOT
 
@@ -336,7 +336,7 @@ def test_dropout_out_of_range_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_the_model_section_is_the_network_config_with_the_search_depth(tmp_path: Path) -> None:
-    from gnn.config import ModelConfig
+    from gnn.model_config import ModelConfig
 
     path = write(tmp_path, GOOD, "good.yaml")
     c = load_config(path, ["model.hidden=48"])
@@ -360,20 +360,23 @@ def _enumerated() -> list[tuple[str, tuple[str, ...]]]:
     """Every config key whose value is one of a few names (a Literal type), with the names."""
     import typing
 
-    from gnn.config import FILLED_FROM, ModelConfig, SearchConfig, TrainingConfig
+    from gnn.model_config import FILLED_FROM, ModelConfig
+    from search.settings import SearchSettings
+    from training.config import NARROWED, TrainingConfig
 
     out = []
-    for section, cls in (("search", SearchConfig), ("model", ModelConfig), ("training", TrainingConfig)):
+    for section, cls in (("search", SearchSettings), ("model", ModelConfig), ("training", TrainingConfig)):
         filled = {f.name for f in dataclasses.fields(cls) if FILLED_FROM in f.metadata}  # not keys of the YAML
         for name, hint in typing.get_type_hints(cls).items():
+            hint = NARROWED.get(f"{section}.{name}", hint)  # the searches a network trains with
             if typing.get_origin(hint) is typing.Literal and name not in filled:
                 out.append((f"{section}.{name}", typing.get_args(hint)))
     return out
 
 
 def test_the_cost_names_are_the_cost_models() -> None:
-    from gnn.config import CostName
     from knossos.cost_models import COST_MODELS
+    from search.settings import CostName
 
     assert set(typing.get_args(CostName)) == set(COST_MODELS)
 

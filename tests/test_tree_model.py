@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from gnn.checkpoint import load_value_function, network_from, save_checkpoint
-from gnn.fit import Fitter, Sample
 from gnn.model import ModelConfig, ValueNetwork
 from gnn.networks import build_network, value_function
 from gnn.tree_features import NUM_FEATURES, node_features, plan, postorder_new
@@ -25,6 +23,8 @@ from rules.sets import get_rule_set
 from search.astar import astar
 from search.result import SearchResult
 from search.spec import SearchSpec
+from training.checkpoint import load_value_function, network_from, save_checkpoint
+from training.fit import Fitter, Sample
 
 EXPRS = [
     "(div (div 1.0 x) (add 1.0 (div 1.0 x)))",

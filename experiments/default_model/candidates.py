@@ -37,8 +37,6 @@ from app.models import value_scale  # noqa: E402
 from benchmarks.bench_default_model import best_known  # noqa: E402
 from experiments.common import RESULTS, ResultsFile  # noqa: E402
 from experiments.default_model.dataset import written_lines  # noqa: E402
-from gnn.checkpoint import average_weights, load_checkpoint, network_from  # noqa: E402
-from gnn.config import DataSource  # noqa: E402
 from gnn.data import Target, load_targets  # noqa: E402
 from gnn.networks import value_function  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
@@ -49,6 +47,8 @@ from search.lazy_astar import lazy_astar  # noqa: E402
 from search.limits import MAX_BUDGET  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction  # noqa: E402
+from training.checkpoint import average_weights, load_checkpoint, network_from  # noqa: E402
+from training.config import DataSource  # noqa: E402
 
 OUT = RESULTS / "default_model" / "candidates.jsonl"
 BENCHMARK = RESULTS / "default_model" / "searches.jsonl"

@@ -39,9 +39,9 @@ def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool 
     import numpy as np
 
     from app.models import load_value_function
-    from gnn.config import DataSource
     from gnn.data import load_targets
     from rules.sets import get_rule_set
+    from training.config import DataSource
 
     _worker.update(
         targets=load_targets(DataSource(set=set_name), "--set"),
@@ -56,11 +56,11 @@ def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool 
 
 
 def _search(index: int) -> str:
-    from gnn.training import samples_of
     from knossos.perf import fewer_gc_pauses
     from knossos.printer import format_expr
     from search.astar import astar
     from search.spec import SearchSpec
+    from training.trainer import samples_of
 
     w = _worker
     target = w["targets"][index]

@@ -22,11 +22,11 @@ sys.path.insert(0, str(ROOT))
 
 from app.models import value_scale  # noqa: E402
 from experiments.default_model.fit_offline import PROVENANCE  # noqa: E402
-from gnn.checkpoint import export_model, load_checkpoint, save_checkpoint  # noqa: E402
-from gnn.config import load_config  # noqa: E402
-from gnn.training import weights_path  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
+from training.checkpoint import export_model, load_checkpoint, save_checkpoint  # noqa: E402
+from training.config import load_config  # noqa: E402
+from training.trainer import weights_path  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,14 +33,8 @@ from tqdm import tqdm  # noqa: E402
 from app.models import value_scale  # noqa: E402
 from experiments.default_model.dataset import written_lines  # noqa: E402
 from experiments.default_model.passes import PassMetrics, Validation  # noqa: E402
-from gnn.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from gnn.config import DataSource, load_config  # noqa: E402
 from gnn.data import Target, load_targets  # noqa: E402
-from gnn.fit import Fitter, Sample  # noqa: E402
-from gnn.metrics import write_metrics  # noqa: E402
 from gnn.networks import build_network, value_function  # noqa: E402
-from gnn.ranking import SiblingGroup  # noqa: E402
-from gnn.training import BestTargets, weights_path  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
@@ -51,6 +45,12 @@ from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.limits import MAX_BUDGET  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
+from training.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from training.config import DataSource, load_config  # noqa: E402
+from training.fit import Fitter, Sample  # noqa: E402
+from training.metrics import write_metrics  # noqa: E402
+from training.ranking import SiblingGroup  # noqa: E402
+from training.trainer import BestTargets, weights_path  # noqa: E402
 
 RULES, DEPTH, VALIDATION = "binding_simplify_rules", 10, "generated_validation"
 #: The run's file saying what it was fitted to (export_offline.py puts it in the model file).

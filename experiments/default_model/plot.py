@@ -28,7 +28,7 @@ FOLDER = RESULTS / "default_model"
 
 def chosen_pass() -> int:
     """The pass of the offline fit whose weights the shipped default model holds."""
-    from gnn.checkpoint import DEFAULT_MODEL, load_checkpoint
+    from training.checkpoint import DEFAULT_MODEL, load_checkpoint
 
     return int(load_checkpoint(DEFAULT_MODEL)["epoch"])
 

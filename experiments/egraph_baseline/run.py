@@ -32,7 +32,6 @@ from tqdm import tqdm  # noqa: E402
 
 from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from gnn.config import DataSource  # noqa: E402
 from gnn.data import DATA, Target, load_targets  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
@@ -41,6 +40,7 @@ from rules.sets import get_rule_set  # noqa: E402
 from search.registry import get_search  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction  # noqa: E402
+from training.config import DataSource  # noqa: E402
 
 RULES = "binding_simplify_rules"
 KEY = ("set", "index", "search", "model", "budget", "depth")

@@ -4,7 +4,7 @@ targets the searches found, evaluate; epoch after epoch, checkpointed so that a 
 Everything random comes from the config's seed (numpy for choosing expressions and shuffling,
 torch for initialisation and dropout), and both generators' states are in each checkpoint, so a
 run killed at any point and resumed ends with the same numbers as an uninterrupted one.  The
-searches run where ``training.executor`` says (gnn/executors.py); the generator draws their seeds
+searches run where ``training.executor`` says (training/executors.py); the generator draws their seeds
 before them and their samples after them, in order, so the numbers are the same wherever they ran.
 """
 
@@ -20,21 +20,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
-from gnn.config import SearchName, TrainConfig, config_dict, flatten_keys
 from gnn.data import Target, load_targets
-from gnn.executors import make_executor
-from gnn.fit import Fitter, Sample
-from gnn.metrics import EpochMetrics, Evaluation, write_metrics
 from gnn.networks import build_network, value_function
-from gnn.samples import limit_samples
-from gnn.samples import samples_of as samples_of
-from gnn.search_jobs import SearchJob
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
 from rules.sets import get_rule_set
+from search.settings import SearchName
 from search.value import ValueFunction
+from training.checkpoint import load_checkpoint, load_weights, save_checkpoint
+from training.config import TrainConfig, config_dict, flatten_keys
+from training.executors import make_executor
+from training.fit import Fitter, Sample
+from training.metrics import EpochMetrics, Evaluation, write_metrics
+from training.samples import limit_samples
+from training.samples import samples_of as samples_of
+from training.search_jobs import SearchJob
 
 CHECKPOINT = "checkpoint.pt"
 WEIGHTS = "weights"
@@ -246,7 +247,7 @@ class Trainer:
         save_checkpoint(self.out / CHECKPOINT, self.state())
 
     def save_weights(self) -> None:
-        """The model of the epoch just finished, alone (as ``python -m gnn.export`` writes it)."""
+        """The model of the epoch just finished, alone (as ``python -m training.export`` writes it)."""
         state = self.state()
         kept = {key: state[key] for key in ("model", "model_config", "config", "epoch")}
         save_checkpoint(weights_path(self.out, self.epoch), kept)

@@ -1,4 +1,4 @@
-"""``python -m gnn.report RUN [RUN ...]``: a per-epoch table of training runs (from their metrics.jsonl).
+"""``python -m training.report RUN [RUN ...]``: a per-epoch table of training runs (from their metrics.jsonl).
 
 For each epoch: the training loss, and on the test set the total best cost, how many expressions
 reached the reference's best-known cost, and the mean ratio to the start cost.  Several runs (e.g.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gnn.metrics import EpochMetrics, read_metrics
 from knossos.errors import KsError, KsUsageError
+from training.metrics import EpochMetrics, read_metrics
 
 #: Under the table: what its columns mean.
 LEGEND = (
@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         if not args:
-            raise KsUsageError("usage: python -m gnn.report RUN [RUN ...]")
+            raise KsUsageError("usage: python -m training.report RUN [RUN ...]")
         print(table([Path(a) for a in args]))
     except KsError as err:
-        print(err.render("gnn.report"), file=sys.stderr)
+        print(err.render("training.report"), file=sys.stderr)
         return 1
     return 0
 

@@ -15,35 +15,30 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gnn.checkpoint import network_from
-from gnn.config import Precision, SearchName, TargetScheme
-from gnn.fit import Sample
 from gnn.networks import Network, value_function
-from gnn.samples import split_samples
-from knossos.cost_models import get_cost_model
 from knossos.expr import Expr
 from knossos.serialize import Wire, exprs_from_wire, exprs_to_wire
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.registry import get_search
-from search.spec import SearchSpec, ctrl_c_stops_searches
+from search.settings import SearchName, SearchSettings
+from search.spec import ctrl_c_stops_searches
 from search.value import ValueFunction, ZeroValue
+from training.checkpoint import network_from
+from training.config import TargetScheme
+from training.fit import Sample
+from training.samples import split_samples
 
 
 @dataclass(frozen=True)
-class SearchSettings:
-    """What every search of a run shares (from the config), and the torch threads of the process
-    that made it: workers run with as many, so that the network's arithmetic is the same bits."""
+class RunSettings:
+    """What every search of a run shares: the rule set's name and the search settings (from the
+    config), and the torch threads of the process that made it: workers run with as many, so that
+    the network's arithmetic is the same bits."""
 
     rules: str
-    depth: int
-    batch_size: int
-    precision: Precision
-    value_scale: float
+    search: SearchSettings
     threads: int = 1
-    prune_commutes: bool = False
-    prune_inlines: bool = False
-    cost: str = "reference"
 
 
 @dataclass(frozen=True)
@@ -88,22 +83,13 @@ def _outcome(
     return Outcome(best_cost, evaluations, samples[:n_expanded], samples[n_expanded:])
 
 
-def run_search(job: SearchJob, settings: SearchSettings, rules: RuleSet, network: Network | None) -> Outcome:
+def run_search(job: SearchJob, settings: RunSettings, rules: RuleSet, network: Network | None) -> Outcome:
     """Run ``job`` with ``network`` as the value function (None: the zero value function)."""
+    s = settings.search
     value: ValueFunction = ZeroValue()
     if network is not None:  # one per search: a search does not change the network
-        value = value_function(network, precision=settings.precision, scale=settings.value_scale)  # type: ignore[arg-type]
-    spec = SearchSpec(
-        rules=rules,
-        depth=settings.depth,
-        budget=job.budget,
-        value=value,
-        seed=job.seed if job.algorithm == "mcts" else 0,
-        batch_size=settings.batch_size,
-        prune_commutes=settings.prune_commutes,
-        prune_inlines=settings.prune_inlines,
-        cost=get_cost_model(settings.cost),
-    )
+        value = value_function(network, precision=s.precision, scale=s.value_scale)
+    spec = s.spec(rules, value, budget=job.budget, seed=job.seed if job.algorithm == "mcts" else 0)
     result = get_search(job.algorithm)(job.expr, spec)
     expanded, passed_over = split_samples(result, job.targets) if job.targets is not None else ([], [])
     return Outcome(result.best_cost, result.evaluations, expanded, passed_over)
@@ -131,7 +117,7 @@ class WorkerCache:
         self.digest: str | None = None
         self.network: Network | None = None
 
-    def run(self, job: SearchJob, settings: SearchSettings, digest: str | None, load: Callable[[], bytes]) -> Outcome:
+    def run(self, job: SearchJob, settings: RunSettings, digest: str | None, load: Callable[[], bytes]) -> Outcome:
         """``job`` with the weights named ``digest`` (None: unguided), read by ``load`` (from where
         they were left for the workers: a file, Ray's object store) only when this worker does not
         have them yet."""

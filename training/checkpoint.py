@@ -11,15 +11,18 @@ from typing import Any
 
 import torch
 
-from gnn.config import ModelConfig, Precision, SettingError, check_stored_config
+import gnn
 from gnn.graph import NODE_TYPES
+from gnn.model_config import ModelConfig
 from gnn.networks import Network, build_network, value_function
 from gnn.tree_value import TreeValue
 from gnn.value import NetworkValue
 from knossos.atomic import atomic_write
 from knossos.errors import KsUsageError
 from search.limits import MAX_BUDGET
+from search.settings import Precision, SearchSettings, SettingError
 from search.value import check_value_scale
+from training.config import check_stored_config
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
@@ -139,7 +142,7 @@ def check_node_types(state: dict[str, Any], label: str) -> None:
 
 
 #: Weights with one row per node type (the tree network's type embedding); the GGNN one-hots the
-#: types into its hidden width, which has room for new ones (gnn/config.py checks it).
+#: types into its hidden width, which has room for new ones (training/config.py checks it).
 NODE_TYPE_ROWS = ("embed.weight",)
 
 
@@ -177,12 +180,12 @@ def checkpoint_globals() -> list[Any]:
 
     import numpy as np
 
-    from gnn.fit import Sample
     from knossos.callee import Callee, CalleeKind
     from knossos.errors import Pos
     from knossos.program import Def, Param, TupleSizes, VecSizes
     from knossos.serialize import expr_from_wire
     from knossos.types import Kind, Type
+    from training.fit import Sample
 
     multiarray = importlib.import_module("numpy._core.multiarray")
     reconstruct, scalar = multiarray._reconstruct, multiarray.scalar
@@ -198,6 +201,7 @@ def checkpoint_globals() -> list[Any]:
         TupleSizes,
         Pos,
         Sample,
+        (Sample, "gnn.fit.Sample"),  # where replay samples were pickled before training/ was split from gnn/
         np.ndarray,
         np.dtype,
         reconstruct,
@@ -238,7 +242,7 @@ def network_from(state: dict[str, Any], label: str) -> Network:
 
 #: The models that ship with the package, by name (made with configs of ``configs/``; see
 #: docs/default_model.md).
-SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
+SHIPPED_MODELS = Path(gnn.__file__).resolve().parent / "models"
 #: ``--model default``.
 DEFAULT_MODEL = SHIPPED_MODELS / "default.pt"
 
@@ -310,34 +314,48 @@ def export_model(
 def load_value_function(
     path: Path, precision: Precision = "float32", scale: float | None = None
 ) -> NetworkValue | TreeValue:
-    """The value function of a checkpoint, for ``optimize.py --model`` (``scale``: instead of its own)."""
+    """The value function of a checkpoint, for ``optimize.py --model`` (``scale``: instead of its own),
+    with the search settings and rule set it is searched with by default (:func:`search_settings_of`)."""
     state = load_checkpoint(path)
     network = network_from(state, str(path))
     try:
-        value = value_function(network, precision=precision, scale=value_scale_of(state) if scale is None else scale)
+        return value_function(
+            network,
+            precision=precision,
+            scale=value_scale_of(state) if scale is None else scale,
+            settings=search_settings_of(state),
+            rules=rules_of(state),
+        )
     except ValueError as err:
         raise KsUsageError(str(err), None, str(path)) from None
-    value.trained_for = trained_for(state)
-    return value
 
 
-def trained_for(state: dict[str, Any]) -> dict[str, object]:
-    """The search and depth a checkpoint's model was trained for (its training config's test search
-    and depth; the network's depth when the config is not there), whether its searches pruned
-    commutations or idle inlines, their cost model where it is not the reference, its rule set, and
-    the evaluation budget chosen when it was exported, if one was: optimize.py's defaults with it."""
-    search = (state.get("config") or {}).get("search") or {}
-    out: dict[str, object] = {"depth": int(search.get("depth", state["model_config"]["depth"]))}
-    if "test_algorithm" in search:
-        out["search"] = str(search["test_algorithm"])
-    for pruning in ("prune_commutes", "prune_inlines"):
-        if search.get(pruning):
-            out[pruning] = True
-    if "budget" in state:
-        out["budget"] = int(state["budget"])
-    if search.get("cost", "reference") != "reference":
-        out["cost"] = str(search["cost"])
+#: Search settings of a training config that a search with its model does not take: it searches with
+#: the training's evaluation search (test_algorithm) and the export's budget, and its batch size and
+#: precision are the searcher's own.
+NOT_CARRIED = ("algorithm", "budget", "test_budget", "batch_size", "precision")
+
+
+def search_settings_of(state: dict[str, Any]) -> SearchSettings:
+    """How a search with a checkpoint's model is set by default (optimize.py's defaults with it): its
+    training's search settings but :data:`NOT_CARRIED`, with the search that evaluated it
+    (``test_algorithm``) as the search, the evaluation budget chosen when it was exported (else the
+    default), the network's depth where there is no training config, and the value scale of
+    :func:`value_scale_of`.  Settings the config lacks (written before they existed) take their
+    defaults; keys unknown here are let be (a checkpoint outlives the code that wrote it)."""
+    stored = (state.get("config") or {}).get("search") or {}
+    carried = {k: v for k, v in stored.items() if k in SearchSettings.names() and k not in NOT_CARRIED}
+    settings = SearchSettings.from_dict(carried)
+    return dataclasses.replace(
+        settings,
+        algorithm=settings.test_algorithm,
+        depth=int(stored.get("depth", state["model_config"]["depth"])),
+        budget=int(state.get("budget", SearchSettings.budget)),
+        value_scale=value_scale_of(state),
+    )
+
+
+def rules_of(state: dict[str, Any]) -> str | None:
+    """The rule set a checkpoint's model was trained with (None: its config is not there)."""
     rules = (state.get("config") or {}).get("rules")
-    if rules:
-        out["rules"] = str(rules)
-    return out
+    return str(rules) if rules else None

@@ -18,12 +18,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gnn.config import CostNormalization
+from gnn.model_config import CostNormalization
 from gnn.networks import Network
 from gnn.normalization import to_network
-from gnn.ranking import SiblingGroup, ranking_loss
 from knossos.cost_models import get_cost_model
 from knossos.expr import Expr
+from training.ranking import SiblingGroup, ranking_loss
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ class Fitter:
     ) -> tuple[float, float]:
         """One pass over ``groups`` in a random order, ``groups_per_step`` at a time, each step with a
         minibatch of ``samples`` drawn at random: the loss is the regression loss plus ``weight``
-        times :func:`gnn.ranking.ranking_loss`.  The mean regression and ranking losses."""
+        times :func:`training.ranking.ranking_loss`.  The mean regression and ranking losses."""
         usable = [s for s in samples if s.steps_left > 0]
         if not usable or not groups:
             raise ValueError("ranked fitting needs samples and sibling groups")

@@ -1,8 +1,8 @@
 """Where an epoch's searches run (config ``training.executor``): ``local``, one after another in
 this process; ``processes``, a pool of processes on this machine; ``ray``, Ray tasks on this
-machine or a cluster (gnn/ray_executor.py).
+machine or a cluster (training/ray_executor.py).
 
-Every executor takes the value network and a list of :class:`~gnn.search_jobs.SearchJob` and
+Every executor takes the value network and a list of :class:`~training.search_jobs.SearchJob` and
 yields the outcomes in the jobs' order.  The others send the network's weights once per version
 (once before an epoch's searches, once before its evaluation), never per search; the workers run
 with the trainer's torch threads.  Whatever is random was drawn by the trainer before the searches
@@ -24,10 +24,10 @@ from typing import Protocol
 
 import torch
 
-from gnn.config import EXECUTORS, TrainConfig
 from gnn.networks import Network
-from gnn.search_jobs import Outcome, SearchJob, SearchSettings, WorkerCache, pack_weights, run_search
 from rules.rule_set import RuleSet
+from training.config import EXECUTORS, TrainConfig
+from training.search_jobs import Outcome, RunSettings, SearchJob, WorkerCache, pack_weights, run_search
 
 
 class Executor(Protocol):
@@ -42,25 +42,14 @@ class Executor(Protocol):
 
 def make_executor(config: TrainConfig, rules: RuleSet) -> Executor:
     """The executor ``config.training.executor`` names; a one-line error where it cannot be had."""
-    s = config.search
-    settings = SearchSettings(
-        rules=config.rules,
-        depth=s.depth,
-        batch_size=s.batch_size,
-        precision=s.precision,
-        value_scale=s.value_scale,
-        threads=torch.get_num_threads(),
-        prune_commutes=s.prune_commutes,
-        prune_inlines=s.prune_inlines,
-        cost=s.cost,
-    )
+    settings = RunSettings(config.rules, config.search, threads=torch.get_num_threads())
     kind = config.training.executor
     if kind == "local":
         return LocalExecutor(settings, rules)
     if kind == "processes":
         return ProcessExecutor(settings, config.training.workers)
     if kind == "ray":
-        from gnn.ray_executor import RayExecutor
+        from training.ray_executor import RayExecutor
 
         return RayExecutor(settings, config.training.ray_address)
     raise ValueError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
@@ -69,7 +58,7 @@ def make_executor(config: TrainConfig, rules: RuleSet) -> Executor:
 class LocalExecutor:
     """Each search in this process, with the trainer's own network, when its outcome is asked for."""
 
-    def __init__(self, settings: SearchSettings, rules: RuleSet) -> None:
+    def __init__(self, settings: RunSettings, rules: RuleSet) -> None:
         self.settings = settings
         self.rules = rules
 
@@ -90,7 +79,7 @@ class ProcessExecutor:
     its thread pools do not survive a fork) and ignore Ctrl-C, which stops the trainer, which stops them.
     """
 
-    def __init__(self, settings: SearchSettings, workers: int = 0) -> None:
+    def __init__(self, settings: RunSettings, workers: int = 0) -> None:
         self.settings = settings
         self.workers = workers or os.cpu_count() or 1
         self._pool: Pool | None = None
@@ -140,6 +129,6 @@ def _ignore_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _search_in_process(args: tuple[SearchJob, SearchSettings, str | None, Path | None]) -> Outcome:
+def _search_in_process(args: tuple[SearchJob, RunSettings, str | None, Path | None]) -> Outcome:
     job, settings, digest, path = args
     return _CACHE.run(job, settings, digest, lambda: path.read_bytes() if path is not None else b"")

@@ -1,4 +1,4 @@
-"""``python -m gnn.export CHECKPOINT OUT.pt [--average-with CHECKPOINT ...] [--value-scale S] [--budget N]``:
+"""``python -m training.export CHECKPOINT OUT.pt [--average-with CHECKPOINT ...] [--value-scale S] [--budget N]``:
 keep only what search needs from a training checkpoint (and the value scale to search with, the
 training's unless given; and a default evaluation budget, where given), or from the average of
 several epochs' weights."""
@@ -9,14 +9,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from gnn.checkpoint import export_model
 from knossos.cli import ArgumentParser, internal_error, whole_number
 from knossos.errors import KsError, KsUsageError
 from search.limits import MAX_BUDGET
+from training.checkpoint import export_model
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="python -m gnn.export", description=__doc__)
+    p = ArgumentParser(prog="python -m training.export", description=__doc__)
     p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
     p.add_argument("out", type=Path, metavar="OUT.pt")
     p.add_argument("--average-with", type=Path, nargs="+", default=[], metavar="CHECKPOINT", help="average the weights")
@@ -52,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as err:
             raise KsUsageError(f"cannot write: {err.strerror}", None, str(out)) from None
     except KsError as err:
-        print(err.render("gnn.export"), file=sys.stderr)
+        print(err.render("training.export"), file=sys.stderr)
         return 1
     except Exception as err:
-        return internal_error("gnn.export", err)
+        return internal_error("training.export", err)
     print(f"wrote {out} ({out.stat().st_size // 1024} KiB)")
     return 0
 

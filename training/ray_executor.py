@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gnn.networks import Network
-from gnn.search_jobs import Outcome, SearchJob, SearchSettings, WorkerCache, pack_weights
 from knossos.errors import KsUsageError
+from training.search_jobs import Outcome, RunSettings, SearchJob, WorkerCache, pack_weights
 
 #: Where to get Ray, for the one-line error without it.
 INSTALL = "pip install -e '.[ray]'"
@@ -35,7 +35,7 @@ def import_ray() -> Any:
 
 
 class RayExecutor:
-    def __init__(self, settings: SearchSettings, address: str | None = None) -> None:
+    def __init__(self, settings: RunSettings, address: str | None = None) -> None:
         self.settings = settings
         self.address = address
         self._ray = import_ray()
@@ -112,7 +112,7 @@ def _pythonpath() -> str:
 _CACHE = WorkerCache()
 
 
-def _search_task(job: SearchJob, settings: SearchSettings, digest: str | None, weights: list[Any]) -> Outcome:
+def _search_task(job: SearchJob, settings: RunSettings, digest: str | None, weights: list[Any]) -> Outcome:
     def load() -> bytes:
         import ray
 

@@ -17,29 +17,16 @@ from typing import Any, Literal
 
 import yaml
 
+from gnn.model_config import FILLED_FROM, ModelConfig
 from knossos.errors import KsUsageError, Pos
 from knossos.user_files import read_regular_file
+from search.settings import SearchSettings, SettingError, TrainingSearchName
 
 # -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
-#: The searches a training run uses (``search.algorithm``, ``search.test_algorithm``).
-SearchName = Literal["astar", "lazy-astar", "two-phase", "beam", "pseudo-beam", "mcts"]
-#: The keys of search.mdp.COST_MODELS (tests/test_train_config.py checks that they agree).
-CostName = Literal["reference", "alloc"]
-SEARCHES: tuple[str, ...] = typing.get_args(SearchName)
-#: The network's inference arithmetic in searches (gnn/value.py).
-Precision = Literal["float32", "bfloat16"]
-PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
-#: The value networks: the paper's GGNN, or the bottom-up tree network of :mod:`gnn.tree_model`.
-ModelKind = Literal["ggnn", "tree"]
-MODEL_KINDS: tuple[str, ...] = typing.get_args(ModelKind)
-#: What the network's outputs measure: cost reductions, or reductions of log(1 + cost)
-#: (:mod:`gnn.normalization`).
-CostNormalization = Literal["none", "log"]
-COST_NORMALIZATIONS: tuple[str, ...] = typing.get_args(CostNormalization)
-#: Which states of a search are fitted (``training.targets``; :func:`gnn.training.samples_of`).
+#: Which states of a search are fitted (``training.targets``; :func:`training.trainer.samples_of`).
 TargetScheme = Literal["reached", "explored", "explored_and_reached"]
 TARGET_SCHEMES: tuple[str, ...] = typing.get_args(TargetScheme)
-#: Where an epoch's searches run (``training.executor``; :mod:`gnn.executors`).
+#: Where an epoch's searches run (``training.executor``; :mod:`training.executors`).
 ExecutorName = Literal["local", "processes", "ray"]
 EXECUTORS: tuple[str, ...] = typing.get_args(ExecutorName)
 
@@ -60,33 +47,6 @@ class DataSource:
 class DataConfig:
     train: DataSource
     test: DataSource
-
-
-@dataclass
-class SearchConfig:
-    algorithm: SearchName = "astar"
-    #: The search used to evaluate on the train and test sets.
-    test_algorithm: SearchName = "astar"
-    depth: int = 10
-    #: Value-function evaluations per search while training.
-    budget: int = 5000
-    #: ... and when evaluating on the train and test sets.
-    test_budget: int = 5000
-    batch_size: int = 16
-    #: The network's inference arithmetic in searches (gnn/value.py): float32, or bfloat16 (about
-    #: twice as fast on CPUs with AMX/AVX512-BF16; fitting stays in float32).
-    precision: Precision = "float32"
-    #: Every value of the network is multiplied by this in the searches (gnn/value.py): 1 is the
-    #: paper's A*; less shrinks a noisy network's estimates towards greedy search's order.
-    value_scale: float = 1.0
-    #: Drop commutations that enable no other rule where they swap (search/symmetry.py), in the
-    #: training searches and the evaluations alike.
-    prune_commutes: bool = False
-    #: Drop inlines that raise the cost and open nothing (search/idle_inlines.py), likewise.
-    prune_inlines: bool = False
-    #: The cost model the searches minimise (search.mdp.COST_MODELS): "reference" (the paper's) or
-    #: "alloc" (also charges every element a vector op writes; knossos/alloc_cost.py).
-    cost: CostName = "reference"
 
 
 #: The largest ``training.seed``: numpy takes any non-negative seed and torch any below 2**64; 32 bits
@@ -110,108 +70,9 @@ def check_run_name(name: str) -> None:
         raise ValueError(f"longer than {MAX_NAME_BYTES} bytes (it names the run's folder under runs/)")
 
 
-#: The most features per node (``model.hidden``).
-MAX_HIDDEN = 8192
-
-
-def _has_type(value: object, hint: Any) -> bool:
-    """Whether ``value`` is of the type ``hint`` of a model setting: a whole number (not a bool), a
-    bool, a number, or one of a Literal's names."""
-    if typing.get_origin(hint) is Literal:
-        return isinstance(value, str) and value in typing.get_args(hint)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)
-
-
-def _wrong_type(value: object, hint: Any) -> str:
-    """What is wrong with ``value``, which is not of the type ``hint`` (:func:`_has_type`)."""
-    if typing.get_origin(hint) is Literal:
-        if isinstance(value, str):
-            return f"'{value}' is not one of {', '.join(typing.get_args(hint))}"
-        return f"expected text, not {value!r}"
-    words = {int: "a whole number", bool: "true or false", float: "a number", str: "text"}
-    return f"expected {words.get(hint, str(hint))}, not {value!r}"
-
-
-#: The metadata key of a field that is no key of its YAML section: where its value comes from.
-FILLED_FROM = "filled_from"
-
-
-class SettingError(ValueError):
-    """A bad value of one setting: ``key`` (dotted within its section) and ``reason``, what is wrong
-    with it.  The config loader reports ``section.key: reason``; the message alone reads
-    ``section key in words: reason`` (``model cost normalization: 'sqrt' is not one of none, log``)."""
-
-    def __init__(self, key: str, reason: str, section: str = "") -> None:
-        words = key.replace("_", " ")
-        super().__init__(f"{section} {words}: {reason}" if section else f"{words}: {reason}")
-        self.key = key
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """The value network: the config's ``model:`` section, and a checkpoint's ``model_config``.
-
-    ``depth`` is no key of the section: a training config takes it from ``search.depth``.
-    """
-
-    #: Features per node (Table 2: 200).
-    hidden: int = 200
-    #: Propagation steps T (Table 2: 10); 0 is the NoGNN ablation.
-    steps: int = 10
-    #: Outputs: per-step values for 1..depth steps left.
-    depth: int = field(default=10, metadata={FILLED_FROM: "search.depth"})
-    #: The paper's MLP head instead of a single dense output layer.
-    mlp_head: bool = False
-    dropout: float = 0.2
-    #: Put the squashed value of constants in the last input feature (not in the paper).
-    constant_values: bool = True
-    #: Which network (:data:`MODEL_KINDS`): "ggnn" (the paper's) or "tree" (bottom-up, embeds each
-    #: interned node once: see gnn/tree_model.py); the tree network ignores steps, mlp_head, dropout
-    #: and constant_values.
-    kind: ModelKind = "ggnn"
-    #: What the outputs measure: cost reductions ("none", the paper's) or reductions of
-    #: log(1 + cost) ("log", for programs whose costs span many orders of magnitude); see
-    #: gnn/normalization.py.
-    cost_normalization: CostNormalization = "none"
-    #: The cost model whose reductions the outputs measure (knossos.cost_models); a training config
-    #: takes it from ``search.cost``.
-    cost_model: CostName = field(default="reference", metadata={FILLED_FROM: "search.cost"})
-
-    def __post_init__(self) -> None:
-        from gnn.graph import NUM_NODE_TYPES
-        from search.limits import MAX_DEPTH
-
-        def bad(key: str, reason: str) -> SettingError:
-            return SettingError(key, reason, "model")
-
-        # a checkpoint's model_config comes here unchecked: the types first
-        hints = typing.get_type_hints(ModelConfig)
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not _has_type(value, hints[f.name]):
-                raise bad(f.name, _wrong_type(value, hints[f.name]))
-        if self.hidden < 1:
-            raise bad("hidden", f"must be at least 1, not {self.hidden}")
-        if self.hidden < NUM_NODE_TYPES + 1:
-            raise bad("hidden", f"must be at least {NUM_NODE_TYPES + 1} (one feature per node type, + 1)")
-        if not 0.0 <= self.dropout < 1.0:
-            raise bad("dropout", f"must be in [0, 1), not {self.dropout}")
-        if self.steps < 0:
-            raise bad("steps", f"must be at least 0, not {self.steps}")
-        if self.depth < 1:
-            raise bad("depth", f"must be at least 1, not {self.depth}")
-        for key, value, most, why in (  # sizes no machine can run: refused rather than left to run out of memory
-            ("steps", self.steps, 1000, "each step is a pass over every graph"),
-            ("hidden", self.hidden, MAX_HIDDEN, "the weights grow with its square"),
-            ("depth", self.depth, MAX_DEPTH, "each state keeps a value per step left"),
-        ):
-            if value > most:
-                raise bad(key, f"must be at most {most} ({why}), not {value}")
+#: Keys whose values a training config takes from fewer options than their settings' types allow:
+#: a network trains only with the searches that record the states they reach.
+NARROWED: dict[str, Any] = {"search.algorithm": TrainingSearchName, "search.test_algorithm": TrainingSearchName}
 
 
 @dataclass
@@ -266,7 +127,7 @@ class TrainingConfig:
     samples_per_search: int = 0
     #: Where each epoch's searches run: "local" (one after another in this process), "processes"
     #: (a pool of training.workers processes) or "ray" (Ray tasks: pip install -e '.[ray]').  The
-    #: same seed gives the same numbers under each (gnn/executors.py).
+    #: same seed gives the same numbers under each (training/executors.py).
     executor: ExecutorName = "local"
     #: processes: how many (0: one per CPU).
     workers: int = 0
@@ -279,7 +140,7 @@ class TrainConfig:
     name: str
     rules: str
     data: DataConfig
-    search: SearchConfig = field(default_factory=SearchConfig)
+    search: SearchSettings = field(default_factory=SearchSettings)
     #: Its depth is search.depth (filled in here).
     model: ModelConfig = field(default_factory=ModelConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
@@ -309,14 +170,8 @@ class TrainConfig:
         if not 0 <= self.training.seed <= MAX_SEED:
             raise bad("training.seed", f"must be at least 0 and at most {MAX_SEED}, not {self.training.seed}")
 
-        # the enumerated options were checked when they were read (their Literal types)
-        from search.value import check_value_scale
-
-        try:
-            check_value_scale(self.search.value_scale)
-        except ValueError as err:
-            raise bad("search.value_scale", str(err)) from None
-
+        # the enumerated options were checked when they were read (their Literal types), and the
+        # search settings by SearchSettings
         if self.training.ray_address is not None and self.training.executor != "ray":
             raise bad(
                 "training.ray_address",
@@ -336,10 +191,6 @@ class TrainConfig:
         if self.training.replay_best and not self.training.best_targets:
             raise bad("training.replay_best", "needs training.best_targets: true (it replays the best targets)")
         for key, value in (
-            ("search.depth", self.search.depth),
-            ("search.budget", self.search.budget),
-            ("search.test_budget", self.search.test_budget),
-            ("search.batch_size", self.search.batch_size),
             ("training.epochs", self.training.epochs),
             ("training.exprs_per_epoch", self.training.exprs_per_epoch),
             ("training.fit_passes", self.training.fit_passes),
@@ -355,12 +206,9 @@ class TrainConfig:
             raise bad("search.precision", "the tree network runs in float32 only")
         from search.limits import MAX_BUDGET
 
-        # (the model's sizes, search.depth among them, are ModelConfig's to check)
+        # (the model's sizes and the search settings are ModelConfig's and SearchSettings' to check)
         for key, value, most, why in (  # values no machine can run: refused rather than left to run out of memory
-            ("search.budget", self.search.budget, MAX_BUDGET, "no memory holds more states"),
-            ("search.test_budget", self.search.test_budget, MAX_BUDGET, "no memory holds more states"),
             ("training.warmup_budget", self.training.warmup_budget, MAX_BUDGET, "no memory holds more states"),
-            ("search.batch_size", self.search.batch_size, MAX_BUDGET, "no memory holds more states"),
             ("training.batch_size", self.training.batch_size, 100_000, "a batch is one graph in memory"),
             ("training.workers", self.training.workers, 1024, "a process each"),
         ):
@@ -415,7 +263,8 @@ def _check_stored(cls: type, raw: object, prefix: str) -> None:
     for f in dataclasses.fields(cls):
         if FILLED_FROM in f.metadata or f.name not in raw:
             continue
-        key, hint = prefix + f.name, hints[f.name]
+        key = prefix + f.name
+        hint = NARROWED.get(key, hints[f.name])
         if dataclasses.is_dataclass(hint):
             _check_stored(hint, raw[f.name], key + ".")  # type: ignore[arg-type]
             continue
@@ -611,10 +460,10 @@ def _build(cls: type, raw: object, prefix: str, where: _Where) -> Any:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise where.error(key, f"missing key '{key}'", with_line=False)
             continue
-        values[name] = _convert(hints[name], raw[name], key, where)
+        values[name] = _convert(NARROWED.get(key, hints[name]), raw[name], key, where)
     try:
         return cls(**values)
-    except SettingError as err:  # a section's own check (ModelConfig's)
+    except SettingError as err:  # a section's own check (ModelConfig's, SearchSettings')
         key = f"{prefix}{err.key}"
         raise where.error(key, f"{key}: {err.reason}", with_line=False) from None
 

@@ -1,6 +1,6 @@
 """A search's value targets as samples to fit (Algorithm 2), and drawing at most so many of them.
 
-The two halves are apart so that searches can run elsewhere (gnn/executors.py): a worker returns
+The two halves are apart so that searches can run elsewhere (training/executors.py): a worker returns
 every sample of its search (:func:`split_samples`), and the trainer draws from them in the search's
 order with its own generator (:func:`limit_samples`), as :func:`samples_of` does in one go, so the
 draws are the same wherever the searches ran.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnn.config import TARGET_SCHEMES, TargetScheme
-from gnn.fit import Sample
 from search.result import SearchResult
+from training.config import TARGET_SCHEMES, TargetScheme
+from training.fit import Sample
 
 
 def samples_of(

@@ -24,11 +24,11 @@ from knossos.autodiff.anf import Block, Converter, Env, Names, NotDifferentiable
 from knossos.autodiff.forward import Forward
 from knossos.autodiff.reverse import CallDerivative, Reverse
 from knossos.autodiff.tangent import Shapes, tangent_type
-from knossos.callee import Callee, CalleeKind, def_callee
+from knossos.callee import Callee, CalleeKind
 from knossos.errors import KsError, KsTypeError
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
-from knossos.program import Def, Param, Program
+from knossos.program import Def, Param, Program, def_callee
 from knossos.types import INTEGER, Kind, Type, tuple_of
 
 

@@ -34,14 +34,13 @@ from typing import Any
 import torch
 
 from knossos import expr as E
-from knossos.callee import def_callee
 from knossos.errors import KsUsageError, Pos, one_line
 from knossos.expr import Expr
 from knossos.frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
 from knossos.frontends.dispatch import TraceError, trace
 from knossos.frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
 from knossos.ops import KEYWORDS, Op
-from knossos.program import Def, Param, Program
+from knossos.program import Def, Param, Program, def_callee
 from knossos.types import BOOL, FLOAT
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -19,7 +19,7 @@ from typing import Union
 from knossos.callee import Callee, CalleeKind, interned_callee
 from knossos.cost import LET_COST
 from knossos.errors import Pos
-from knossos.expr import Expr
+from knossos.node import Expr
 from knossos.ops import Op
 from knossos.types import Type
 

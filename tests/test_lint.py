@@ -44,7 +44,19 @@ def test_layers() -> None:
 
 
 #: The packages whose modules are checked, and whose private names no other module may use.
-PACKAGES = ("knossos", "rules", "search", "gnn", "app", "envs", "experiments", "benchmarks")
+PACKAGES = (
+    "knossos",
+    "cpp_backend",
+    "autodiff",
+    "frontends",
+    "rules",
+    "search",
+    "gnn",
+    "app",
+    "envs",
+    "experiments",
+    "benchmarks",
+)
 
 
 def _module_name(path: Path) -> str:

@@ -1,7 +1,7 @@
 """Builds the optional C loop of knossos/_climb.c; everything else is configured in pyproject.toml.
 
 The extension is optional: where it cannot be compiled the package installs without it and
-knossos.expr uses its Python loop, which builds the same nodes.
+knossos.rebuild uses its Python loop, which builds the same nodes.
 """
 
 from setuptools import Extension, setup

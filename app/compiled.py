@@ -1,4 +1,4 @@
-"""``app.compile_def``: :func:`knossos.compile_def` with the def optimised first by a rule set or model.
+"""``app.compile_def``: :func:`cpp_backend.compile_def` with the def optimised first by a rule set or model.
 
 The language core (knossos) imports no search (the layering of pyproject.toml), so the optimising
 form lives here, above both; it searches as ``optimize.py FILE --def NAME`` does::
@@ -20,8 +20,8 @@ import os
 from collections.abc import Sequence
 
 from app.models import trained_search
-from knossos.cpp.callable import CompiledDef
-from knossos.cpp.callable import compile_def as _compile_def
+from cpp_backend.callable import CompiledDef
+from cpp_backend.callable import compile_def as _compile_def
 from knossos.errors import KsUsageError
 from knossos.program import Def, Program
 from rules.sets import RULE_SETS, get_rule_set
@@ -65,7 +65,7 @@ def compile_def(
     seconds: float | None = None,
     extra_flags: Sequence[str] = (),
 ) -> CompiledDef:
-    """:func:`knossos.compile_def`, the def optimised first when ``optimize`` names a rule set or model."""
+    """:func:`cpp_backend.compile_def`, the def optimised first when ``optimize`` names a rule set or model."""
     if optimize is None:
         return _compile_def(path, name, exact_order=exact_order, threads=threads, extra_flags=extra_flags)
     name_ = optimize

@@ -18,13 +18,13 @@ from pathlib import Path
 from app.models import DEFAULT_COST, trained_search
 from app.search_options import add_search_option, settings_from_args
 from app.tidy import tidy
+from cpp_backend.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
+from cpp_backend.driver import check_threads, serializable
+from cpp_backend.emit import emit_program
 from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
 from knossos.cost_models import CostFunction, get_cost_model
-from knossos.cpp.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
-from knossos.cpp.driver import check_threads, serializable
-from knossos.cpp.emit import emit_program
 from knossos.errors import KsError, KsUsageError
 from knossos.expr import Expr, path_to
 from knossos.ops import Op

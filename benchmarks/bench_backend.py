@@ -11,7 +11,7 @@ Cases (benchmarks/programs/backend.ks, and blas_test.kso's ``gemm``):
               pruned; as benchmarks/bench_walltime.py)          numpy: alpha * (A @ B) + beta * C
   sumsq       sum of x_i^2 over 2^20 elements, fused            numpy: x @ x (BLAS ddot) and np.sum(x * x)
   axpby       a x + b y over 2^20 elements, fused               numpy: a * x + b * y
-  call        a compiled call with small arguments through knossos.compile_def (sumsq of 4 elements):
+  call        a compiled call with small arguments through cpp_backend.compile_def (sumsq of 4 elements):
               microseconds per call from Python, overhead included
 n = 1024 (--quick: 64, and 2^12 elements).  Configurations of the compiled code:
   before      --exact-order, 1 thread: Float sums in index order, bit-identical to the interpreter (the
@@ -49,10 +49,10 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from knossos.cpp import compile as cpp_compile  # noqa: E402
-from knossos.cpp.bench import Size, Variant, bench, format_seconds, time_python, values_agree  # noqa: E402
-from knossos.cpp.callable import compile_def  # noqa: E402
-from knossos.cpp.driver import default_threads  # noqa: E402
+from cpp_backend import compile as cpp_compile  # noqa: E402
+from cpp_backend.bench import Size, Variant, bench, format_seconds, time_python, values_agree  # noqa: E402
+from cpp_backend.callable import compile_def  # noqa: E402
+from cpp_backend.driver import default_threads  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.program import Program  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402

@@ -4,7 +4,7 @@ Run:  python benchmarks/bench_grad_gemm.py [--quick] [--seconds-search S] [--mod
           [--sizes N,N,...] [--seconds T] [--rounds R] [--max-seconds-per-call T] [--out FILE]
 
 Defs: ``matvec`` (y = M v) and ``dense_relu`` (relu(W x + b)) of benchmarks/programs/backend.ks.  Their
-``rev$`` is made by knossos.autodiff (``grad_program(..., mode="rev")``, as ``knossos grad --mode rev``).
+``rev$`` is made by autodiff (``grad_program(..., mode="rev")``, as ``knossos grad --mode rev``).
 Searches (each --seconds-search S seconds, 60; --quick: 5; a budget of 10**7 evaluations, so the time
 binds), all with the model's rules, depth and prunings and the alloc cost with every vector N long at
 the largest size (as ``optimize.py --size``):
@@ -16,11 +16,11 @@ gradient (dM = outer(dr, v), dv = M.T @ dr; for relu(W x + b): g = dr where W x 
 dx = W.T @ g, db = g; numpy recomputes W x + b for the mask, as the rev$ does).
 Sizes: N = 32, 64, 128, 256 (--quick: 16, 32), every vector N long; dense_relu's b is set so that half of
 W x + b is negative (the mask is exercised): b = s u - W x, s = +-1 and u in [0.5, 2] at random.
-Timing: the C++ code (knossos.cpp, its default flags: vectorised sums) and numpy both on ONE thread
+Timing: the C++ code (cpp_backend, its default flags: vectorised sums) and numpy both on ONE thread
 (OMP/OpenBLAS/MKL_NUM_THREADS=1 before numpy loads; the compiled loops with threads=1); min and median per
 call over calls repeated for at least --seconds (0.2), the variants of one size timed in turn for
 --rounds (3) rounds.  Checks: every compiled variant equals the interpreter's original rev$ at N = 4
-("verified") and numpy's gradient at every size ("agrees"; within knossos.cpp.bench's tolerance).  A variant
+("verified") and numpy's gradient at every size ("agrees"; within cpp_backend.bench's tolerance).  A variant
 is skipped at a size where its time at the last size, times the ratio of sizes to the 4th power, would
 pass --max-seconds-per-call (2 s).
 Printed: per def a table of min times, the growth exponent log(t_b / t_a) / log(b / a) between the two
@@ -58,13 +58,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.models import trained_search  # noqa: E402
-from experiments.common import revision  # noqa: E402
-from knossos.alloc_cost import AllocCost  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.autodiff import grad_program  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
-from knossos.cpp import compile as cpp_compile  # noqa: E402
-from knossos.cpp.bench import (  # noqa: E402
+from autodiff import grad_program  # noqa: E402
+from cpp_backend import compile as cpp_compile  # noqa: E402
+from cpp_backend.bench import (  # noqa: E402
     Size,
     Variant,
     compile_variant,
@@ -73,7 +69,11 @@ from knossos.cpp.bench import (  # noqa: E402
     time_python,
     values_agree,
 )
-from knossos.cpp.driver import CompiledProgram, Timing  # noqa: E402
+from cpp_backend.driver import CompiledProgram, Timing  # noqa: E402
+from experiments.common import revision  # noqa: E402
+from knossos.alloc_cost import AllocCost  # noqa: E402
+from knossos.atomic import atomic_write_text  # noqa: E402
+from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.interpreter import Interpreter  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
@@ -143,7 +143,7 @@ def to_value(x: Any) -> Any:
 
 # -- inputs ------------------------------------------------------------------------------------------------
 def inputs(primal: str, d: Def, n: int, seed: int = SEED) -> list[Any]:
-    """rev$'s arguments at N = n (knossos.cpp.bench.make_inputs: Floats in [0.5, 2]); for dense_relu,
+    """rev$'s arguments at N = n (cpp_backend.bench.make_inputs: Floats in [0.5, 2]); for dense_relu,
     b is remade so that W x + b = s u with s = +-1 and u in [0.5, 2] at random (both sides of the ReLU)."""
     args = make_inputs(d, Size({}, n), seed)
     if primal == "dense_relu":

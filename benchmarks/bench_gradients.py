@@ -9,7 +9,7 @@ Run:  python benchmarks/bench_gradients.py [--quick] [--seconds-search S] [--rul
 Program: ``rev$conv1d`` of experiments/data/programs/conv1d_rev_test.kso, the gradient of a 1-d
 convolution of k kernels of l channels and width kn over an image of l channels and n samples
 (kernels k x l x kn, image l x n, d$r k x n).
-Variants (the program with the def's body replaced; each compiled with knossos.cpp.compile's flags):
+Variants (the program with the def's body replaced; each compiled with cpp_backend.compile's flags):
   original     the def as written;
   baseline     after the ksc-style baseline simplifier (rules/baseline.py);
   astar        the best plain A* (zero value function) finds in --seconds-search S seconds (60;
@@ -25,10 +25,10 @@ Variants (the program with the def's body replaced; each compiled with knossos.c
   path k/K     --path-points (4) programs evenly spaced along the rewrite path of the contender with
                the lowest reference cost (its steps replayed from the original): after step round(k*L/K) of L,
                K = --path-points + 1;
-  numpy        the gradient as matrix products (knossos/cpp/numpy_refs.py), on one thread.
+  numpy        the gradient as matrix products (cpp_backend/numpy_refs.py), on one thread.
 Sizes: N = 8, 12, 16 (k = l = kn = n = N; --quick: 4, 6), and with --fig7-sizes (--only-fig7-sizes: only) Figure 7's
 (k, l, kn, n) = (8, 8, 5, n) for n = 32, 64, 128, 256, 512 (experiments/fig7_walltime's).
-Timing (knossos.cpp.bench): min and median per call of calls repeated for at least --seconds (0.2),
+Timing (cpp_backend.bench): min and median per call of calls repeated for at least --seconds (0.2),
 the variants of one size timed in turn for --rounds (3) rounds; every variant checked against the
 interpreter at size 4 ("verified") and against the first variant timed at that size, the original
 unless it was skipped ("agrees"; numpy too).  The original's work grows as N^7: a variant is skipped
@@ -69,13 +69,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.models import trained_search  # noqa: E402
-from experiments.common import revision  # noqa: E402
-from knossos.alloc_cost import AllocCost  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
-from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model  # noqa: E402
-from knossos.cpp import compile as cpp_compile  # noqa: E402
-from knossos.cpp.bench import (  # noqa: E402
+from cpp_backend import compile as cpp_compile  # noqa: E402
+from cpp_backend.bench import (  # noqa: E402
     Measurement,
     Size,
     Variant,
@@ -85,7 +80,12 @@ from knossos.cpp.bench import (  # noqa: E402
     time_python,
     values_close,
 )
-from knossos.cpp.numpy_refs import conv1d_rev, to_value  # noqa: E402
+from cpp_backend.numpy_refs import conv1d_rev, to_value  # noqa: E402
+from experiments.common import revision  # noqa: E402
+from knossos.alloc_cost import AllocCost  # noqa: E402
+from knossos.atomic import atomic_write_text  # noqa: E402
+from knossos.cli import whole_number  # noqa: E402
+from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import load_program  # noqa: E402

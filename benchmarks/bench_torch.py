@@ -56,7 +56,7 @@ def child_translate() -> None:
     import torch
 
     imported = time.perf_counter()
-    from knossos.frontends.torch import translate
+    from frontends.torch import translate
 
     hidden, inputs, outputs, batch = TWENTY
     g = torch.Generator().manual_seed(0)

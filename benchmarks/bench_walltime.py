@@ -8,7 +8,7 @@ Cases:
   rev$conv1d (conv1d_rev_test.kso): the gradient of a 1-d convolution of k kernels of l channels and
         width kn over an image of l channels and n samples (kernels k x l x kn, image l x n, d$r k x n);
         (k, l, kn, n) = (8, 8, 3, 64), (8, 8, 5, 128), (16, 16, 5, 128) (--quick: (4, 4, 3, 32)).
-Variants, each compiled with g++ -O3 -std=c++17 -march=native -ffp-contract=off (knossos.cpp.compile):
+Variants, each compiled with g++ -O3 -std=c++17 -march=native -ffp-contract=off (cpp_backend.compile):
   original   the def as written;
   baseline   after the ksc-style baseline simplifier (rules/baseline.py; the def only, as for the others);
   optimised  the best the current search finds with the zero value function:
@@ -54,9 +54,9 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from knossos.cpp import compile as cpp_compile  # noqa: E402
-from knossos.cpp.bench import Measurement, Size, Variant, bench, format_seconds, time_python, values_close  # noqa: E402
-from knossos.cpp.numpy_refs import conv1d_rev, to_value  # noqa: E402
+from cpp_backend import compile as cpp_compile  # noqa: E402
+from cpp_backend.bench import Measurement, Size, Variant, bench, format_seconds, time_python, values_close  # noqa: E402
+from cpp_backend.numpy_refs import conv1d_rev, to_value  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
@@ -123,7 +123,7 @@ def numpy_gemm(args: Sequence[Any]) -> Callable[[], Any]:
     return lambda: alpha * (A @ B) + beta * C
 
 
-#: The gradient as matrix products (knossos/cpp/numpy_refs.py; experiments/fig7_walltime imports it by this name).
+#: The gradient as matrix products (cpp_backend/numpy_refs.py; experiments/fig7_walltime imports it by this name).
 numpy_conv1d_rev = conv1d_rev
 
 

@@ -4,16 +4,16 @@ Run:  python examples/torch_mlp.py [--sizes 1x256x256x10,64x256x1024x10] [--seco
           [--threads T] [--json FILE]
 
 1. ``mlp_loss`` is plain PyTorch: a tanh hidden layer, a linear output, the mean squared error.
-2. ``knossos.frontends.torch.translate`` traces it to core ATen at each size
+2. ``frontends.torch.translate`` traces it to core ATen at each size
    (batch x inputs x hidden x outputs) and lowers it to one Knossos def of builds and sums.
-3. ``knossos.autodiff.grad_program`` adds ``rev$mlp_loss`` (reverse mode: a sum of one-hot terms).
+3. ``autodiff.grad_program`` adds ``rev$mlp_loss`` (reverse mode: a sum of one-hot terms).
 4. The ``gradients`` model (gnn/models/gradients.pt) searches ``rev$mlp_loss`` with the rules,
    search, depth and budget it was trained with (``gradient_rules``, pseudo-beam) under the
    allocation-aware cost told the real sizes (as ``optimize.py --model gradients --size ...``),
    for at most --seconds (240) seconds; so does the same search without the model (value scale 0,
    "plain"), and the cheaper of the two programs under that cost is kept.  A learned search is
    worth what it finds beyond plain search: both are printed.
-5. ``knossos.compile_def`` compiles the forward def and the kept gradient to C++ callables.
+5. ``cpp_backend.compile_def`` compiles the forward def and the kept gradient to C++ callables.
 
 It prints, per size, the loss and each gradient against torch (forward, ``torch.autograd``; the
 largest relative difference, target 1e-9) and the wall time of one compiled gradient call against
@@ -39,11 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.models import trained_search  # noqa: E402
+from autodiff import grad_program  # noqa: E402
+from cpp_backend.bench import format_seconds, time_python  # noqa: E402
+from cpp_backend.callable import compile_def  # noqa: E402
+from frontends.torch import translate  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
-from knossos.autodiff import grad_program  # noqa: E402
-from knossos.cpp.bench import format_seconds, time_python  # noqa: E402
-from knossos.cpp.callable import compile_def  # noqa: E402
-from knossos.frontends.torch import translate  # noqa: E402
 from search.registry import get_search  # noqa: E402
 
 NAMES = ("W1", "b1", "W2", "b2", "x", "y")

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cpp_backend.bench import format_seconds
 from experiments.common import RESULTS, ROOT, ResultsFile
 from experiments.curves import unique_rows
 from experiments.default_model.passes import PassMetrics
 from knossos.atomic import atomic_write_text
-from knossos.cpp.bench import format_seconds
 
 README = ROOT / "experiments" / "README.md"
 #: The files that hold marked tables (each table in exactly one of them).

@@ -6,10 +6,10 @@ The most used entry points::
     prog = load_program("experiments/data/programs/blas_test.kso")
     gemm = prog.defs["gemm"]          # a Def: name, params, ret_type, body (an Expr)
     gemm.body.cost, prog.def_cost("gemm")
-    matvec = compile_def("benchmarks/programs/backend.ks", "matvec")   # C++, called with numpy arrays
+
+Compiled defs (C++) are :func:`cpp_backend.compile_def`.
 """
 
-from knossos.cpp.callable import compile_def
 from knossos.expr import Expr
 from knossos.interpreter import call_def, evaluate
 from knossos.parser import load_program, parse_expr, parse_program
@@ -21,7 +21,6 @@ __all__ = [
     "Expr",
     "Program",
     "call_def",
-    "compile_def",
     "evaluate",
     "format_def",
     "format_expr",

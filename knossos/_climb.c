@@ -1,9 +1,10 @@
-/* The rebuild of a rewrite's ancestors, in C: knossos.expr._climb_python, one binder at a time.
+/* The rebuild of a rewrite's ancestors, in C: knossos.rebuild._climb_python, one binder at a time.
  *
  * Search rebuilds every ancestor of every rewrite, and most ancestors are the lets of long let
  * chains, so this loop is where the time of a child goes.  It does exactly what the Python loop
  * does (the same hashes, weights and costs, so either may build any node), and hands the rare
- * cases and the per-op rules back to the Python helpers of knossos.expr:
+ * cases and the per-op rules back to the Python helpers of knossos.rebuild, knossos.interning and
+ * knossos.alpha (knossos.rebuild hands them to init under the names below):
  *
  *   - a binder rebuilt outside its scope           -> _rebuild_binder
  *   - an alpha-table slot held by another node     -> _intern_binder (it compares alpha-variants)
@@ -532,7 +533,7 @@ static int read_attr(PyObject *module, const char *name, int dict_only, PyObject
     PyObject *value = PyObject_GetAttrString(module, name);
     if (value == NULL) return -1;
     if (dict_only && !PyDict_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "init: knossos.expr.%s is not a dict", name);
+        PyErr_Format(PyExc_TypeError, "init: %s is not a dict", name);
         Py_DECREF(value);
         return -1;
     }
@@ -540,7 +541,7 @@ static int read_attr(PyObject *module, const char *name, int dict_only, PyObject
     return 0;
 }
 
-/* init(knossos.expr): the tables and helpers are read from the module by their names. */
+/* init(namespace): the tables and helpers are read from the namespace by their names. */
 static PyObject *init(PyObject *self, PyObject *module) {
     PyObject *expr_type, *op_enum, *let_cost_obj;
     struct {
@@ -571,7 +572,7 @@ static PyObject *init(PyObject *self, PyObject *module) {
     for (size_t k = 0; k < sizeof wanted / sizeof wanted[0]; k++)
         if (read_attr(module, wanted[k].name, wanted[k].dict_only, wanted[k].out)) return NULL;
     if (!PyType_Check(expr_type)) {
-        PyErr_SetString(PyExc_TypeError, "init: knossos.expr.Expr is not a class");
+        PyErr_SetString(PyExc_TypeError, "init: Expr is not a class");
         return NULL;
     }
     Expr_Type = (PyTypeObject *)expr_type;
@@ -589,14 +590,14 @@ static PyObject *init(PyObject *self, PyObject *module) {
 }
 
 static PyMethodDef methods[] = {
-    {"init", init, METH_O, "init(knossos.expr): read the tables and helpers of knossos.expr by name."},
+    {"init", init, METH_O, "init(namespace): read the tables and helpers of knossos.rebuild by name."},
     {"climb", (PyCFunction)(void (*)(void))climb, METH_FASTCALL, "climb(path, old, new, deltas) -> new root"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "knossos._climb", NULL, -1, methods};
 
-/* Raised whenever init's arguments or the meaning of climb change, so that knossos.expr can tell a
+/* Raised whenever init's arguments or the meaning of climb change, so that knossos.rebuild can tell a
  * stale build from the current one. */
 #define CLIMB_VERSION 3
 

@@ -3,21 +3,19 @@
 A :class:`Callee` carries everything a call node needs to know about its target without looking
 anything up: the signature (for its type) and the cost of one call (for its cost).  Callees are
 interned like expressions: two parses of the same def give the same ``Callee``, so call nodes (which
-are interned on their callee) are identical too.  Make them with :func:`def_callee` and
-:func:`edef_callee`.
+are interned on their callee) are identical too.  Make them with :func:`edef_callee` here and
+:func:`knossos.program.def_callee`: a callee holds its def without knowing the def's class, so this
+module stays below the programs and expressions that refer to it.
 """
 
 from __future__ import annotations
 
 import enum
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from knossos.stable_hash import stable_hash
 from knossos.types import Type
-
-if TYPE_CHECKING:
-    from knossos.program import Def
 
 
 class CalleeKind(enum.Enum):
@@ -38,7 +36,7 @@ class Callee:
         param_types: tuple[Type, ...],
         ret_type: Type,
         body_cost: float,
-        definition: Def | None = None,
+        definition: object = None,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -46,7 +44,7 @@ class Callee:
         self.ret_type = ret_type
         #: Cost of running the target once, excluding the call overhead and the arguments.
         self.body_cost = body_cost
-        #: The def itself, for inlining; ``None`` for edefs and built-ins.
+        #: The def itself (a :class:`knossos.program.Def`), for inlining; ``None`` for edefs and built-ins.
         self.definition = definition
         self.h = hash((stable_hash(name), ret_type.h, *(t.h for t in param_types)))
 
@@ -57,12 +55,11 @@ class Callee:
 _interned: weakref.WeakValueDictionary[tuple[object, ...], Callee] = weakref.WeakValueDictionary()
 
 
-def def_callee(d: Def) -> Callee:
-    """The callee of a def: equal defs (same name, signature and body) share one."""
-    key = (CalleeKind.DEF, d.name, d.ret_type, d.params, id(d.body))
+def interned_callee(key: tuple[object, ...], make: Callable[[], Callee]) -> Callee:
+    """The callee interned under ``key``, made by ``make`` the first time."""
     found = _interned.get(key)
     if found is None:
-        found = Callee(d.name, CalleeKind.DEF, tuple(p.type for p in d.params), d.ret_type, d.call_cost, d)
+        found = make()
         _interned[key] = found
     return found
 
@@ -72,8 +69,4 @@ def edef_callee(
 ) -> Callee:
     """The callee of an edef (or a prelude built-in) with this signature and cost."""
     key = (kind, name, ret_type, param_types, cost)
-    found = _interned.get(key)
-    if found is None:
-        found = Callee(name, kind, param_types, ret_type, cost)
-        _interned[key] = found
-    return found
+    return interned_callee(key, lambda: Callee(name, kind, param_types, ret_type, cost))

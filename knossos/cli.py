@@ -370,16 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     expr_option(p)
     p.set_defaults(run=cmd_eval)
 
-    from knossos.autodiff.cli import register as register_grad  # it imports this module: here, not at the top
-
-    register_grad(sub)
-
-    from knossos.frontends.cli import register as register_import  # torch is imported only when it runs
-
-    register_import(sub)
-
-    # Other packages (rules, search) add their commands through this entry point group, so that the
-    # language core does not import them.
+    # The packages above the language core (autodiff, the front end, the C++ backend, rules) add their
+    # commands through this entry point group, so that the core does not import them.
     for entry in sorted(entry_points(group="knossos.commands"), key=lambda e: e.name):
         entry.load()(sub)
     return parser

@@ -18,7 +18,7 @@ from knossos.types import Type
 
 if TYPE_CHECKING:
     from knossos.callee import Callee
-    from knossos.expr import Expr
+    from knossos.node import Expr
 
 ASSUMED_VECTOR_SIZE = 16
 MALLOC_COST = 2.0  # build, constVec, deltaVec and any element-wise op on a vector

@@ -17,13 +17,24 @@ from pathlib import Path
 
 from knossos import expr as E
 from knossos import trampoline
-from knossos.callee import Callee, def_callee, edef_callee
+from knossos.callee import Callee, edef_callee
 from knossos.cost import DEFAULT_EDEF_COST
 from knossos.errors import KsError, KsSyntaxError, KsTypeError, Pos
 from knossos.expr import Expr
 from knossos.ops import KEYWORDS, PRIMITIVES, Op
 from knossos.prelude import PRELUDE
-from knossos.program import COST_PREFIX, Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes, size_names
+from knossos.program import (
+    COST_PREFIX,
+    Def,
+    Edef,
+    Param,
+    Program,
+    SizeTree,
+    TupleSizes,
+    VecSizes,
+    def_callee,
+    size_names,
+)
 from knossos.reader import Form, Literal, SList, Symbol, read_forms
 from knossos.types import BOOL, FLOAT, INTEGER, MAX_TYPE_DEPTH, Kind, Type, lam, tuple_of, vec
 from knossos.user_files import read_regular_file

@@ -20,10 +20,11 @@ from typing import Any, Protocol
 from sexpdata import Symbol as _SexpSymbol
 
 from knossos import trampoline
-from knossos.expr import Expr, names_in
+from knossos.node import Expr
 from knossos.ops import BINDERS, NAMES, Op
 from knossos.program import Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes
 from knossos.types import Kind, Type
+from knossos.walk import names_in
 
 WIDTH = 100
 MAX_INDENT = 60

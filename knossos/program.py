@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Union
 
-from knossos.callee import Callee, CalleeKind
+from knossos.callee import Callee, CalleeKind, interned_callee
 from knossos.cost import LET_COST
 from knossos.errors import Pos
-from knossos.expr import Expr
+from knossos.node import Expr
 from knossos.ops import Op
 from knossos.types import Type
 
@@ -96,6 +96,14 @@ class Def:
                 out.append(node.data)
             stack.extend(reversed(node.args))
         return out
+
+
+def def_callee(d: Def) -> Callee:
+    """The callee of a def: equal defs (same name, signature and body) share one."""
+    key = (CalleeKind.DEF, d.name, d.ret_type, d.params, id(d.body))
+    return interned_callee(
+        key, lambda: Callee(d.name, CalleeKind.DEF, tuple(p.type for p in d.params), d.ret_type, d.call_cost, d)
+    )
 
 
 @dataclass(frozen=True)

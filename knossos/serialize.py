@@ -9,18 +9,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from knossos import expr as E
+from knossos.interning import const, make, var
+from knossos.node import Expr
 from knossos.ops import Op
 from knossos.types import Type
 
 Wire = list[tuple[int, Any, Type | None, tuple[int, ...]]]
 
 
-def expr_to_wire(root: E.Expr) -> Wire:
+def expr_to_wire(root: Expr) -> Wire:
     return exprs_to_wire([root])[0]
 
 
-def exprs_to_wire(roots: Sequence[E.Expr]) -> tuple[Wire, list[int]]:
+def exprs_to_wire(roots: Sequence[Expr]) -> tuple[Wire, list[int]]:
     """Several expressions as one wire form (a subterm any of them share is listed once: a search's
     states differ in a few nodes each), and the number of each root in it."""
     numbers: dict[int, int] = {}
@@ -28,9 +29,9 @@ def exprs_to_wire(roots: Sequence[E.Expr]) -> tuple[Wire, list[int]]:
     return out, [_add(root, numbers, out) for root in roots]
 
 
-def _add(root: E.Expr, numbers: dict[int, int], out: Wire) -> int:
+def _add(root: Expr, numbers: dict[int, int], out: Wire) -> int:
     """List the nodes of ``root`` not yet in ``out``, post-order; its number."""
-    stack: list[tuple[E.Expr, bool]] = [(root, False)]
+    stack: list[tuple[Expr, bool]] = [(root, False)]
     while stack:
         node, expanded = stack.pop()
         if id(node) in numbers:
@@ -45,25 +46,25 @@ def _add(root: E.Expr, numbers: dict[int, int], out: Wire) -> int:
     return numbers[id(root)]
 
 
-def expr_from_wire(wire: Wire) -> E.Expr:
+def expr_from_wire(wire: Wire) -> Expr:
     return _build(wire)[-1]
 
 
-def exprs_from_wire(wire: Wire, roots: Sequence[int]) -> list[E.Expr]:
+def exprs_from_wire(wire: Wire, roots: Sequence[int]) -> list[Expr]:
     """The expressions :func:`exprs_to_wire` listed."""
     built = _build(wire)
     return [built[i] for i in roots]
 
 
-def _build(wire: Wire) -> list[E.Expr]:
-    built: list[E.Expr] = []
+def _build(wire: Wire) -> list[Expr]:
+    built: list[Expr] = []
     for op_code, data, leaf_type, children in wire:
         op = Op(op_code)
         if op is Op.CONST:
-            built.append(E.const(data))
+            built.append(const(data))
         elif op is Op.VAR:
             assert leaf_type is not None
-            built.append(E.var(data, leaf_type))
+            built.append(var(data, leaf_type))
         else:
-            built.append(E.make(op, tuple(built[i] for i in children), data))
+            built.append(make(op, tuple(built[i] for i in children), data))
     return built

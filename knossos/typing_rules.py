@@ -18,7 +18,7 @@ from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, lam, tuple_of, vec
 
 if TYPE_CHECKING:
     from knossos.callee import Callee
-    from knossos.expr import Expr
+    from knossos.node import Expr
 
 TypeRule = Callable[[tuple["Expr", ...], Any], Type]
 

@@ -90,7 +90,19 @@ def test_only_knossos_atomic_renames_files_into_place() -> None:
     renames = re.compile(r"\bos\.(replace|rename)\(|\.rename\(")  # os's, and pathlib's rename
     found = [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-        for folder in ("knossos", "rules", "search", "gnn", "app", "envs", "experiments", "benchmarks")
+        for folder in (
+            "knossos",
+            "cpp_backend",
+            "autodiff",
+            "frontends",
+            "rules",
+            "search",
+            "gnn",
+            "app",
+            "envs",
+            "experiments",
+            "benchmarks",
+        )
         for path in sorted((ROOT / folder).rglob("*.py"))
         if path != ROOT / "knossos" / "atomic.py"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)

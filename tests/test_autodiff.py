@@ -1,4 +1,4 @@
-"""knossos.autodiff on every program file: central finite differences of the reference interpreter
+"""autodiff on every program file: central finite differences of the reference interpreter
 against the generated fwd$ and rev$ defs, the dataset's rev$ defs remade, and every generated program
 printed and read back."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from knossos.autodiff import NotDifferentiable, derivative_defs, grad_program, without_derivatives
+from autodiff import NotDifferentiable, derivative_defs, grad_program, without_derivatives
 from knossos.interpreter import Interpreter
 from knossos.parser import load_program, parse_program
 from knossos.printer import format_def, format_program

@@ -1,4 +1,4 @@
-"""knossos.autodiff construct by construct: golden derivatives, finite differences on small defs that
+"""autodiff construct by construct: golden derivatives, finite differences on small defs that
 use each construct, the one-line errors, and the ``knossos grad`` command."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_autodiff import check_finite_differences
 
-from knossos.autodiff import derivative_defs, grad_program, tangent_type
+from autodiff import derivative_defs, grad_program, tangent_type
 from knossos.cli import main
 from knossos.errors import KsError
 from knossos.parser import load_program, parse_program

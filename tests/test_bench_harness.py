@@ -1,4 +1,4 @@
-"""The benchmark harness (knossos/cpp/bench.py): inputs, checks against the interpreter and between
+"""The benchmark harness (cpp_backend/bench.py): inputs, checks against the interpreter and between
 variants, min and median times.
 
 Compilations use ``-O1`` and a fresh cache for this module; the few programs here compile in a
@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from knossos.cpp.bench import Size, Variant, bench, format_seconds, make_inputs, time_python, values_close
-from knossos.cpp.emit import def_symbol
+from cpp_backend.bench import Size, Variant, bench, format_seconds, make_inputs, time_python, values_close
+from cpp_backend.emit import def_symbol
 from knossos.errors import KsEvalError, KsUsageError
 from knossos.interpreter import Interpreter
 from knossos.parser import parse_program

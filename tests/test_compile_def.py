@@ -1,4 +1,4 @@
-"""knossos.compile_def: compiled defs called with numpy arrays (issue 33), and the C++ backend's
+"""cpp_backend.compile_def: compiled defs called with numpy arrays (issue 33), and the C++ backend's
 reassociated sums, parallel loops and exact-order option seen through it."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import cpp_backend
 import knossos
-from knossos.cpp.bench import same_bits, values_agree
+from cpp_backend.bench import same_bits, values_agree
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.interpreter import Interpreter
 from knossos.parser import parse_program
@@ -43,21 +44,21 @@ def program_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_values_of_every_kind(program_file: Path) -> None:
-    stats = knossos.compile_def(program_file, "stats")
+    stats = cpp_backend.compile_def(program_file, "stats")
     s, k2, flag, r = stats(np.array([1.0, 2.0, 3.5]), 3, True)
     assert (s, k2, flag) == (6.5, 6, True)
     assert isinstance(r, np.ndarray) and r.dtype == np.float64 and r.tolist() == [0.0, 1.0, 2.0]
-    pairs = knossos.compile_def(program_file, "pairs")
+    pairs = cpp_backend.compile_def(program_file, "pairs")
     assert pairs([(1.5, 2), (0.25, -1)]) == [(3.0, 3), (0.5, 0)]  # vectors of tuples: the interpreter's values
-    tri = knossos.compile_def(program_file, "tri")
+    tri = cpp_backend.compile_def(program_file, "tri")
     rows = tri(3)  # rows of different lengths: a list of arrays
     assert [list(x) for x in rows] == [[0.0], [0.0, 1.0], [0.0, 1.0, 2.0]]
-    ints = knossos.compile_def(program_file, "ints")
+    ints = cpp_backend.compile_def(program_file, "ints")
     out = ints(np.array([[1, 2], [3, 4]]), (1.0, np.ones(2)))
     assert out.dtype == np.int64 and out.tolist() == [[3, 6], [9, 12]]
-    scale = knossos.compile_def(program_file, "scale")
+    scale = cpp_backend.compile_def(program_file, "scale")
     assert scale((2.0, [1.0, 2.0])).tolist() == [2.0, 4.0]
-    mv = knossos.compile_def(BACKEND, "matvec")
+    mv = cpp_backend.compile_def(BACKEND, "matvec")
     m = np.arange(12.0).reshape(3, 4)
     assert np.array_equal(mv(m, np.ones(4)), m @ np.ones(4))
     assert np.array_equal(mv(np.asfortranarray(m), np.ones(4)), m @ np.ones(4))  # copied to C order
@@ -69,12 +70,12 @@ def test_agrees_with_the_interpreter_within_the_tolerance() -> None:
     rng = np.random.default_rng(3)
     w, x, b = rng.normal(size=(200, 300)), rng.normal(size=300), rng.normal(size=200)
     for threads in (1, 2, 3):
-        dense = knossos.compile_def(BACKEND, "dense_relu", threads=threads)
+        dense = cpp_backend.compile_def(BACKEND, "dense_relu", threads=threads)
         want = Interpreter().call(program.defs["dense_relu"], [w.tolist(), x.tolist(), b.tolist()])
         assert values_agree(want, dense(w, x, b).tolist())
     big = rng.normal(size=1 << 17)
     want = Interpreter().call(program.defs["sumsq"], [big.tolist()])
-    got = {t: knossos.compile_def(BACKEND, "sumsq", threads=t)(big) for t in (1, 2, 4)}
+    got = {t: cpp_backend.compile_def(BACKEND, "sumsq", threads=t)(big) for t in (1, 2, 4)}
     for value in got.values():
         assert abs(value - want) <= 1e-9 * abs(want)
 
@@ -85,15 +86,15 @@ def test_exact_order_is_bit_identical(program_file: Path) -> None:
     for name in ("total", "loop"):
         want = Interpreter().call(program.defs[name], [terms])
         for threads in (1, 2):
-            f = knossos.compile_def(program_file, name, exact_order=True, threads=threads)
+            f = cpp_backend.compile_def(program_file, name, exact_order=True, threads=threads)
             assert same_bits(want, f(np.array(terms)))
-    f = knossos.compile_def(program_file, "total", exact_order=True)
+    f = cpp_backend.compile_def(program_file, "total", exact_order=True)
     assert math.isnan(f(np.array([math.inf, 1.0, -math.inf])))
     assert f(np.array([1e308, 1e308])) == math.inf
 
 
 def test_bad_arguments_are_one_line_errors(program_file: Path) -> None:
-    mv = knossos.compile_def(BACKEND, "matvec")
+    mv = cpp_backend.compile_def(BACKEND, "matvec")
     m = np.ones((3, 4))
     bad = [
         ((m,), "takes 2 argument(s), not 1"),
@@ -110,28 +111,28 @@ def test_bad_arguments_are_one_line_errors(program_file: Path) -> None:
         assert text in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(KsEvalError, match="out of range"):  # the def's own error, as the interpreter's
         mv(m, np.ones(5))
-    stats = knossos.compile_def(program_file, "stats")
+    stats = cpp_backend.compile_def(program_file, "stats")
     with pytest.raises(KsUsageError, match="must be an Integer"):
         stats(np.ones(2), 2.5, True)
     with pytest.raises(KsUsageError, match="must be a Bool"):
         stats(np.ones(2), 2, 1)
     with pytest.raises(KsUsageError, match="int64"):
-        knossos.compile_def(program_file, "ints")(np.ones((2, 2)), (1.0, np.ones(2)))
+        cpp_backend.compile_def(program_file, "ints")(np.ones((2, 2)), (1.0, np.ones(2)))
     with pytest.raises(KsUsageError, match="threads"):
-        knossos.compile_def(BACKEND, "matvec", threads=0)
+        cpp_backend.compile_def(BACKEND, "matvec", threads=0)
     with pytest.raises(KsUsageError, match="no def named"):
-        knossos.compile_def(BACKEND, "nope")
+        cpp_backend.compile_def(BACKEND, "nope")
     with pytest.raises(KsError):
-        knossos.compile_def(program_file, "tri")(-1)  # build of negative size
-    assert knossos.compile_def(program_file, "tri")(2) is not None  # still usable after an error
+        cpp_backend.compile_def(program_file, "tri")(-1)  # build of negative size
+    assert cpp_backend.compile_def(program_file, "tri")(2) is not None  # still usable after an error
 
 
 def test_compilation_is_cached() -> None:
-    from knossos.cpp import compile as cpp_compile
+    from cpp_backend import compile as cpp_compile
 
-    knossos.compile_def(BACKEND, "axpby")
+    cpp_backend.compile_def(BACKEND, "axpby")
     before = cpp_compile.stats.compilations
-    f = knossos.compile_def(BACKEND, "axpby")
+    f = cpp_backend.compile_def(BACKEND, "axpby")
     assert cpp_compile.stats.compilations == before
     assert f(2.0, np.ones(3), 0.5, np.arange(3.0)).tolist() == [2.0, 2.5, 3.0]
 
@@ -148,9 +149,9 @@ def test_parallel_loop_reports_the_first_error_in_index_order(tmp_path: Path) ->
     k[1000], k[3000] = n + 7, n + 9  # the first bad row reads index n
     for threads in (1, 2, 4):
         with pytest.raises(KsEvalError, match=f"index {n} is out of range"):
-            knossos.compile_def(path, "f", threads=threads)(np.ones(n), k)
+            cpp_backend.compile_def(path, "f", threads=threads)(np.ones(n), k)
     k[1000], k[3000] = 2, 2
-    assert knossos.compile_def(path, "f", threads=2)(np.ones(n), k).tolist() == [2.0] * n
+    assert cpp_backend.compile_def(path, "f", threads=2)(np.ones(n), k).tolist() == [2.0] * n
 
 
 def test_optimised_first_by_a_rule_set() -> None:

@@ -1,4 +1,4 @@
-"""The C++ backend (knossos/cpp): emitted programs compile with -Wall -Werror and agree with the interpreter.
+"""The C++ backend (cpp_backend): emitted programs compile with -Wall -Werror and agree with the interpreter.
 
 Each program file is compiled once, as one translation unit holding every def and the test driver
 (``-O1`` to keep compile time down; one test compiles with the default ``-O3 -march=native``).  Calls
@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from knossos.cpp import compile as cpp_compile
-from knossos.cpp.compile import KsCompileError, compile_cpp
-from knossos.cpp.driver import CompiledProgram, compile_program, run_def, serializable
-from knossos.cpp.emit import def_symbol, emit_program, escape_name, unescape_name
+from cpp_backend import compile as cpp_compile
+from cpp_backend.compile import KsCompileError, compile_cpp
+from cpp_backend.driver import CompiledProgram, compile_program, run_def, serializable
+from cpp_backend.emit import def_symbol, emit_program, escape_name, unescape_name
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.interpreter import Interpreter
 from knossos.parser import load_program, parse_program
@@ -296,7 +296,7 @@ def test_generated_expressions_match_interpreter() -> None:
     assert values > 300
 
 
-# -- loops: hoisting, range checks, row-wise sums (knossos.cpp.emit, "Loops") ---------------------------
+# -- loops: hoisting, range checks, row-wise sums (cpp_backend.emit, "Loops") ---------------------------
 LOOPS = r"""
 (def mm (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float)))
   (build (size a) (lam (i : Integer)
@@ -707,8 +707,8 @@ def test_blocked_matrix_products_match_the_row_wise_code(monkeypatch: pytest.Mon
     16 columns, 256-row panels, a last short tile and rows left to the row-wise code): to the bit the
     interpreter's values under exact order, within the tolerance otherwise; an error, a short row or a
     lazy vector falls back to the row-wise code, with the same errors in the same order."""
-    from knossos.cpp import emit
-    from knossos.cpp.bench import values_agree
+    from cpp_backend import emit
+    from cpp_backend.bench import values_agree
 
     program = parse_program(LOOPS, "loops.ks")
     rng = random.Random(11)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from cpp_backend.driver import DEFAULT_BUDGET_MIB, compile_program
 from knossos.cli import main
-from knossos.cpp.driver import DEFAULT_BUDGET_MIB, compile_program
 from knossos.errors import KsEvalError
 from knossos.interpreter import DEFAULT_MAX_ELEMENTS, Interpreter
 from knossos.parser import parse_expr, parse_program

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cpp_backend.driver import compile_program
 from knossos.arith import fsum_in_order
 from knossos.cli import main as knossos_main
-from knossos.cpp.driver import compile_program
 from knossos.interpreter import Interpreter
 from knossos.parser import parse_program
 from knossos.program import Program

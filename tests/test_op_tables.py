@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from cpp_backend import emit
 from gnn.graph import NODE_TYPE_INDEX, NUM_NODE_TYPES
 from knossos import sized_cost
 from knossos.cost import COST_RULES
-from knossos.cpp import emit
 from knossos.interpreter import STRICT, Interpreter
 from knossos.ops import Op
 from knossos.typing_rules import TYPE_RULES

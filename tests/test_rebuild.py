@@ -13,6 +13,7 @@ import pytest
 from exprgen import sample
 
 from knossos import expr as E
+from knossos import interning, rebuild
 from knossos.expr import Expr
 from knossos.parser import load_program
 from rules.actions import actions, site_at
@@ -141,9 +142,9 @@ def test_the_compiled_loop_refuses_a_malformed_path() -> None:
     root = sample(1, max_depth=4).body
     leaf = E.node_at(root, root.size - 1)
     with pytest.raises((TypeError, IndexError)):
-        E._climb([(root, 99)], leaf, leaf, {})
+        rebuild._climb([(root, 99)], leaf, leaf, {})
     with pytest.raises((TypeError, AttributeError)):
-        E._climb([("not an expression", 0)], leaf, leaf, {})  # type: ignore[list-item]
+        rebuild._climb([("not an expression", 0)], leaf, leaf, {})  # type: ignore[list-item]
 
 
 def test_rebuilt_nodes_hash_as_a_fresh_process_builds_them() -> None:
@@ -197,7 +198,7 @@ def test_rebuilding_keeps_no_node_alive() -> None:
 
 def test_every_node_is_interned_under_its_one_key() -> None:
     """make, the rebuilds (Python or C) and the leaves all file a node that binds nothing under
-    _exact_key, and a binder under its alpha hash: node identity is written once."""
+    exact_key, and a binder under its alpha hash: node identity is written once."""
     from rules.actions import children
     from rules.sets import get_rule_set
 
@@ -206,12 +207,12 @@ def test_every_node_is_interned_under_its_one_key() -> None:
     checked = 0
     for e in results[:200]:
         for node in E.preorder(e):
-            if node.op in E.BINDERS:
-                ref = E._alpha_table.get((node.alpha_hash, 0))
+            if node.is_binder:
+                ref = interning.alpha_table.get((node.alpha_hash, 0))
                 assert ref is not None and ref() is not None and E.alpha_equal(ref(), node)
             else:
-                data = E._data_key(node.op, node.data, node.type) if not node.args else node.data
-                ref = E._table.get(E._exact_key(node.op, data, node.args))
+                data = interning._data_key(node.op, node.data, node.type) if not node.args else node.data
+                ref = interning.table.get(interning.exact_key(node.op, data, node.args))
                 assert ref is not None and ref() is node
             checked += 1
     assert checked > 10000

@@ -1,4 +1,4 @@
-"""knossos.frontends.torch: each supported op translated and evaluated by the reference interpreter
+"""frontends.torch: each supported op translated and evaluated by the reference interpreter
 on random inputs, against torch (relative 1e-9); broadcasting; the printed program parses back;
 errors for unsupported ops, dynamic shapes and other dtypes name the op and the user's line."""
 
@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
+from frontends.torch import translate  # noqa: E402
 from knossos.errors import KsUsageError  # noqa: E402
-from knossos.frontends.torch import translate  # noqa: E402
 from knossos.interpreter import call_def  # noqa: E402
 from knossos.ops import Op  # noqa: E402
 from knossos.parser import parse_program  # noqa: E402
@@ -382,7 +382,7 @@ def small_mlp(w1, b1, w2, b2, x, y):
 
 
 def test_knossos_grad_of_a_translated_function_equals_torch_autograd() -> None:
-    from knossos.autodiff import grad_program
+    from autodiff import grad_program
 
     shapes: list[Shape] = [(5, 4), (5,), (3, 5), (3,), (2, 4), (2, 3)]
     program = grad_program(translate(small_mlp, *examples(shapes)), defs=["small_mlp"], mode="rev")

@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from frontends.cli import parse_shapes  # noqa: E402
 from knossos.cli import main  # noqa: E402
-from knossos.frontends.cli import parse_shapes  # noqa: E402
 from knossos.interpreter import call_def  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 

@@ -9,8 +9,8 @@ Programs and sizes:
               and width kn = 5 over an image of l channels and n samples (kernels k x l x kn, image l x n,
               d$r k x n), n = 32, 64, 128, 256, 512 (--quick: 8, 16); only n varies, so the work
               grows linearly with it.
-Variants (the harness of benchmarks/bench_walltime.py and knossos/cpp/bench.py: every C++ variant
-compiled with knossos.cpp.compile's flags, checked against the interpreter at size 4 and against the
+Variants (the harness of benchmarks/bench_walltime.py and cpp_backend/bench.py: every C++ variant
+compiled with cpp_backend.compile's flags, checked against the interpreter at size 4 and against the
 original at every size):
   original   the def as written;
   baseline   after the ksc-style baseline simplifier (rules/baseline.py);
@@ -79,10 +79,10 @@ from benchmarks.bench_walltime import (  # noqa: E402
     numpy_gemm,
     run_case,
 )
+from cpp_backend import compile as cpp_compile  # noqa: E402
+from cpp_backend.bench import Measurement, Size, format_seconds  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.cpp import compile as cpp_compile  # noqa: E402
-from knossos.cpp.bench import Measurement, Size, format_seconds  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402

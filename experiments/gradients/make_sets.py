@@ -1,5 +1,5 @@
 """The gradient benchmark sets: ``rev$`` of every def of blas_train.kso and blas_test.kso, and of
-conv1d, made by ``knossos.autodiff`` (issue 32), with their start costs.
+conv1d, made by ``autodiff`` (issue 32), with their start costs.
 
 Run:  python experiments/gradients/make_sets.py [--check]
 
@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from autodiff import grad_program, without_derivatives  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.autodiff import grad_program, without_derivatives  # noqa: E402
 from knossos.parser import load_program, parse_program  # noqa: E402
 from knossos.printer import format_program  # noqa: E402
 from knossos.program import Program  # noqa: E402

@@ -1,13 +1,13 @@
 """Automatic differentiation as a source transformation: ``fwd$f`` and ``rev$f`` for a def ``f``.
 
-    from knossos.autodiff import grad_program
+    from autodiff import grad_program
     with_gradients = grad_program(load_program("f.ks"), defs=["f"], mode="rev")
 
-See :mod:`knossos.autodiff.derivatives` for the conventions and docs/autodiff.md for the method.
+See :mod:`autodiff.derivatives` for the conventions and docs/autodiff.md for the method.
 """
 
-from knossos.autodiff.anf import NotDifferentiable
-from knossos.autodiff.derivatives import (
+from autodiff.anf import NotDifferentiable
+from autodiff.derivatives import (
     Differentiator,
     Mode,
     derivative_defs,
@@ -15,7 +15,7 @@ from knossos.autodiff.derivatives import (
     with_derivatives,
     without_derivatives,
 )
-from knossos.autodiff.tangent import tangent_type
+from autodiff.tangent import tangent_type
 
 __all__ = [
     "Differentiator",

@@ -1,7 +1,7 @@
 """PyTorch functions to Knossos: ``translate(fn, *example_args) -> Program``.
 
     import torch
-    from knossos.frontends.torch import translate
+    from frontends.torch import translate
 
     def f(W, b, x):
         return torch.tanh(W @ x + b).sum()
@@ -9,9 +9,9 @@
     program = translate(f, torch.randn(64, 32, dtype=torch.float64), torch.randn(64, dtype=torch.float64),
                         torch.randn(32, dtype=torch.float64))
 
-The function's core ATen graph is traced (:mod:`knossos.frontends.dispatch`; or, with
+The function's core ATen graph is traced (:mod:`frontends.dispatch`; or, with
 ``tracer="export"``, exported with ``torch.export`` and ``run_decompositions()``: the same graph); each
-op becomes build/sumbuild/index code (:mod:`knossos.frontends.aten`), so the rewrite rules see inside
+op becomes build/sumbuild/index code (:mod:`frontends.aten`), so the rewrite rules see inside
 it.  The program has one def, named after the function, whose parameters are the function's tensor
 arguments in order: a tensor of rank k is a ``Vec`` nested k deep of Floats, a 0-d tensor or a Python
 number a Float.  Shapes are the examples', read from the traced graph: the def is for those shapes
@@ -33,15 +33,14 @@ from typing import Any
 
 import torch
 
+from frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
+from frontends.dispatch import TraceError, trace
+from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
 from knossos import expr as E
-from knossos.callee import def_callee
 from knossos.errors import KsUsageError, Pos, one_line
 from knossos.expr import Expr
-from knossos.frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
-from knossos.frontends.dispatch import TraceError, trace
-from knossos.frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
 from knossos.ops import KEYWORDS, Op
-from knossos.program import Def, Param, Program
+from knossos.program import Def, Param, Program, def_callee
 from knossos.types import BOOL, FLOAT
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -58,7 +57,7 @@ def supported_ops() -> list[str]:
 def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = None, tracer: str = "dispatch") -> Program:
     """A program of one def computing ``fn`` on arguments of the examples' shapes (float64 tensors,
     or Python numbers, which become Floats).  ``tracer`` is ``"dispatch"`` (the default,
-    :mod:`knossos.frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower)."""
+    :mod:`frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower)."""
     if tracer not in ("dispatch", "export"):
         raise KsUsageError(f"unknown tracer '{tracer}': expected dispatch or export")
     if isinstance(fn, torch.nn.Module) or not callable(fn):

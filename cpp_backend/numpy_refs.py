@@ -1,6 +1,6 @@
 """Numpy versions of benchmarked defs, for context next to the compiled variants (benchmarks/).
 
-Each takes the def's arguments, as :func:`knossos.cpp.bench.make_inputs` makes them, and returns a
+Each takes the def's arguments, as :func:`cpp_backend.bench.make_inputs` makes them, and returns a
 function of no arguments that computes the def's result with numpy (the conversion of the inputs to
 arrays is done once, outside the timed function).  :func:`to_value` turns what it returns into a
 Knossos value, to compare with the compiled variants' output.

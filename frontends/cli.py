@@ -2,7 +2,7 @@
 
 Imports FILE.py as a module (``importlib``; its folder is searched first for its own imports, as
 ``python FILE.py`` would), makes seeded float64 example tensors of the given shapes and translates
-the function with :func:`knossos.frontends.torch.translate`.  ``NAME=`` (or ``NAME=()``) is a 0-d
+the function with :func:`frontends.torch.translate`.  ``NAME=`` (or ``NAME=()``) is a 0-d
 tensor, a Float; a parameter left out of --shapes is a Float when it is annotated ``float`` or has a
 number as its default.  Without ``-o`` the program is printed; ``-o`` follows optimize.py's rules
 (never over FILE, over another existing file only with ``--force``, atomically).  Every failure is
@@ -138,7 +138,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         check_output(args.out, args.file, args.force)
     shapes = parse_shapes(args.shapes)
     fn = load_function(args.file, args.function)
-    from knossos.frontends.torch import translate  # torch: only for this command
+    from frontends.torch import translate  # torch: only for this command
 
     examples = example_args(fn, shapes, args.file)
     try:

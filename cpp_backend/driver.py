@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from knossos.cpp.compile import KsCompileError, compile_cpp
-from knossos.cpp.emit import cpp_type, def_symbol, emit_program, selected_defs
+from cpp_backend.compile import KsCompileError, compile_cpp
+from cpp_backend.emit import cpp_type, def_symbol, emit_program, selected_defs
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.program import Def, Program
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from knossos.autodiff.derivatives import derivative_defs, with_derivatives
+from autodiff.derivatives import derivative_defs, with_derivatives
 from knossos.cli import ArgumentParser, check_output, find_def, located, write_output
 from knossos.parser import load_program
 from knossos.printer import format_program

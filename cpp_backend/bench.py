@@ -20,7 +20,7 @@ as written, simplified, optimised, or a hand-written C++ function) at several si
   output of every variant must equal the first variant's (within :func:`values_agree`'s tolerance): ``agrees``.
 
 Every variant is compiled on its own (``g++ -O3 -std=c++17 -march=native``, see
-:mod:`knossos.cpp.compile`), as the def and the defs it calls plus the driver's ``main()``.
+:mod:`cpp_backend.compile`), as the def and the defs it calls plus the driver's ``main()``.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from knossos.cpp.compile import compile_cpp
-from knossos.cpp.driver import CompiledProgram, Timing, compile_program, driver_main
-from knossos.cpp.emit import emit_program
+from cpp_backend.compile import compile_cpp
+from cpp_backend.driver import CompiledProgram, Timing, compile_program, driver_main
+from cpp_backend.emit import emit_program
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.interpreter import Interpreter
 from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
@@ -97,7 +97,7 @@ class Variant:
     """One version of the def: its label and a program holding it under the benchmarked name.
 
     With ``cpp``, the def's C++ function is that text instead of the emitted one (a hand-written
-    version: it must define the function the emitter would, :func:`knossos.cpp.emit.def_symbol` of
+    version: it must define the function the emitter would, :func:`cpp_backend.emit.def_symbol` of
     the name, with the same signature; the driver's inputs are always dense vectors).
     """
 

@@ -5,7 +5,7 @@ Float.  :class:`Tensor` is *lazy*: ``at(i0, ..., ik)`` builds the expression of 
 element-wise ops and views compose into one loop body instead of one loop each.  A :class:`Block`
 gathers the ``let`` bindings of the tensors it materialises (``(build n0 (lam i0 ...))``) and wraps a
 result in them.  Index arithmetic folds constants as it goes, so a view of a view costs no more than
-the index expression it needs.  Nothing here imports torch: :mod:`knossos.frontends.aten` says what
+the index expression it needs.  Nothing here imports torch: :mod:`frontends.aten` says what
 each ATen op is in these terms.
 """
 

@@ -19,16 +19,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
+from autodiff.anf import Block, Converter, Env, Names, NotDifferentiable, has_float, to_expr
+from autodiff.forward import Forward
+from autodiff.reverse import CallDerivative, Reverse
+from autodiff.tangent import Shapes, tangent_type
 from knossos import expr as E
-from knossos.autodiff.anf import Block, Converter, Env, Names, NotDifferentiable, has_float, to_expr
-from knossos.autodiff.forward import Forward
-from knossos.autodiff.reverse import CallDerivative, Reverse
-from knossos.autodiff.tangent import Shapes, tangent_type
-from knossos.callee import Callee, CalleeKind, def_callee
+from knossos.callee import Callee, CalleeKind
 from knossos.errors import KsError, KsTypeError
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
-from knossos.program import Def, Param, Program
+from knossos.program import Def, Param, Program, def_callee
 from knossos.types import INTEGER, Kind, Type, tuple_of
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from autodiff.tangent import Shapes
 from knossos import expr as E
-from knossos.autodiff.tangent import Shapes
 from knossos.callee import Callee, CalleeKind
 from knossos.expr import Expr
 from knossos.ops import Op

@@ -1,4 +1,4 @@
-"""Core ATen ops as Knossos code: one lowering per op, from :class:`~knossos.frontends.tensor.Tensor`
+"""Core ATen ops as Knossos code: one lowering per op, from :class:`~frontends.tensor.Tensor`
 operands to a Tensor (docs/torch.md has the table).
 
 A lowering sees a :class:`Call`: the block it may bind materialised tensors in, the op's arguments
@@ -15,9 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from knossos import expr as E
-from knossos.expr import Expr
-from knossos.frontends.tensor import (
+from frontends.tensor import (
     Block,
     Index,
     Tensor,
@@ -33,6 +31,8 @@ from knossos.frontends.tensor import (
     scalar,
     view,
 )
+from knossos import expr as E
+from knossos.expr import Expr
 from knossos.ops import Op
 from knossos.types import BOOL, FLOAT
 

@@ -6,8 +6,8 @@ Integer or a Bool the empty tuple ``(Tuple)``; vectors and tuples take the tange
 
 from __future__ import annotations
 
+from autodiff.anf import Names, has_float
 from knossos import expr as E
-from knossos.autodiff.anf import Names, has_float
 from knossos.errors import KsTypeError
 from knossos.expr import Expr
 from knossos.ops import Op

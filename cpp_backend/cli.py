@@ -2,7 +2,7 @@
 
 Registered through the ``knossos.commands`` entry point (see pyproject.toml).  The output stands alone
 (the runtime header is inlined); ``--driver`` adds the test driver's ``main()`` (see
-:mod:`knossos.cpp.driver`).  ``-o`` overwrites an existing file only with ``--force``, never the input
+:mod:`cpp_backend.driver`).  ``-o`` overwrites an existing file only with ``--force``, never the input
 FILE, and never anything but a regular file.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 
+from cpp_backend.driver import driver_source
+from cpp_backend.emit import emit_program
 from knossos.cli import ArgumentParser, check_output, find_def, located, write_output
-from knossos.cpp.driver import driver_source
-from knossos.cpp.emit import emit_program
 from knossos.parser import load_program
 
 

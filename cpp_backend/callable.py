@@ -1,10 +1,10 @@
-"""Compiled defs as Python functions: :func:`compile_def` (``knossos.compile_def``).
+"""Compiled defs as Python functions: :func:`compile_def` (``cpp_backend.compile_def``).
 
 ``compile_def(path, name)`` compiles the def ``name`` of the program in ``path`` (and the defs it
 calls) into a shared object and returns a :class:`CompiledDef`, a callable that takes numpy arrays,
 Python floats and ints and returns numpy arrays, floats, ints, bools and tuples::
 
-    mv = knossos.compile_def("benchmarks/programs/backend.ks", "matvec")
+    mv = cpp_backend.compile_def("benchmarks/programs/backend.ks", "matvec")
     y = mv(np.ones((3, 4)), np.arange(4.0))     # array([6., 6., 6.])
 
 The binding is **ctypes** over a C ABI that the emitter writes next to the def (one ``extern "C"``
@@ -33,7 +33,7 @@ A wrong number of arguments, a wrong type, rank or element kind (a float array f
 vector, a string, a 1-d array for a matrix) is a one-line :class:`~knossos.errors.KsUsageError`
 before anything runs; a run-time error of the def (an index out of range, sizes that disagree) is a
 one-line :class:`~knossos.errors.KsEvalError`.  Compilation is cached like every other
-(:mod:`knossos.cpp.compile`).  Calls from several Python threads are serialised (one lock per
+(:mod:`cpp_backend.compile`).  Calls from several Python threads are serialised (one lock per
 compiled def); the def itself runs its large loops on ``threads`` threads.
 """
 
@@ -50,9 +50,9 @@ from typing import Any
 
 import numpy as np
 
-from knossos.cpp.compile import compile_cpp
-from knossos.cpp.driver import check_threads, decode_value, encode_value
-from knossos.cpp.emit import cpp_type, def_symbol, emit_program
+from cpp_backend.compile import compile_cpp
+from cpp_backend.driver import check_threads, decode_value, encode_value
+from cpp_backend.emit import cpp_type, def_symbol, emit_program
 from knossos.errors import KsEvalError, KsUsageError
 from knossos.parser import load_program
 from knossos.program import Def, Program
@@ -538,7 +538,7 @@ def compile_def(
     may be vectorised and split across threads (equal up to rounding, docs/cpp.md).  ``threads``: for
     parallel loops (default: the machine's cores).  ``optimize``: a function giving the def to compile
     from the program and the def (``app.compiled.compile_def`` takes a rule set or model by name).
-    Compilation is cached (:mod:`knossos.cpp.compile`); errors are one-line KsErrors.
+    Compilation is cached (:mod:`cpp_backend.compile`); errors are one-line KsErrors.
     """
     if isinstance(path, Program):
         program = path

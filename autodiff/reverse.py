@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, is_atom
+from autodiff.primitives import as_op, known_callee, reverse_op
+from autodiff.tangent import Shapes
 from knossos import expr as E
-from knossos.autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, is_atom
-from knossos.autodiff.primitives import as_op, known_callee, reverse_op
-from knossos.autodiff.tangent import Shapes
 from knossos.callee import Callee
 from knossos.expr import Expr
 from knossos.ops import Op

@@ -1,0 +1,186 @@
+"""Alpha-hashing: the hash arithmetic that makes alpha-equivalent nodes hash alike.
+
+A node's hash combines a *shape* hash, which ignores variable names (a binder adds to it where its
+variable occurs in its scope), with a *weight* of its free variables: the sum, modulo a prime, of
+each free variable's name weight times the *position* of its occurrences.  A position composes one
+affine map per edge (two multipliers per op and child index) from the node down to each occurrence;
+composition does not commute, so different places give different numbers.  Being linear in the
+children, weights take constant time per node, and a binder's weight is its scope's weight minus the
+bound variable's term, so bound names leave no trace.  The positions of a bound variable are found
+lazily and memoised per node (its ``_positions`` slot); after a rewrite, :mod:`knossos.rebuild`
+carries the positions of the rebuilt ancestors over with a linear update instead of walking the new
+path.  Hash equality is confirmed by :func:`alpha_equal` before :mod:`knossos.interning` shares a
+binder with an alpha-variant.  Nothing here recurses on the depth of an expression without a bound.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from knossos.node import Expr, Position
+from knossos.ops import BINDERS, Op
+from knossos.stable_hash import stable_hash
+
+PRIME: Final = (1 << 61) - 1  # arithmetic of the weights
+
+_set = object.__setattr__  # the memo slot of an (immutable) node
+
+edges: dict[tuple[Op, int], tuple[int, int]] = {}
+
+
+def edge(op: Op, index: int) -> tuple[int, int]:
+    """The affine map ``p -> r * p + s`` of the edge from an ``op`` node to its child ``index``."""
+    key = (op, index)
+    m = edges.get(key)
+    if m is None:
+        m = (hash((0x6D75, int(op), index)) % (PRIME - 1) + 1, hash((0x6164, int(op), index)) % (PRIME - 1) + 1)
+        edges[key] = m
+    return m
+
+
+binder_layouts: dict[Op, tuple[int, int, int, int, int, int, int]] = {}
+
+
+def binder_layout(op: Op) -> tuple[int, int, int, int, int, int, int]:
+    """(variable, scope and other child index or -1, then the scope's and the other's edge maps)."""
+    layout = binder_layouts.get(op)
+    if layout is None:
+        var_index, scope_index = BINDERS[op]
+        others = [i for i in range(3 if op is not Op.LAM else 2) if i not in (var_index, scope_index)]
+        outside = others[0] if others else -1
+        ro, so = edge(op, outside) if outside >= 0 else (0, 0)
+        layout = (var_index, scope_index, outside, *edge(op, scope_index), ro, so)
+        binder_layouts[op] = layout
+    return layout
+
+
+def name_weight(name: str) -> int:
+    return stable_hash(name) % (PRIME - 1) + 1
+
+
+def position_in(root: Expr, name: str) -> Position:
+    """(position, number of occurrences) of the free ``name`` in ``root``; (0, 0) if it has none.
+
+    Memoised per node and name.  Summed over the free names with their name weights they give
+    ``root.free_weight`` and ``root.occurrence_weight``.
+    """
+    if name not in root.free:
+        return _NOWHERE
+    if root.op is Op.VAR:
+        return _HERE
+    return _position_near(root, name, 0)
+
+
+def occurrences(root: Expr, name: str) -> int:
+    """How many times the variable ``name`` occurs free in ``root`` (memoised per node)."""
+    return position_in(root, name)[1]
+
+
+_NOWHERE: Final = (0, 0)
+_HERE: Final = (1, 1)
+_RECURSION_BUDGET: Final = 200  # deeper walks continue on an explicit stack
+
+
+def _position_near(node: Expr, name: str, depth: int) -> Position:
+    """``position_in`` by plain recursion (several times faster) for the first levels of the walk."""
+    memo = node._positions
+    if memo is not None:
+        found = memo.get(name)
+        if found is not None:
+            return found
+    if depth > _RECURSION_BUDGET:
+        return _position_far(node, name)
+    binder = BINDERS.get(node.op)
+    shadowed = binder is not None and node.args[binder[0]].data == name
+    p = n = 0
+    for i, a in enumerate(node.args):
+        if binder is not None and (i == binder[0] or (shadowed and i == binder[1])):
+            continue
+        if name in a.free:
+            ap, an = _HERE if a.op is Op.VAR else _position_near(a, name, depth + 1)
+            r, sh = edge(node.op, i)
+            p += r * ap + sh * an
+            n += an
+    result = (p % PRIME, n % PRIME)
+    if memo is None:
+        _set(node, "_positions", {name: result})
+    else:
+        memo[name] = result
+    return result
+
+
+def _position_far(root: Expr, name: str) -> Position:
+    """``position_in`` on an explicit stack, for walks deeper than the recursion budget."""
+    memo = root._positions
+    if memo is not None and name in memo:
+        return memo[name]
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        memo = node._positions
+        if memo is not None and name in memo:
+            stack.pop()
+            continue
+        pending = False
+        children = _occurrence_children(node, name)
+        for _, a in children:
+            if a.op is not Op.VAR and (a._positions is None or name not in a._positions):
+                stack.append(a)
+                pending = True
+        if pending:
+            continue
+        p = n = 0
+        for i, a in children:
+            ap, an = _HERE if a.op is Op.VAR else a._positions[name]  # type: ignore[index]
+            r, sh = edge(node.op, i)
+            p += r * ap + sh * an
+            n += an
+        if memo is None:
+            memo = {}
+            _set(node, "_positions", memo)
+        memo[name] = (p % PRIME, n % PRIME)
+        stack.pop()
+    return root._positions[name]  # type: ignore[index]
+
+
+def _occurrence_children(node: Expr, name: str) -> list[tuple[int, Expr]]:
+    """The children (with their index) in which ``name`` occurs free as seen from ``node``."""
+    binder = BINDERS.get(node.op)
+    out = []
+    for i, a in enumerate(node.args):
+        if binder is not None and (i == binder[0] or (i == binder[1] and node.args[binder[0]].data == name)):
+            continue
+        if name in a.free:
+            out.append((i, a))
+    return out
+
+
+def alpha_equal(a: Expr, b: Expr) -> bool:
+    """Structural equality up to the names of bound variables (iterative)."""
+    stack: list[tuple[Expr, Expr, dict[str, int], dict[str, int], int]] = [(a, b, {}, {}, 0)]
+    while stack:
+        x, y, ex, ey, depth = stack.pop()
+        if x is y:
+            if (ex or ey) and any(ex.get(n) != ey.get(n) for n in x.free):
+                return False
+            continue
+        if x.op is not y.op or x.type is not y.type or len(x.args) != len(y.args):
+            return False
+        if x.op is Op.VAR:
+            lx, ly = ex.get(x.data), ey.get(y.data)
+            if lx != ly or (lx is None and x.data != y.data):
+                return False
+            continue
+        if x.op is Op.CONST or x.data != y.data:
+            return False
+        binder = BINDERS.get(x.op)
+        for i, (cx, cy) in enumerate(zip(x.args, y.args, strict=True)):
+            if binder is not None and i == binder[0]:
+                if cx.type is not cy.type:
+                    return False
+            elif binder is not None and i == binder[1]:
+                vx, vy = x.args[binder[0]].data, y.args[binder[0]].data
+                stack.append((cx, cy, {**ex, vx: depth}, {**ey, vy: depth}, depth + 1))
+            else:
+                stack.append((cx, cy, ex, ey, depth))
+    return True

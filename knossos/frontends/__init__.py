@@ -1,4 +1,0 @@
-"""Front ends: programs written in other languages, translated to Knossos.
-
-:mod:`knossos.frontends.torch` translates PyTorch functions (it imports torch; this package does not).
-"""

@@ -55,12 +55,13 @@ from knossos.cpp.callable import compile_def  # noqa: E402
 from knossos.cpp.driver import default_threads  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.program import Program  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.pseudo_beam import pseudo_beam  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 BACKEND = ROOT / "benchmarks" / "programs" / "backend.ks"
-BLAS = ROOT / "experiments" / "data" / "programs" / "blas_test.kso"
+BLAS = DATA / "programs" / "blas_test.kso"
 OUT = ROOT / "experiments" / "results" / "backend" / "results.jsonl"
 
 #: The issue's targets: compiled min / numpy min at most this.

@@ -44,11 +44,11 @@ from tqdm import tqdm  # noqa: E402
 from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile, revision  # noqa: E402
 from gnn.config import DataSource  # noqa: E402
-from gnn.data import load_targets  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import load_targets  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.registry import get_search  # noqa: E402

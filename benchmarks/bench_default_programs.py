@@ -2,7 +2,7 @@
 
 Run:  python benchmarks/bench_default_programs.py [--programs NAME,...] [--seconds S] [--quick]
 
-For each def of the public program files (``experiments/data/programs``: blas_test, gelu,
+For each def of the public program files (``ksdata/programs``: blas_test, gelu,
 binding_simplify_defs_tuples, gmm_test, conv1d_rev_test), with ``ml_rules_no_bind`` and no model,
 three searches: the default pipeline (:func:`app.models.default_pipeline`), plain A* (depth 10, 5000
 evaluations) and pruned pseudo-beam (depth 99, 5000 evaluations, both prunings), each with at most
@@ -31,6 +31,7 @@ from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.registry import get_search  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
@@ -82,7 +83,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--programs", default=",".join(PROGRAMS), help="program files (names in experiments/data/programs)")
+    ap.add_argument("--programs", default=",".join(PROGRAMS), help="program files (names in ksdata/programs)")
     ap.add_argument("--seconds", type=float, default=120.0, help="time limit of each search (120)")
     ap.add_argument("--quick", action="store_true", help="2 defs a file at 200 evaluations, into runs/quick/")
     args = ap.parse_args(argv)
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     results = ResultsFile(folder / "programs.jsonl", ("program", "def_", "engine"))
     with fewer_gc_pauses():
         for name in [p.strip() for p in args.programs.split(",") if p.strip()]:
-            program = load_program(ROOT / "experiments" / "data" / "programs" / f"{name}.kso")
+            program = load_program(DATA / "programs" / f"{name}.kso")
             defs = list(program.targets)[: 2 if args.quick else None]
             todo = [(d, e) for d in defs for e in ENGINES if not results.has(program=name, def_=d.name, engine=e)]
             for d, engine in tqdm(todo, desc=name, unit="search", file=sys.stderr):

@@ -4,7 +4,7 @@
 Run:  python benchmarks/bench_egglog.py [--sets NAME,...] [--nodes N] [--iterations N]
 
 Needs ``pip install egglog`` (not a dependency of the project).  Every expression of the sets (default:
-the public arithmetic sets of experiments/data/arithmetic_sets.json) is saturated by both engines with
+the public arithmetic sets of ksdata/arithmetic_sets.json) is saturated by both engines with
 the same rules and the same backoff scheduler (egg's: match limit 1000, ban length 5), at most
 ``--iterations`` iterations; the Python engine also stops at ``--nodes`` e-nodes (egglog's Python API has
 no node limit, so it never stops early on size).  egglog's rewrites are made from the rules' own
@@ -57,10 +57,10 @@ from egglog import (  # noqa: E402
 )
 
 from gnn.config import DataSource  # noqa: E402
-from gnn.data import load_targets  # noqa: E402
 from knossos import expr as E  # noqa: E402
 from knossos.ops import Op  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
+from ksdata.loader import load_targets  # noqa: E402
 from rules.pattern import Hole, Lit, Pattern  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.egraph.extract import dag_choice, tree_choice, write_out  # noqa: E402

@@ -33,10 +33,10 @@ from tqdm import tqdm  # noqa: E402
 from app.models import default_pipeline, load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
 from gnn.config import DataSource  # noqa: E402
-from gnn.data import load_targets  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
+from ksdata.loader import load_targets  # noqa: E402
 from rules.rule_set import RuleSet  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from ksdata.loader import DATA
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -51,9 +53,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    sets = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    sets = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
     small = [parse_expr(x["expr"])[0] for x in sets["bindgen_36"]["expressions"]]
-    programs = ROOT / "experiments" / "data" / "programs"
+    programs = DATA / "programs"
     gemm = inline_all(load_program(programs / "blas_test.kso").defs["gemm"].body)
     conv = load_program(programs / "conv1d_rev_test.kso").defs["rev$conv1d"].body
     net = ValueNetwork(ModelConfig(hidden=args.hidden, steps=args.steps, depth=10)).eval()

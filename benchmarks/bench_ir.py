@@ -31,8 +31,9 @@ from knossos.ops import Op  # noqa: E402
 from knossos.parser import parse_program, read_source  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.types import FLOAT  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 
-PROGRAMS = sorted((ROOT / "experiments" / "data" / "programs").glob("*.kso"))
+PROGRAMS = sorted((DATA / "programs").glob("*.kso"))
 
 
 def best_of(fn: Callable[[], object], repeat: int) -> float:

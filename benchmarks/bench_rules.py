@@ -32,11 +32,12 @@ from knossos.expr import Expr, preorder  # noqa: E402
 from knossos.ops import Op  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.actions import actions, apply, children  # noqa: E402
 from rules.calls import inline  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 
-PROGRAMS = ROOT / "experiments" / "data" / "programs"
+PROGRAMS = DATA / "programs"
 CASES = [
     ("blas_test.kso", "gemm"),
     ("conv1d_rev_test.kso", "rev$conv1d"),

@@ -61,6 +61,7 @@ from knossos.expr import Expr  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.pseudo_beam import pseudo_beam  # noqa: E402
@@ -68,7 +69,7 @@ from search.result import SearchResult  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.two_phase import two_phase  # noqa: E402
 
-PROGRAMS = ROOT / "experiments" / "data" / "programs"
+PROGRAMS = DATA / "programs"
 
 HAND_GEMM = {
     # rows of the result accumulate a[i][k] * (row k of b): unit-stride inner loop, vectorised

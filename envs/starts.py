@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 from envs.datasets import DATASETS, SCHEME, VERSION, Benchmark, expression_uri, file_uri, split_uri
 from gnn.config import DataSource
-from gnn.data import load_targets
 from knossos.cli import find_def
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
+from ksdata.loader import load_targets
 
 #: What an environment starts from.
 Start = Benchmark

@@ -123,7 +123,7 @@ def run(
     carry out at once (each is a train.py process with one thread).
     """
     from gnn.config import load_config
-    from gnn.data import load_targets
+    from ksdata.loader import load_targets
 
     if quick:
         exp = exp.quick()

@@ -22,7 +22,6 @@ import torch
 
 from gnn.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from gnn.config import SearchName, TrainConfig, config_dict, flatten_keys
-from gnn.data import Target, load_targets
 from gnn.executors import make_executor
 from gnn.fit import Fitter, Sample
 from gnn.metrics import EpochMetrics, Evaluation, write_metrics
@@ -33,6 +32,7 @@ from gnn.search_jobs import SearchJob
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
+from ksdata.loader import Target, load_targets
 from rules.sets import get_rule_set
 from search.value import ValueFunction
 

@@ -16,7 +16,7 @@ from knossos.parser import load_program
 
 from conftest import ROOT
 
-PROGRAMS = ROOT / "experiments" / "data" / "programs"
+PROGRAMS = ROOT / "ksdata" / "programs"
 
 
 PRUNED = {"prune_commutes": True, "prune_inlines": True}

@@ -13,7 +13,7 @@ from gnn.config import load_config
 from gnn.training import Trainer
 from knossos.errors import KsUsageError
 
-PROGRAM = "experiments/data/programs/blas_train.kso"
+PROGRAM = "ksdata/programs/blas_train.kso"
 DEFS = "[scal, dot, axpy, vector_vector_add, gemm]"
 TINY = [
     f"data.train.file={PROGRAM}",

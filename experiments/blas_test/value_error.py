@@ -26,11 +26,12 @@ from app.models import load_value_function  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.pseudo_beam import pseudo_beam  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
-PROGRAM = ROOT / "experiments" / "data" / "programs" / "blas_test.kso"
+PROGRAM = DATA / "programs" / "blas_test.kso"
 DEPTH = 60
 
 

@@ -2,7 +2,7 @@
 
 Run:  python experiments/corpus/run.py [--train 2000] [--heldout 120] [--budget 20000] [--model default]
 
-Writes ``experiments/data/generated_sets.json`` with three sets (binding_simplify_rules, depth 10):
+Writes ``ksdata/generated_sets.json`` with three sets (binding_simplify_rules, depth 10):
 
 * ``generated_heldout``: ``--heldout`` expressions of :mod:`gnn.corpus` with seed 1, none of them in
   the paper's sets; never trained on.  Its ``best_known_cost`` is the best cost any search recorded
@@ -39,14 +39,15 @@ from knossos.expr import Expr  # noqa: E402
 from knossos.parser import parse_expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 TRAIN_SEED, HELDOUT_SEED, VALIDATION_SEED = 0, 1, 2
-SETS_FILE = ROOT / "experiments" / "data" / "generated_sets.json"
-PUBLIC_SETS = ROOT / "experiments" / "data" / "arithmetic_sets.json"
+SETS_FILE = DATA / "generated_sets.json"
+PUBLIC_SETS = DATA / "arithmetic_sets.json"
 
 
 def public_expressions() -> list[Expr]:

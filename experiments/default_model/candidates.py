@@ -39,10 +39,10 @@ from experiments.common import RESULTS, ResultsFile  # noqa: E402
 from experiments.default_model.dataset import written_lines  # noqa: E402
 from gnn.checkpoint import average_weights, load_checkpoint, network_from  # noqa: E402
 from gnn.config import DataSource  # noqa: E402
-from gnn.data import Target, load_targets  # noqa: E402
 from gnn.networks import value_function  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
+from ksdata.loader import Target, load_targets  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.lazy_astar import lazy_astar  # noqa: E402

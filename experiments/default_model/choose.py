@@ -26,9 +26,9 @@ from tqdm import tqdm  # noqa: E402
 from experiments.common import RESULTS, ResultsFile  # noqa: E402
 from gnn.checkpoint import export_model, load_value_function  # noqa: E402
 from gnn.config import DataSource  # noqa: E402
-from gnn.data import load_targets  # noqa: E402
 from gnn.training import weights_path  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import load_targets  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402

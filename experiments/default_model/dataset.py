@@ -40,7 +40,7 @@ def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool 
 
     from app.models import load_value_function
     from gnn.config import DataSource
-    from gnn.data import load_targets
+    from ksdata.loader import load_targets
     from rules.sets import get_rule_set
 
     _worker.update(

@@ -35,7 +35,6 @@ from experiments.default_model.dataset import written_lines  # noqa: E402
 from experiments.default_model.passes import PassMetrics, Validation  # noqa: E402
 from gnn.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from gnn.config import DataSource, load_config  # noqa: E402
-from gnn.data import Target, load_targets  # noqa: E402
 from gnn.fit import Fitter, Sample  # noqa: E402
 from gnn.metrics import write_metrics  # noqa: E402
 from gnn.networks import build_network, value_function  # noqa: E402
@@ -47,6 +46,7 @@ from knossos.errors import KsError  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import parse_expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import Target, load_targets  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.limits import MAX_BUDGET  # noqa: E402

@@ -3,7 +3,7 @@ arithmetic sets.
 
 Run:  python experiments/egraph_baseline/run.py [--sets NAME,...] [--quick] [--out FILE]
 
-Every expression of the public arithmetic sets (experiments/data/arithmetic_sets.json) is searched
+Every expression of the public arithmetic sets (ksdata/arithmetic_sets.json) is searched
 with ``binding_simplify_rules`` (the rules the default model was trained with) by:
 
 * ``egraph``: ``optimize.py --search egraph`` with egg's default limits, 10,000 e-nodes and 30
@@ -33,9 +33,9 @@ from tqdm import tqdm  # noqa: E402
 from app.models import load_value_function  # noqa: E402
 from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
 from gnn.config import DataSource  # noqa: E402
-from gnn.data import DATA, Target, load_targets  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_expr  # noqa: E402
+from ksdata.loader import DATA, Target, load_targets  # noqa: E402
 from rules.rule_set import RuleSet  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.registry import get_search  # noqa: E402

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.parser import parse_expr  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.astar import astar  # noqa: E402
 from search.exhaustive import exhaustive  # noqa: E402
@@ -34,7 +35,7 @@ DEPTH, BUDGET, STATE_LIMIT = 10, 5000, 3_000_000
 
 def redo_astar(path: Path) -> None:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    data = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    data = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
     with fewer_gc_pauses():
         for row in rows:
             e, _ = parse_expr(row["expr"])
@@ -57,7 +58,7 @@ def main() -> None:
         for line in args.out.read_text().splitlines():
             row = json.loads(line)
             done[(row["set"], row["index"])] = row
-    data = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    data = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
     with fewer_gc_pauses():
         for set_name in SETS:
             rules = get_rule_set(data[set_name]["rule_set"])

@@ -46,9 +46,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from knossos.cpp import compile as cpp_compile  # noqa: E402
 from knossos.cpp.bench import Size, Variant, bench, format_seconds, time_python, values_agree  # noqa: E402
 from knossos.cpp.callable import compile_def  # noqa: E402
@@ -59,6 +56,8 @@ from ksdata.loader import DATA  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.pseudo_beam import pseudo_beam  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 BACKEND = ROOT / "benchmarks" / "programs" / "backend.ks"
 BLAS = DATA / "programs" / "blas_test.kso"

@@ -36,23 +36,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from app.models import load_value_function
+from experiments.common import QUICK, RESULTS, ResultsFile, revision
+from gnn.config import DataSource
+from knossos.atomic import atomic_write_text
+from knossos.cli import whole_number
+from knossos.errors import KsError
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import load_targets
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.registry import get_search
+from search.spec import SearchSpec
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tqdm import tqdm  # noqa: E402
-
-from app.models import load_value_function  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile, revision  # noqa: E402
-from gnn.config import DataSource  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from ksdata.loader import load_targets  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 #: The searches a run may name (``MODEL:SEARCH``; plain MODEL is A*).

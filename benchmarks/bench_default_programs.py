@@ -18,24 +18,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tqdm import tqdm
 
-from tqdm import tqdm  # noqa: E402
-
-from app.models import Pipeline, default_pipeline  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from knossos.expr import Expr  # noqa: E402
-from knossos.parser import load_program  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from ksdata.loader import DATA  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from search.value import ZeroValue  # noqa: E402
+from app.models import Pipeline, default_pipeline
+from experiments.common import QUICK, RESULTS, ResultsFile
+from knossos.expr import Expr
+from knossos.parser import load_program
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.registry import get_search
+from search.spec import SearchSpec
+from search.value import ZeroValue
 
 PROGRAMS = ("blas_test", "gelu", "binding_simplify_defs_tuples", "gmm_test", "conv1d_rev_test")
 RULES = "ml_rules_no_bind"

@@ -35,11 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import egglog  # noqa: E402
-from egglog import (  # noqa: E402
+import egglog
+from egglog import (
     EGraph,
     Expr,
     StringLike,
@@ -56,17 +53,20 @@ from egglog import (  # noqa: E402
     vars_,
 )
 
-from gnn.config import DataSource  # noqa: E402
-from knossos import expr as E  # noqa: E402
-from knossos.ops import Op  # noqa: E402
-from knossos.printer import format_expr  # noqa: E402
-from ksdata.loader import load_targets  # noqa: E402
-from rules.pattern import Hole, Lit, Pattern  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.egraph.extract import dag_choice, tree_choice, write_out  # noqa: E402
-from search.egraph.graph import EGraph as PyEGraph  # noqa: E402
-from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, Limits, saturate  # noqa: E402
-from search.egraph.translate import Rewrite, translate  # noqa: E402
+from gnn.config import DataSource
+from knossos import expr as E
+from knossos.ops import Op
+from knossos.printer import format_expr
+from knossos.types import FLOAT
+from ksdata.loader import load_targets
+from rules.pattern import Hole, Lit, Pattern
+from rules.sets import get_rule_set
+from search.egraph.extract import dag_choice, tree_choice, write_out
+from search.egraph.graph import EGraph as PyEGraph
+from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, Limits, saturate
+from search.egraph.translate import Rewrite, translate
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RULES = "simplify_rules"
 SETS = ("simplify_expressions", "binding_simplify_8", "bindgen_test", "bindgen_36")
@@ -170,7 +170,7 @@ def egglog_rules() -> egglog.Ruleset:
 
 def to_term(e: E.Expr) -> Term:
     """``e`` (lets inlined, Floats only) as an egglog term."""
-    if e.type is not E.FLOAT:
+    if e.type is not FLOAT:
         raise SystemExit(f"bench_egglog.py: not a Float: {format_expr(e)}")
     if e.op is Op.CONST:
         return Num(float(e.data))
@@ -193,7 +193,7 @@ def from_term(term: Term) -> E.Expr:
         return E.const(float(egglog.get_literal_value(num[0])))  # type: ignore[arg-type]
     var = egglog.get_callable_args(term, Var)
     if var is not None:
-        return E.var(str(egglog.get_literal_value(var[0])), E.FLOAT)  # type: ignore[arg-type]
+        return E.var(str(egglog.get_literal_value(var[0])), FLOAT)  # type: ignore[arg-type]
     for f, op in OPS.items():
         args = egglog.get_callable_args(term, f)  # type: ignore[arg-type]
         if args is not None:

@@ -25,25 +25,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from app.models import default_pipeline, load_value_function
+from experiments.common import QUICK, RESULTS, ResultsFile
+from gnn.config import DataSource
+from knossos.expr import Expr
+from knossos.perf import fewer_gc_pauses
+from knossos.printer import format_expr
+from ksdata.loader import load_targets
+from rules.rule_set import RuleSet
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.registry import Search, get_search
+from search.saturated import saturated
+from search.spec import SearchSpec
+from search.value import ValueFunction
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tqdm import tqdm  # noqa: E402
-
-from app.models import default_pipeline, load_value_function  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from gnn.config import DataSource  # noqa: E402
-from knossos.expr import Expr  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from knossos.printer import format_expr  # noqa: E402
-from ksdata.loader import load_targets  # noqa: E402
-from rules.rule_set import RuleSet  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.registry import Search, get_search  # noqa: E402
-from search.saturated import saturated  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from search.value import ValueFunction  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 SETS = (

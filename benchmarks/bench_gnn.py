@@ -17,15 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 from ksdata.loader import DATA
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 REFERENCE = {"bindgen x64": 1157.0, "gemm (inlined)": 100.0, "rev$conv1d": 36.0}
 
@@ -40,10 +34,11 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from bench_rules import inline_all
 
+    from benchmarks.bench_rules import inline_all
+    from gnn.config import ModelConfig
     from gnn.graph import batch_graphs
-    from gnn.model import ModelConfig, ValueNetwork
+    from gnn.model import ValueNetwork
     from gnn.value import NetworkValue
     from knossos.parser import load_program, parse_expr
     from knossos.perf import fewer_gc_pauses

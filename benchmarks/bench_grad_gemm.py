@@ -54,9 +54,6 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from app.models import trained_search  # noqa: E402
 from experiments.common import revision  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
@@ -87,6 +84,8 @@ from search.registry import get_search  # noqa: E402
 from search.result import SearchResult  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction, ZeroValue  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PROGRAM = ROOT / "benchmarks" / "programs" / "backend.ks"
 DEFS = ("matvec", "dense_relu")

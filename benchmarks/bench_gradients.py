@@ -65,9 +65,6 @@ from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from app.models import trained_search  # noqa: E402
 from experiments.common import revision  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
@@ -104,6 +101,8 @@ from search.registry import get_search  # noqa: E402
 from search.result import SearchResult  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction, ZeroValue  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PROGRAM = DATA / "programs" / "conv1d_rev_test.kso"
 DEF_NAME = "rev$conv1d"

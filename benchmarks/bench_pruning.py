@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from knossos.parser import parse_expr  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from ksdata.loader import DATA  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
+from knossos.parser import parse_expr
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.registry import get_search
+from search.spec import SearchSpec
 
 SETS = DATA / "arithmetic_sets.json"
 

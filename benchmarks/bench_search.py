@@ -25,7 +25,6 @@ from pathlib import Path
 from ksdata.loader import DATA
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 PROGRAMS = DATA / "programs"
 CASES = {

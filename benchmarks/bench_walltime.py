@@ -43,16 +43,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # numpy on one thread, as the C++ code runs
 
 import numpy as np  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from knossos.cpp import compile as cpp_compile  # noqa: E402
 from knossos.cpp.bench import Measurement, Size, Variant, bench, format_seconds, time_python, values_close  # noqa: E402

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,16 +34,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from app.models import trained_search  # noqa: E402
-from knossos.alloc_cost import AllocCost  # noqa: E402
-from knossos.autodiff import grad_program  # noqa: E402
-from knossos.cpp.bench import format_seconds, time_python  # noqa: E402
-from knossos.cpp.callable import compile_def  # noqa: E402
-from knossos.frontends.torch import translate  # noqa: E402
-from search.registry import get_search  # noqa: E402
+from app.models import trained_search
+from knossos.alloc_cost import AllocCost
+from knossos.autodiff import grad_program
+from knossos.cpp.bench import format_seconds, time_python
+from knossos.cpp.callable import compile_def
+from knossos.frontends.torch import translate
+from search.registry import get_search
 
 NAMES = ("W1", "b1", "W2", "b2", "x", "y")
 

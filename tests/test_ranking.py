@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
+from experiments.default_model import dataset
 from gnn.fit import Fitter, Sample
 from gnn.model import ModelConfig
 from gnn.networks import build_network, value_function
@@ -18,11 +16,6 @@ from knossos.printer import format_expr
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.spec import SearchSpec
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "experiments" / "default_model"))
-
-import dataset  # noqa: E402
 
 
 def e(text: str):  # type: ignore[no-untyped-def]

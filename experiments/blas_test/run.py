@@ -27,20 +27,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from tqdm import tqdm
 
-from tqdm import tqdm  # noqa: E402
-
-from app.models import load_value_function  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from knossos.parser import load_program  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from ksdata.loader import DATA  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.registry import SEARCHES, get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
+from app.models import load_value_function
+from experiments.common import QUICK, RESULTS, ResultsFile
+from knossos.errors import KsError
+from knossos.parser import load_program
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.registry import SEARCHES, get_search
+from search.spec import SearchSpec
 
 PROGRAM = DATA / "programs" / "blas_test.kso"
 BEST_KNOWN = DATA / "best_known_costs_programs.txt"

@@ -23,26 +23,22 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from tqdm import tqdm
 
-from tqdm import tqdm  # noqa: E402
-
-from app.models import load_value_function  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from gnn.corpus import CorpusSettings, generate  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.expr import Expr  # noqa: E402
-from knossos.parser import parse_expr  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from knossos.printer import format_expr  # noqa: E402
-from ksdata.loader import DATA  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
+from app.models import load_value_function
+from experiments.common import QUICK, RESULTS, ResultsFile
+from gnn.corpus import CorpusSettings, generate
+from knossos.atomic import atomic_write_text
+from knossos.expr import Expr
+from knossos.parser import parse_expr
+from knossos.perf import fewer_gc_pauses
+from knossos.printer import format_expr
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.spec import SearchSpec
 
 RULES, DEPTH = "binding_simplify_rules", 10
 TRAIN_SEED, HELDOUT_SEED, VALIDATION_SEED = 0, 1, 2

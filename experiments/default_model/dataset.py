@@ -23,10 +23,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from tqdm import tqdm  # noqa: E402
+from tqdm import tqdm
 
 RULES, DEPTH = "binding_simplify_rules", 10
 

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from app.models import value_scale
+from experiments.default_model.fit_offline import PROVENANCE
+from gnn.checkpoint import export_model, load_checkpoint, save_checkpoint
+from gnn.config import load_config
+from gnn.training import weights_path
+from knossos.cli import whole_number
+from knossos.errors import KsError
 
-from app.models import value_scale  # noqa: E402
-from experiments.default_model.fit_offline import PROVENANCE  # noqa: E402
-from gnn.checkpoint import export_model, load_checkpoint, save_checkpoint  # noqa: E402
-from gnn.config import load_config  # noqa: E402
-from gnn.training import weights_path  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> None:

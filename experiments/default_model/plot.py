@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from experiments.common import RESULTS, read_rows  # noqa: E402
-from experiments.default_model.passes import PassMetrics  # noqa: E402
-from experiments.summary import run_name  # noqa: E402
+from experiments.common import RESULTS, read_rows
+from experiments.default_model.passes import PassMetrics
+from experiments.summary import run_name
 
 FOLDER = RESULTS / "default_model"
 

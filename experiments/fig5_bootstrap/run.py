@@ -3,11 +3,6 @@
 Run:  python experiments/fig5_bootstrap/run.py [--quick] [--repetitions N] [--jobs N] [--quiet] [--no-train]
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from experiments.curves import run_main
 from experiments.fig5_bootstrap.experiment import EXPERIMENT
 

@@ -3,11 +3,6 @@
 Run:  python experiments/fig6_cnn/plot.py [--quick] [--results FILE] [--out PNG]
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from experiments.curve_plot import plot_main
 from experiments.fig6_cnn.experiment import EXPERIMENT
 

@@ -6,11 +6,6 @@ Run:  python experiments/fig6_gradients/run.py [--quick] [--quiet] [--no-train]
 gradients_seed0, e.g. a copy of `python train.py configs/gradients.yaml --out runs/gradients`).
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from experiments.curves import run_main
 from experiments.fig6_gradients.experiment import EXPERIMENT
 

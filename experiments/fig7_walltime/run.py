@@ -58,11 +58,6 @@ from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from experiments.common import revision  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
 from tqdm import tqdm  # noqa: E402
 
 from app.models import trained_search  # noqa: E402
@@ -79,6 +74,7 @@ from benchmarks.bench_walltime import (  # noqa: E402
     numpy_gemm,
     run_case,
 )
+from experiments.common import revision  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cpp import compile as cpp_compile  # noqa: E402
@@ -90,6 +86,8 @@ from rules.sets import get_rule_set  # noqa: E402
 from search.pseudo_beam import pseudo_beam  # noqa: E402
 from search.registry import get_search  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 RESULTS = ROOT / "experiments" / "results" / "fig7_walltime" / "results.jsonl"
 QUICK_RESULTS = ROOT / "runs" / "quick" / "fig7_walltime" / "results.jsonl"

@@ -3,11 +3,6 @@
 Run:  python experiments/fig9_search/plot.py [--quick] [--results FILE] [--out PNG]
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from experiments.curve_plot import plot_main
 from experiments.fig9_search.experiment import EXPERIMENT
 

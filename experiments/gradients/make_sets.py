@@ -21,17 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.autodiff import grad_program, without_derivatives  # noqa: E402
-from knossos.parser import load_program, parse_program  # noqa: E402
-from knossos.printer import format_program  # noqa: E402
-from knossos.program import Program  # noqa: E402
-from ksdata.loader import DATA  # noqa: E402
+from knossos.atomic import atomic_write_text
+from knossos.autodiff import grad_program, without_derivatives
+from knossos.parser import load_program, parse_program
+from knossos.printer import format_program
+from knossos.program import Program
+from ksdata.loader import DATA
 
 PROGRAMS = DATA / "programs"
 OUT = DATA / "gradients"

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments.common import revision
 from knossos.atomic import atomic_write_text
+from ksbench.results import revision
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -39,12 +39,13 @@ from typing import Any
 from tqdm import tqdm
 
 from app.models import load_value_function
-from experiments.common import QUICK, RESULTS, ResultsFile, revision
 from gnn.config import DataSource
 from knossos.atomic import atomic_write_text
 from knossos.cli import whole_number
 from knossos.errors import KsError
 from knossos.perf import fewer_gc_pauses
+from ksbench.best_known import best_known
+from ksbench.results import QUICK, RESULTS, ResultsFile, revision
 from ksdata.loader import load_targets
 from rules.sets import get_rule_set
 from search.astar import astar
@@ -248,18 +249,6 @@ def summarise(rows: list[dict[str, Any]], sets: list[str], budgets: list[int], r
                     row["new_nodes_per_evaluation"] = round(sum(r["new_nodes"] for r in mine) / max(evaluations, 1), 2)
                 out.append(row)
     return out
-
-
-def best_known(rows: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
-    """The best cost known for each (set, expression): the set's, lowered by any search of this benchmark."""
-    known: dict[tuple[str, int], float] = {}
-    for r in rows:
-        key = (r["set"], r["index"])
-        candidates = [r["best_cost"], known.get(key, float("inf"))]
-        if r["best_known"] is not None:
-            candidates.append(r["best_known"])
-        known[key] = min(candidates)
-    return known
 
 
 def format_table(summary: dict[str, Any]) -> str:

@@ -18,15 +18,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Any
 
 from tqdm import tqdm
 
-from app.models import Pipeline, default_pipeline
-from experiments.common import QUICK, RESULTS, ResultsFile
+from app.models import default_pipeline
 from knossos.expr import Expr
 from knossos.parser import load_program
 from knossos.perf import fewer_gc_pauses
+from ksbench.default_programs import ENGINES, summary
+from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA
 from rules.sets import get_rule_set
 from search.registry import get_search
@@ -35,12 +35,6 @@ from search.value import ZeroValue
 
 PROGRAMS = ("blas_test", "gelu", "binding_simplify_defs_tuples", "gmm_test", "conv1d_rev_test")
 RULES = "ml_rules_no_bind"
-#: The engines by name; the default's pipeline (None here) is decided per def.
-ENGINES: dict[str, Pipeline | None] = {
-    "default": None,
-    "astar": Pipeline("astar", 10, 5000, False, False),
-    "pruned pseudo-beam": Pipeline("pseudo-beam", 99, 5000, True, True),
-}
 
 
 def spec_of(engine: str, body: Expr, seconds: float, quick: bool) -> tuple[str, SearchSpec]:
@@ -48,33 +42,6 @@ def spec_of(engine: str, body: Expr, seconds: float, quick: bool) -> tuple[str, 
     if quick:
         p = dataclasses.replace(p, budget=200)
     return p.search, p.spec(get_rule_set(RULES), ZeroValue(), seconds)
-
-
-def summary(rows: list[dict[str, Any]]) -> str:
-    """A table: per program file and engine, the defs, total best cost, seconds, and the defs where the
-    default is worse than that engine."""
-    lines = [
-        "| program | engine | defs | total best cost | seconds | the default is worse on |",
-        "|---|---|---|---|---|---|",
-    ]
-    for program in dict.fromkeys(r["program"] for r in rows):
-        by: dict[str, dict[str, dict[str, Any]]] = {}
-        for r in rows:
-            if r["program"] == program:
-                by.setdefault(r["engine"], {})[r["def_"]] = r
-        default = by.get("default", {})
-        engines = [e for e in ENGINES if e in by] + [e for e in by if e not in ENGINES]
-        for i, (engine, found) in enumerate((e, by[e]) for e in engines):
-            worse = ""
-            if engine != "default":
-                names = [d for d, r in default.items() if d in found and r["best_cost"] > found[d]["best_cost"] + 1e-9]
-                worse = f"{len(names)}" + (f" ({', '.join(names)})" if names else "")
-            lines.append(
-                f"| {program if i == 0 else ''} | {engine} | {len(found)} | "
-                f"{sum(r['best_cost'] for r in found.values()):,.1f} | {sum(r['seconds'] for r in found.values()):.1f} | "
-                f"{worse} |"
-            )
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:

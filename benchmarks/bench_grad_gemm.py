@@ -55,7 +55,6 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from app.models import trained_search  # noqa: E402
-from experiments.common import revision  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.autodiff import grad_program  # noqa: E402
@@ -78,6 +77,7 @@ from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_def  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
 from knossos.types import Kind  # noqa: E402
+from ksbench.results import revision  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.limits import default_max_memory_mib  # noqa: E402
 from search.registry import get_search  # noqa: E402

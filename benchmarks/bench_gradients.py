@@ -66,7 +66,6 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from app.models import trained_search  # noqa: E402
-from experiments.common import revision  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
@@ -90,6 +89,7 @@ from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
 from knossos.rank import spearman  # noqa: E402
 from knossos.sized_cost import parse_sizes, sized_def_cost  # noqa: E402
+from ksbench.results import revision  # noqa: E402
 from ksdata.loader import DATA  # noqa: E402
 from rules.actions import Action, apply  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402

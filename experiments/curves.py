@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.common import QUICK, RESULTS, ROOT, RUNS, ResultsFile, read_metrics, run_train
+from experiments.common import RUNS, read_metrics, run_train
+from ksbench.results import QUICK, RESULTS, ROOT, ResultsFile
 
 KEY = ("kind", "agent", "seed", "epoch", "budget")
 

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from experiments.common import RESULTS, ROOT, ResultsFile
 from experiments.curves import unique_rows
 from experiments.default_model.passes import PassMetrics
 from knossos.atomic import atomic_write_text
 from knossos.cpp.bench import format_seconds
+from ksbench.results import RESULTS, ROOT, ResultsFile
 
 README = ROOT / "experiments" / "README.md"
 #: The files that hold marked tables (each table in exactly one of them).
@@ -380,7 +380,7 @@ def engines_table() -> str:
     path = RESULTS / "engines" / "results.jsonl"
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_engines.py._\n"
-    from benchmarks.bench_engines import BY_NAME, summarise
+    from ksbench.engines import BY_NAME, summarise
 
     rows = summarise(list(ResultsFile(path, ("set", "index", "engine"))))
     lines = [
@@ -509,7 +509,7 @@ def default_programs_table() -> str:
     path = RESULTS / "engines" / "programs.jsonl"
     if not path.is_file():
         return "_No results yet: run benchmarks/bench_default_programs.py._\n"
-    from benchmarks.bench_default_programs import summary
+    from ksbench.default_programs import summary
 
     return summary(list(ResultsFile(path, ("program", "def_", "engine"))))
 

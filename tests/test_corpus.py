@@ -104,8 +104,8 @@ def test_every_held_out_expression_has_a_best_cost_no_dearer_than_its_start(
 
 
 def test_the_corpus_script_quick_mode_writes_sets_with_best_costs() -> None:
-    from experiments.common import QUICK
     from experiments.corpus.run import main
+    from ksbench.results import QUICK
 
     main(["--quick"])
     sets = json.loads((QUICK / "corpus" / "generated_sets.json").read_text())["sets"]

@@ -100,7 +100,7 @@ def test_jobs_must_be_positive() -> None:
 
 
 def test_a_results_file_reads_old_rows_with_the_default_of_a_newer_field(tmp_path: Path) -> None:
-    from experiments.common import ResultsFile
+    from ksbench.results import ResultsFile
 
     path = tmp_path / "rows.jsonl"
     path.write_text('{"model": "none", "index": 0, "cost": 3}\n{"model": "none", "search": "beam", "index": 0}\n')

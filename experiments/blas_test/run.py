@@ -30,10 +30,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from app.models import load_value_function
-from experiments.common import QUICK, RESULTS, ResultsFile
 from knossos.errors import KsError
 from knossos.parser import load_program
 from knossos.perf import fewer_gc_pauses
+from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA
 from rules.sets import get_rule_set
 from search.registry import SEARCHES, get_search

@@ -28,13 +28,13 @@ from typing import Any
 from tqdm import tqdm
 
 from app.models import load_value_function
-from experiments.common import QUICK, RESULTS, ResultsFile
 from gnn.corpus import CorpusSettings, generate
 from knossos.atomic import atomic_write_text
 from knossos.expr import Expr
 from knossos.parser import parse_expr
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr
+from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA
 from rules.sets import get_rule_set
 from search.astar import astar

@@ -31,14 +31,14 @@ import torch
 from tqdm import tqdm
 
 from app.models import value_scale
-from benchmarks.bench_default_model import best_known
-from experiments.common import RESULTS, ResultsFile
 from experiments.default_model.dataset import written_lines
 from gnn.checkpoint import average_weights, load_checkpoint, network_from
 from gnn.config import DataSource
 from gnn.networks import value_function
 from knossos.cli import whole_number
 from knossos.expr import Expr
+from ksbench.best_known import best_known
+from ksbench.results import RESULTS, ResultsFile
 from ksdata.loader import Target, load_targets
 from rules.sets import get_rule_set
 from search.astar import astar

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.common import RESULTS, ResultsFile
 from gnn.checkpoint import export_model, load_value_function
 from gnn.config import DataSource
 from gnn.training import weights_path
 from knossos.perf import fewer_gc_pauses
+from ksbench.results import RESULTS, ResultsFile
 from ksdata.loader import load_targets
 from rules.sets import get_rule_set
 from search.astar import astar

@@ -15,9 +15,10 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.common import RESULTS, read_rows
+from experiments.common import read_rows
 from experiments.default_model.passes import PassMetrics
 from experiments.summary import run_name
+from ksbench.results import RESULTS
 
 FOLDER = RESULTS / "default_model"
 

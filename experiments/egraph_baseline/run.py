@@ -28,10 +28,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from app.models import load_value_function
-from experiments.common import QUICK, RESULTS, ResultsFile
 from gnn.config import DataSource
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr
+from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA, Target, load_targets
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set

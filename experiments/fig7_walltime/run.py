@@ -9,12 +9,12 @@ Programs and sizes:
               and width kn = 5 over an image of l channels and n samples (kernels k x l x kn, image l x n,
               d$r k x n), n = 32, 64, 128, 256, 512 (--quick: 8, 16); only n varies, so the work
               grows linearly with it.
-Variants (the harness of benchmarks/bench_walltime.py and knossos/cpp/bench.py: every C++ variant
+Variants (the harness of ksbench/walltime.py and knossos/cpp/bench.py: every C++ variant
 compiled with knossos.cpp.compile's flags, checked against the interpreter at size 4 and against the
 original at every size):
   original   the def as written;
   baseline   after the ksc-style baseline simplifier (rules/baseline.py);
-  optimised  the best found by the zero-value-function search of bench_walltime.py: GEMM:
+  optimised  the best found by the zero-value-function search of ksbench/walltime.py: GEMM:
              pseudo-beam with commutations and idle inlines pruned, ml_rules_no_bind, depth 99,
              budget 5000 (the fused program); rev$conv1d: two-phase A* (phase1 rules, then
              ml_rules_no_bind+zero_tensor_rules), depth 40, budget 5000 (the searches run once per program per run,
@@ -22,7 +22,7 @@ original at every size):
   gradient_rules plain, gradient_rules model
              rev$conv1d only: pseudo-beam over gradient_rules with the sized alloc cost, and
              --model gradients as optimize.py runs it, 60 s each (GRADIENT_SECONDS);
-  hand i-k-j GEMM only: the hand-written i-k-j loop (bench_walltime.HAND_GEMM);
+  hand i-k-j GEMM only: the hand-written i-k-j loop (ksbench.walltime.HAND_GEMM);
   numpy      for context, on one thread: alpha*(A@B) + beta*C, and the gradient as matrix products
              (timed in the first round only).
 Timing: per call, each variant repeated for at least --seconds (0.2) per round, the variants of one
@@ -61,7 +61,14 @@ from typing import Any  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from app.models import trained_search  # noqa: E402
-from benchmarks.bench_walltime import (  # noqa: E402
+from knossos.alloc_cost import AllocCost  # noqa: E402
+from knossos.atomic import atomic_write_text  # noqa: E402
+from knossos.cpp import compile as cpp_compile  # noqa: E402
+from knossos.cpp.bench import Measurement, Size, format_seconds  # noqa: E402
+from knossos.errors import KsError  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksbench.results import revision  # noqa: E402
+from ksbench.walltime import (  # noqa: E402
     CONV1D_RULES,
     GEMM_RULES,
     HAND_GEMM,
@@ -74,13 +81,6 @@ from benchmarks.bench_walltime import (  # noqa: E402
     numpy_gemm,
     run_case,
 )
-from experiments.common import revision  # noqa: E402
-from knossos.alloc_cost import AllocCost  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.cpp import compile as cpp_compile  # noqa: E402
-from knossos.cpp.bench import Measurement, Size, format_seconds  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.pseudo_beam import pseudo_beam  # noqa: E402
@@ -161,7 +161,7 @@ GRADIENT_SEARCHES: dict[str, dict[str, object]] = {
 
 
 def conv1d_with_gradients(depth: int, budget: int, quick: bool = False) -> Case:
-    """rev$conv1d as bench_walltime makes it, and the two gradient-rule searches of GRADIENT_VARIANTS
+    """rev$conv1d as ksbench.walltime makes it, and the two gradient-rule searches of GRADIENT_VARIANTS
     (GRADIENT_QUICK_SECONDS each with ``quick``)."""
     seconds = GRADIENT_QUICK_SECONDS if quick else GRADIENT_SECONDS
     cost = AllocCost(GRADIENT_SIZES)

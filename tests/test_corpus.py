@@ -1,4 +1,4 @@
-"""The generated arithmetic corpus (gnn/corpus.py) and the committed sets made from it."""
+"""The generated arithmetic corpus (experiments/corpus/generator.py) and the committed sets made from it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
+from experiments.corpus.generator import CONSTANTS, MAX_NODES, MIN_NODES, VARIABLES, CorpusSettings, generate
 from experiments.corpus.run import HELDOUT_SEED, TRAIN_SEED, VALIDATION_SEED, make_sets, public_expressions, text
-from gnn.corpus import CONSTANTS, MAX_NODES, MIN_NODES, VARIABLES, CorpusSettings, generate
 from knossos.expr import Expr, preorder
 from knossos.ops import Op
 from knossos.parser import parse_expr

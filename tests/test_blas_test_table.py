@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.blas_test.figure import blas_test_table
 from experiments.blas_test.run import best_known
-from experiments.summary import blas_test_table
 from knossos.parser import load_program
 
 from conftest import ROOT

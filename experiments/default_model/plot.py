@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 from experiments.common import read_rows
+from experiments.default_model.figure import run_name
 from experiments.default_model.passes import PassMetrics
-from experiments.summary import run_name
 from ksbench.results import RESULTS
 
 FOLDER = RESULTS / "default_model"

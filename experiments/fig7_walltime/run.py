@@ -389,14 +389,14 @@ def print_table(rows: dict[Key, Row], quick: bool) -> None:
         print(f"  {'baseline / optimised':<22}" + "".join(f"{t:>22}" for t in ratio))
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, short timing, results under runs/quick/")
     ap.add_argument("--force", action="store_true", help="measure every size again, even those already written")
     ap.add_argument("--out", type=Path, help=f"results file (default {RESULTS.relative_to(ROOT)})")
     ap.add_argument("--seconds", type=float, help="time each call for at least this long per round (0.2; quick 0.01)")
     ap.add_argument("--rounds", type=int, help="time the variants of a size in turn this many times (3; quick 1)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
     args.seconds = args.seconds if args.seconds is not None else (0.01 if args.quick else 0.2)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)

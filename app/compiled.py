@@ -4,7 +4,7 @@ The language core (knossos) imports no search (the layering of pyproject.toml), 
 form lives here, above both; it searches as ``optimize.py FILE --def NAME`` does::
 
     from app.compiled import compile_def
-    gemm = compile_def("experiments/data/programs/blas_test.kso", "gemm", optimize="ml_rules_no_bind")
+    gemm = compile_def("ksdata/programs/blas_test.kso", "gemm", optimize="ml_rules_no_bind")
     gemm = compile_def(path, "gemm", optimize="default")          # a shipped model and its settings
 
 ``optimize`` names a rule set (``rules/sets.py``: searched as optimize.py does without --model,

@@ -46,21 +46,21 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import Size, Variant, bench, format_seconds, time_python, values_agree  # noqa: E402
 from cpp_backend.callable import compile_def  # noqa: E402
 from cpp_backend.driver import default_threads  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.program import Program  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.pseudo_beam import pseudo_beam  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
+
 BACKEND = ROOT / "benchmarks" / "programs" / "backend.ks"
-BLAS = ROOT / "experiments" / "data" / "programs" / "blas_test.kso"
+BLAS = DATA / "programs" / "blas_test.kso"
 OUT = ROOT / "experiments" / "results" / "backend" / "results.jsonl"
 
 #: The issue's targets: compiled min / numpy min at most this.

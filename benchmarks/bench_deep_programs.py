@@ -26,11 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from knossos.atomic import atomic_write_text
+from ksbench.results import revision
 
-from experiments.common import revision  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Runs optimize.py as __main__ and prints the process's peak resident memory (MiB) on stderr's last line:
 #: VmHWM, since Linux carries ru_maxrss over from the forking process through exec.

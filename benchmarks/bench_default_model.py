@@ -36,23 +36,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from app.models import load_value_function
+from knossos.atomic import atomic_write_text
+from knossos.cli import whole_number
+from knossos.errors import KsError
+from knossos.perf import fewer_gc_pauses
+from ksbench.best_known import best_known
+from ksbench.results import QUICK, RESULTS, ResultsFile, revision
+from ksdata.loader import load_targets
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.registry import get_search
+from search.spec import SearchSpec
+from training.config import DataSource
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tqdm import tqdm  # noqa: E402
-
-from app.models import load_value_function  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile, revision  # noqa: E402
-from gnn.data import load_targets  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from training.config import DataSource  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 #: The searches a run may name (``MODEL:SEARCH``; plain MODEL is A*).
@@ -249,18 +249,6 @@ def summarise(rows: list[dict[str, Any]], sets: list[str], budgets: list[int], r
                     row["new_nodes_per_evaluation"] = round(sum(r["new_nodes"] for r in mine) / max(evaluations, 1), 2)
                 out.append(row)
     return out
-
-
-def best_known(rows: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
-    """The best cost known for each (set, expression): the set's, lowered by any search of this benchmark."""
-    known: dict[tuple[str, int], float] = {}
-    for r in rows:
-        key = (r["set"], r["index"])
-        candidates = [r["best_cost"], known.get(key, float("inf"))]
-        if r["best_known"] is not None:
-            candidates.append(r["best_known"])
-        known[key] = min(candidates)
-    return known
 
 
 def format_table(summary: dict[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 Run:  python benchmarks/bench_default_programs.py [--programs NAME,...] [--seconds S] [--quick]
 
-For each def of the public program files (``experiments/data/programs``: blas_test, gelu,
+For each def of the public program files (``ksdata/programs``: blas_test, gelu,
 binding_simplify_defs_tuples, gmm_test, conv1d_rev_test), with ``ml_rules_no_bind`` and no model,
 three searches: the default pipeline (:func:`app.models.default_pipeline`), plain A* (depth 10, 5000
 evaluations) and pruned pseudo-beam (depth 99, 5000 evaluations, both prunings), each with at most
@@ -18,32 +18,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tqdm import tqdm
 
-from tqdm import tqdm  # noqa: E402
-
-from app.models import Pipeline, default_pipeline  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from knossos.expr import Expr  # noqa: E402
-from knossos.parser import load_program  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from search.value import ZeroValue  # noqa: E402
+from app.models import default_pipeline
+from knossos.expr import Expr
+from knossos.parser import load_program
+from knossos.perf import fewer_gc_pauses
+from ksbench.default_programs import ENGINES, summary
+from ksbench.results import QUICK, RESULTS, ResultsFile
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.registry import get_search
+from search.spec import SearchSpec
+from search.value import ZeroValue
 
 PROGRAMS = ("blas_test", "gelu", "binding_simplify_defs_tuples", "gmm_test", "conv1d_rev_test")
 RULES = "ml_rules_no_bind"
-#: The engines by name; the default's pipeline (None here) is decided per def.
-ENGINES: dict[str, Pipeline | None] = {
-    "default": None,
-    "astar": Pipeline("astar", 10, 5000, False, False),
-    "pruned pseudo-beam": Pipeline("pseudo-beam", 99, 5000, True, True),
-}
 
 
 def spec_of(engine: str, body: Expr, seconds: float, quick: bool) -> tuple[str, SearchSpec]:
@@ -53,36 +44,9 @@ def spec_of(engine: str, body: Expr, seconds: float, quick: bool) -> tuple[str, 
     return p.search, p.spec(get_rule_set(RULES), ZeroValue(), seconds)
 
 
-def summary(rows: list[dict[str, Any]]) -> str:
-    """A table: per program file and engine, the defs, total best cost, seconds, and the defs where the
-    default is worse than that engine."""
-    lines = [
-        "| program | engine | defs | total best cost | seconds | the default is worse on |",
-        "|---|---|---|---|---|---|",
-    ]
-    for program in dict.fromkeys(r["program"] for r in rows):
-        by: dict[str, dict[str, dict[str, Any]]] = {}
-        for r in rows:
-            if r["program"] == program:
-                by.setdefault(r["engine"], {})[r["def_"]] = r
-        default = by.get("default", {})
-        engines = [e for e in ENGINES if e in by] + [e for e in by if e not in ENGINES]
-        for i, (engine, found) in enumerate((e, by[e]) for e in engines):
-            worse = ""
-            if engine != "default":
-                names = [d for d, r in default.items() if d in found and r["best_cost"] > found[d]["best_cost"] + 1e-9]
-                worse = f"{len(names)}" + (f" ({', '.join(names)})" if names else "")
-            lines.append(
-                f"| {program if i == 0 else ''} | {engine} | {len(found)} | "
-                f"{sum(r['best_cost'] for r in found.values()):,.1f} | {sum(r['seconds'] for r in found.values()):.1f} | "
-                f"{worse} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--programs", default=",".join(PROGRAMS), help="program files (names in experiments/data/programs)")
+    ap.add_argument("--programs", default=",".join(PROGRAMS), help="program files (names in ksdata/programs)")
     ap.add_argument("--seconds", type=float, default=120.0, help="time limit of each search (120)")
     ap.add_argument("--quick", action="store_true", help="2 defs a file at 200 evaluations, into runs/quick/")
     args = ap.parse_args(argv)
@@ -90,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     results = ResultsFile(folder / "programs.jsonl", ("program", "def_", "engine"))
     with fewer_gc_pauses():
         for name in [p.strip() for p in args.programs.split(",") if p.strip()]:
-            program = load_program(ROOT / "experiments" / "data" / "programs" / f"{name}.kso")
+            program = load_program(DATA / "programs" / f"{name}.kso")
             defs = list(program.targets)[: 2 if args.quick else None]
             todo = [(d, e) for d in defs for e in ENGINES if not results.has(program=name, def_=d.name, engine=e)]
             for d, engine in tqdm(todo, desc=name, unit="search", file=sys.stderr):

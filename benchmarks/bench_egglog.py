@@ -4,7 +4,7 @@
 Run:  python benchmarks/bench_egglog.py [--sets NAME,...] [--nodes N] [--iterations N]
 
 Needs ``pip install egglog`` (not a dependency of the project).  Every expression of the sets (default:
-the public arithmetic sets of experiments/data/arithmetic_sets.json) is saturated by both engines with
+the public arithmetic sets of ksdata/arithmetic_sets.json) is saturated by both engines with
 the same rules and the same backoff scheduler (egg's: match limit 1000, ban length 5), at most
 ``--iterations`` iterations; the Python engine also stops at ``--nodes`` e-nodes (egglog's Python API has
 no node limit, so it never stops early on size).  egglog's rewrites are made from the rules' own
@@ -35,11 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import egglog  # noqa: E402
-from egglog import (  # noqa: E402
+import egglog
+from egglog import (
     EGraph,
     Expr,
     StringLike,
@@ -56,17 +53,20 @@ from egglog import (  # noqa: E402
     vars_,
 )
 
-from gnn.data import load_targets  # noqa: E402
-from knossos import expr as E  # noqa: E402
-from knossos.ops import Op  # noqa: E402
-from knossos.printer import format_expr  # noqa: E402
-from rules.pattern import Hole, Lit, Pattern  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.egraph.extract import dag_choice, tree_choice, write_out  # noqa: E402
-from search.egraph.graph import EGraph as PyEGraph  # noqa: E402
-from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, Limits, saturate  # noqa: E402
-from search.egraph.translate import Rewrite, translate  # noqa: E402
-from training.config import DataSource  # noqa: E402
+from knossos import expr as E
+from knossos.ops import Op
+from knossos.printer import format_expr
+from knossos.types import FLOAT
+from ksdata.loader import load_targets
+from rules.pattern import Hole, Lit, Pattern
+from rules.sets import get_rule_set
+from search.egraph.extract import dag_choice, tree_choice, write_out
+from search.egraph.graph import EGraph as PyEGraph
+from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, Limits, saturate
+from search.egraph.translate import Rewrite, translate
+from training.config import DataSource
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RULES = "simplify_rules"
 SETS = ("simplify_expressions", "binding_simplify_8", "bindgen_test", "bindgen_36")
@@ -170,7 +170,7 @@ def egglog_rules() -> egglog.Ruleset:
 
 def to_term(e: E.Expr) -> Term:
     """``e`` (lets inlined, Floats only) as an egglog term."""
-    if e.type is not E.FLOAT:
+    if e.type is not FLOAT:
         raise SystemExit(f"bench_egglog.py: not a Float: {format_expr(e)}")
     if e.op is Op.CONST:
         return Num(float(e.data))
@@ -193,9 +193,9 @@ def from_term(term: Term) -> E.Expr:
         return E.const(float(egglog.get_literal_value(num[0])))  # type: ignore[arg-type]
     var = egglog.get_callable_args(term, Var)
     if var is not None:
-        return E.var(str(egglog.get_literal_value(var[0])), E.FLOAT)  # type: ignore[arg-type]
+        return E.var(str(egglog.get_literal_value(var[0])), FLOAT)  # type: ignore[arg-type]
     for f, op in OPS.items():
-        args = egglog.get_callable_args(term, f)  # type: ignore[arg-type]
+        args = egglog.get_callable_args(term, f)  # type: ignore[arg-type, call-overload]
         if args is not None:
             return E.make(op, tuple(from_term(k) for k in args))
     raise ValueError(f"unknown egglog term {term}")

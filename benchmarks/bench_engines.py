@@ -5,8 +5,8 @@ Run:  python benchmarks/bench_engines.py [--sets NAME,...] [--engines NAME,...] 
 
 Every expression of each set (default: the generated validation and held-out sets and the four public
 arithmetic sets) is searched with ``binding_simplify_rules`` (the rules the default model was trained
-with), depth 10, by each engine of :data:`ENGINES`.  Each engine runs in a process of its own (``--jobs``
-at once; 1 by default, so that the seconds of one engine are not slowed by another's), its value
+with), depth 10, by each engine of :data:`ksbench.engines.ENGINES`.  Each engine runs in a process of
+its own (``--jobs`` at once; 1 by default, so that the seconds of one engine are not slowed by another's), its value
 function loaded once; each search starts with an empty cache of values, as an optimize.py run does.
 Rows are appended to ``experiments/results/engines/results.jsonl`` as searches end (an interrupted run
 resumes); ``python -m experiments.summary --write`` turns them into the table of docs/egraph.md: per
@@ -21,29 +21,27 @@ import argparse
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from tqdm import tqdm
+
+from app.models import default_pipeline, load_value_function
+from knossos.expr import Expr
+from knossos.perf import fewer_gc_pauses
+from knossos.printer import format_expr
+from ksbench.engines import BY_NAME, Engine, summarise
+from ksbench.results import QUICK, RESULTS, ResultsFile
+from ksdata.loader import load_targets
+from rules.rule_set import RuleSet
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.registry import Search, get_search
+from search.saturated import saturated
+from search.spec import SearchSpec
+from search.value import ValueFunction
+from training.config import DataSource
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tqdm import tqdm  # noqa: E402
-
-from app.models import default_pipeline, load_value_function  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from gnn.data import load_targets  # noqa: E402
-from knossos.expr import Expr  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from knossos.printer import format_expr  # noqa: E402
-from rules.rule_set import RuleSet  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.registry import Search, get_search  # noqa: E402
-from search.saturated import saturated  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from search.value import ValueFunction  # noqa: E402
-from training.config import DataSource  # noqa: E402
 
 RULES, DEPTH = "binding_simplify_rules", 10
 SETS = (
@@ -54,35 +52,6 @@ SETS = (
     "binding_simplify_8",
     "simplify_expressions",
 )
-
-
-@dataclass(frozen=True)
-class Engine:
-    name: str
-    #: A registered search's name, ``saturate-astar-before`` (the first pass only) or ``default``
-    #: (optimize.py's choice for the expression, :func:`app.models.default_pipeline`).
-    search: str
-    model: str
-    #: Evaluations, or e-nodes for the e-graph; None: optimize.py's default for the expression.
-    budget: int | None
-    #: What the table says.
-    label: str
-
-
-ENGINES = (
-    Engine("egraph", "egraph", "none", 5000, "e-graph alone (5000 e-nodes, 10 iterations)"),
-    Engine("learned", "lazy-astar", "default", 300, "learned: `--model default` (lazy A\\*, 300 evaluations)"),
-    Engine("astar", "astar", "none", 5000, "plain A\\* (5000 evaluations)"),
-    Engine("sat-astar-300", "saturate-astar", "none", 300, "saturate-astar, plain, 300 evaluations"),
-    Engine("sat-astar-1000", "saturate-astar", "none", 1000, "saturate-astar, plain, 1000 evaluations"),
-    Engine("sat-astar-5000", "saturate-astar", "none", 5000, "saturate-astar, plain, 5000 evaluations"),
-    Engine(
-        "sat-before-1000", "saturate-astar-before", "none", 1000, "first pass only, then plain A\\* (1000 evaluations)"
-    ),
-    Engine("sat-learned", "saturate-lazy-astar", "default", 300, "saturate-lazy-astar, `--model default`, 300"),
-    Engine("default", "default", "none", None, "optimize.py's default (no flags): saturate-astar, 300 evaluations"),
-)
-BY_NAME = {e.name: e for e in ENGINES}
 
 
 def search_of(engine: Engine, start: Expr, rules: RuleSet, value: ValueFunction) -> tuple[Search, SearchSpec]:
@@ -132,34 +101,6 @@ def run_engine(engine: Engine, sets: list[str], quick: bool) -> None:
                     "best": format_expr(r.best),
                 }
             )
-
-
-def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (set, engine): expressions, hits at the best cost known, total best cost, seconds."""
-    known: dict[tuple[str, int], float] = {}
-    for r in rows:
-        key = (r["set"], r["index"])
-        candidates = [r["best_cost"], known.get(key, float("inf"))]
-        if r["best_known"] is not None:
-            candidates.append(r["best_known"])
-        known[key] = min(candidates)
-    out = []
-    for set_name in dict.fromkeys(r["set"] for r in rows):
-        for name in dict.fromkeys(r["engine"] for r in rows):
-            mine = [r for r in rows if r["set"] == set_name and r["engine"] == name]
-            if not mine:
-                continue
-            out.append(
-                {
-                    "set": set_name,
-                    "engine": name,
-                    "expressions": len(mine),
-                    "hits": sum(r["best_cost"] <= known[r["set"], r["index"]] + 1e-9 for r in mine),
-                    "total_cost": round(sum(r["best_cost"] for r in mine), 4),
-                    "seconds": round(sum(r["seconds"] for r in mine), 4),
-                }
-            )
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,13 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from ksdata.loader import DATA
 
 REFERENCE = {"bindgen x64": 1157.0, "gemm (inlined)": 100.0, "rev$conv1d": 36.0}
 
@@ -38,10 +34,11 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from bench_rules import inline_all
 
+    from benchmarks.bench_rules import inline_all
     from gnn.graph import batch_graphs
-    from gnn.model import ModelConfig, ValueNetwork
+    from gnn.model import ValueNetwork
+    from gnn.model_config import ModelConfig
     from gnn.value import NetworkValue
     from knossos.parser import load_program, parse_expr
     from knossos.perf import fewer_gc_pauses
@@ -51,9 +48,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    sets = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    sets = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
     small = [parse_expr(x["expr"])[0] for x in sets["bindgen_36"]["expressions"]]
-    programs = ROOT / "experiments" / "data" / "programs"
+    programs = DATA / "programs"
     gemm = inline_all(load_program(programs / "blas_test.kso").defs["gemm"].body)
     conv = load_program(programs / "conv1d_rev_test.kso").defs["rev$conv1d"].body
     net = ValueNetwork(ModelConfig(hidden=args.hidden, steps=args.steps, depth=10)).eval()

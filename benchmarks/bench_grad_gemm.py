@@ -54,9 +54,6 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from app.models import trained_search  # noqa: E402
 from autodiff import grad_program  # noqa: E402
 from cpp_backend import compile as cpp_compile  # noqa: E402
@@ -70,7 +67,6 @@ from cpp_backend.bench import (  # noqa: E402
     values_agree,
 )
 from cpp_backend.driver import CompiledProgram, Timing  # noqa: E402
-from experiments.common import revision  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
@@ -81,12 +77,15 @@ from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_def  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
 from knossos.types import Kind  # noqa: E402
+from ksbench.results import revision  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.limits import default_max_memory_mib  # noqa: E402
 from search.registry import get_search  # noqa: E402
 from search.result import SearchResult  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction, ZeroValue  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PROGRAM = ROOT / "benchmarks" / "programs" / "backend.ks"
 DEFS = ("matvec", "dense_relu")

@@ -6,7 +6,7 @@ Run:  python benchmarks/bench_gradients.py [--quick] [--seconds-search S] [--rul
           [--fig7-sizes | --only-fig7-sizes] [--max-seconds-per-call T] [--seconds T] [--rounds R]
           [--path-points K] [--out FILE]
 
-Program: ``rev$conv1d`` of experiments/data/programs/conv1d_rev_test.kso, the gradient of a 1-d
+Program: ``rev$conv1d`` of ksdata/programs/conv1d_rev_test.kso, the gradient of a 1-d
 convolution of k kernels of l channels and width kn over an image of l channels and n samples
 (kernels k x l x kn, image l x n, d$r k x n).
 Variants (the program with the def's body replaced; each compiled with cpp_backend.compile's flags):
@@ -65,9 +65,6 @@ from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from app.models import trained_search  # noqa: E402
 from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import (  # noqa: E402
@@ -81,7 +78,6 @@ from cpp_backend.bench import (  # noqa: E402
     values_close,
 )
 from cpp_backend.numpy_refs import conv1d_rev, to_value  # noqa: E402
-from experiments.common import revision  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
@@ -93,6 +89,8 @@ from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
 from knossos.rank import spearman  # noqa: E402
 from knossos.sized_cost import parse_sizes, sized_def_cost  # noqa: E402
+from ksbench.results import revision  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 from rules.actions import Action, apply  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402
 from rules.rule_set import RuleSet  # noqa: E402
@@ -104,7 +102,9 @@ from search.result import SearchResult  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction, ZeroValue  # noqa: E402
 
-PROGRAM = ROOT / "experiments" / "data" / "programs" / "conv1d_rev_test.kso"
+ROOT = Path(__file__).resolve().parent.parent
+
+PROGRAM = DATA / "programs" / "conv1d_rev_test.kso"
 DEF_NAME = "rev$conv1d"
 RESULTS = ROOT / "experiments" / "results" / "gradients" / "bench.jsonl"
 QUICK_RESULTS = ROOT / "runs" / "quick" / "gradients" / "bench.jsonl"

@@ -3,7 +3,7 @@ the searches' results and time on the arithmetic sets.
 
 Run:  python benchmarks/bench_pruning.py [--search astar] [--depth 10] [--budget 5000]
 
-For each arithmetic set of experiments/data/arithmetic_sets.json (with its rule set), searches every
+For each arithmetic set of ksdata/arithmetic_sets.json (with its rule set), searches every
 expression with no pruning, with ``prune_commutes``, and with both, and prints per setting the total
 best cost, how many expressions end at or below the best-known cost, the seconds of search, and the
 time ratio to no pruning, measured in one run.  blas_test's figures come from
@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from knossos.parser import parse_expr
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.registry import get_search
+from search.spec import SearchSpec
 
-from knossos.parser import parse_expr  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-
-SETS = ROOT / "experiments" / "data" / "arithmetic_sets.json"
+SETS = DATA / "arithmetic_sets.json"
 
 
 def main() -> None:

@@ -19,24 +19,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from knossos import expr as E
+from knossos.callee import CalleeKind
+from knossos.expr import Expr, preorder
+from knossos.ops import Op
+from knossos.parser import load_program
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import DATA
+from rules.actions import actions, apply, children
+from rules.calls import inline
+from rules.sets import get_rule_set
 
-from knossos import expr as E  # noqa: E402
-from knossos.callee import CalleeKind  # noqa: E402
-from knossos.expr import Expr, preorder  # noqa: E402
-from knossos.ops import Op  # noqa: E402
-from knossos.parser import load_program  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.actions import actions, apply, children  # noqa: E402
-from rules.calls import inline  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-
-PROGRAMS = ROOT / "experiments" / "data" / "programs"
+PROGRAMS = DATA / "programs"
 CASES = [
     ("blas_test.kso", "gemm"),
     ("conv1d_rev_test.kso", "rev$conv1d"),

@@ -22,10 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from ksdata.loader import DATA
 
-PROGRAMS = ROOT / "experiments" / "data" / "programs"
+ROOT = Path(__file__).resolve().parent.parent
+
+PROGRAMS = DATA / "programs"
 CASES = {
     "gemm": ("blas_test.kso", "gemm", 30, 5000),
     "rev$gmm_knossos_gmm_objective": ("gmm_test.kso", "rev$gmm_knossos_gmm_objective", 10, 2000),
@@ -46,7 +47,7 @@ def run_case(name: str) -> dict[str, float]:
         if name == "bindgen_test":
             from knossos.parser import parse_expr
 
-            data = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"][name]
+            data = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"][name]
             rules = get_rule_set(data["rule_set"])
             times, reached = [], 0
             for item in data["expressions"]:

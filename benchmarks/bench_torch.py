@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from knossos.atomic import atomic_write_text
 
-from knossos.atomic import atomic_write_text  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TWENTY = (16, 8, 4, 2)  # hidden, inputs, outputs, batch of twenty_ops's examples
 

@@ -1,7 +1,7 @@
 """Benchmarks and datasets, named by URIs as CompilerGym names them.
 
-A *dataset* is one expression set of ``experiments/data`` (``arithmetic_sets.json``,
-``generated_sets.json``) or one program file of ``experiments/data/programs`` (templates left out);
+A *dataset* is one expression set of ``ksdata`` (``arithmetic_sets.json``,
+``generated_sets.json``) or one program file of ``ksdata/programs`` (templates left out);
 a *benchmark* is one start expression of it::
 
     benchmark://bindgen_test-v0/3          expression 3 of the set bindgen_test (bindgen_test[3])
@@ -30,19 +30,19 @@ from typing import Final, Literal
 
 import numpy as np
 
-from gnn.data import DATA, ROOT, SET_FILES, load_targets
 from knossos.cli import find_def
 from knossos.errors import KsUsageError, one_line
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
 from knossos.printer import format_expr
+from ksdata.loader import DATA, ROOT, SET_FILES, load_targets
 from training.config import DataSource
 
 SCHEME: Final = "benchmark://"
 FILE_SCHEME: Final = "file://"
 #: Every dataset's version: a dataset whose expressions change gets a new one.
 VERSION: Final = "v0"
-#: The rule set the programs were written for (experiments/data/README.md).
+#: The rule set the programs were written for (ksdata/README.md).
 PROGRAM_RULES: Final = "ml_rules"
 
 
@@ -58,13 +58,13 @@ class Benchmark:
     #: What ``info["start"]`` shows: ``bindgen_test[3]``, a def's name, ``<expr>``.
     name: str
     expr: Expr
-    #: The reference's best cost for it where known (experiments/data), else None.
+    #: The reference's best cost for it where known (ksdata), else None.
     best_known: float | None = None
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """An expression set or a program file of ``experiments/data`` (see the module's docstring)."""
+    """An expression set or a program file of ``ksdata`` (see the module's docstring)."""
 
     #: ``bindgen_test-v0``
     name: str

@@ -74,7 +74,7 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         program: a bare expression in parentheses (``"(mul x 1.0)"``, free variables are Floats) or a
             ``.ks``/``.kso`` file whose def ``def_name`` (needed when it has several) is the start.
         expressions: instead of ``program``, the starts to draw from: a set name of
-            ``experiments/data`` (``generated_train``, ``bindgen_test``, several joined by ``+``) or a
+            ``ksdata`` (``generated_train``, ``bindgen_test``, several joined by ``+``) or a
             list of expressions.
         benchmark: instead of either, a benchmark URI (``benchmark://bindgen_test-v0/3``), a dataset's
             (``benchmark://bindgen_test-v0``: each reset draws one of it), or a list of them.

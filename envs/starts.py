@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envs.datasets import DATASETS, SCHEME, VERSION, Benchmark, expression_uri, file_uri, split_uri
-from gnn.data import load_targets
 from knossos.cli import find_def
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
+from ksdata.loader import load_targets
 from training.config import DataSource
 
 #: What an environment starts from.

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,16 +34,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from app.models import trained_search  # noqa: E402
-from autodiff import grad_program  # noqa: E402
-from cpp_backend.bench import format_seconds, time_python  # noqa: E402
-from cpp_backend.callable import compile_def  # noqa: E402
-from frontends.torch import translate  # noqa: E402
-from knossos.alloc_cost import AllocCost  # noqa: E402
-from search.registry import get_search  # noqa: E402
+from app.models import trained_search
+from autodiff import grad_program
+from cpp_backend.bench import format_seconds, time_python
+from cpp_backend.callable import compile_def
+from frontends.torch import translate
+from knossos.alloc_cost import AllocCost
+from search.registry import get_search
 
 NAMES = ("W1", "b1", "W2", "b2", "x", "y")
 

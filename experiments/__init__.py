@@ -1,1 +1,1 @@
-"""One folder per paper figure: a script that runs it and one that plots it.  Data lives in ``data/``."""
+"""One folder per paper figure, each in the registry (figures.py): ``python -m experiments FIGURE run|plot``."""

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.common import QUICK, RESULTS, ROOT, RUNS, ResultsFile, read_metrics, run_train
+from experiments.common import RUNS, read_metrics, run_train
+from ksbench.results import QUICK, RESULTS, ROOT, ResultsFile
 
 KEY = ("kind", "agent", "seed", "epoch", "budget")
 
@@ -122,7 +123,7 @@ def run(
     (for committing partial curves while a run goes on elsewhere).  ``jobs``: training runs to
     carry out at once (each is a train.py process with one thread).
     """
-    from gnn.data import load_targets
+    from ksdata.loader import load_targets
     from training.config import load_config
 
     if quick:

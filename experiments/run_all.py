@@ -3,7 +3,7 @@
 Run:  python experiments/run_all.py [--quick] [FIGURE ...]
 
 Figures run in an order that shares work: fig9_search after fig5_generalisation (it reuses the A*
-training runs).  Each run.py carries on where an interrupted one stopped, so rerunning this after an
+training runs).  Each run carries on where an interrupted one stopped, so rerunning this after an
 interruption (or a machine's time limit) continues the whole set.  Without --quick this takes many
 hours on a 2-core machine; see experiments/README.md for each figure's time.
 """
@@ -37,11 +37,11 @@ def main() -> int:
         ap.error(f"unknown figure {unknown[0]!r} (known: {', '.join(FIGURES)})")
     extra = ["--quick"] if args.quick else []
     for figure in args.figures or FIGURES:
-        for script in ("run.py", "plot.py"):
-            argv = [sys.executable, str(ROOT / "experiments" / figure / script), *extra]
-            print(f"run_all: {figure}/{script}", file=sys.stderr, flush=True)
+        for action in ("run", "plot"):
+            argv = [sys.executable, "-m", "experiments", figure, action, *extra]
+            print(f"run_all: {figure} {action}", file=sys.stderr, flush=True)
             if subprocess.run(argv, cwd=ROOT, check=False).returncode != 0:
-                print(f"run_all: {figure}/{script} failed; rerun to carry on", file=sys.stderr)
+                print(f"run_all: {figure} {action} failed; rerun to carry on", file=sys.stderr)
                 return 1
     if not args.quick:
         subprocess.run([sys.executable, "-m", "experiments.summary", "--write"], cwd=ROOT, check=True)

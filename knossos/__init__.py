@@ -3,7 +3,7 @@
 The most used entry points::
 
     from knossos import load_program, parse_expr, format_expr, evaluate, call_def
-    prog = load_program("experiments/data/programs/blas_test.kso")
+    prog = load_program("ksdata/programs/blas_test.kso")
     gemm = prog.defs["gemm"]          # a Def: name, params, ret_type, body (an Expr)
     gemm.body.cost, prog.def_cost("gemm")
 

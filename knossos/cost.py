@@ -1,7 +1,7 @@
 """The reference (RLO) cost model, node by node.
 
 The cost of a node is its own cost plus its children's, with every vector assumed to have
-``ASSUMED_VECTOR_SIZE`` elements (see ``experiments/data/README.md``).  Ops the reference rewrote
+``ASSUMED_VECTOR_SIZE`` elements (see ``ksdata/README.md``).  Ops the reference rewrote
 into others before costing are charged as what they became there: ``neg x`` as ``sub 0.0 x``,
 ``lt``/``lte`` as ``gt``/``gte``, ``or``/``and`` as an ``if``.  Calls are charged as the reference's
 ``apply`` of a function to a tuple of its arguments.  Each rule returns the node's *total* cost.

@@ -1,4 +1,4 @@
-"""The named rule sets of the paper and the reference (names as in experiments/data/README.md).
+"""The named rule sets of the paper and the reference (names as in ksdata/README.md).
 
 Sets are built here, explicitly, from the rule families; nothing registers itself on import.
 """

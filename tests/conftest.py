@@ -13,7 +13,7 @@ import pytest
 from knossos.types import Kind, Type
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "experiments" / "data"
+DATA = ROOT / "ksdata"
 PROGRAMS = DATA / "programs"
 PROGRAM_FILES = sorted(PROGRAMS.glob("*.kso"))
 

@@ -1,4 +1,4 @@
-"""The committed gradient benchmark sets (experiments/data/gradients/) are what make_sets.py makes now,
+"""The committed gradient benchmark sets (ksdata/gradients/) are what make_sets.py makes now,
 and their start costs are what ``knossos cost`` says."""
 
 from __future__ import annotations

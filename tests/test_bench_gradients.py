@@ -12,16 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import bench_gradients as bg
 from knossos.parser import load_program
 from knossos.program import Def, Program
 from rules.sets import get_rule_set
 from search.astar import astar
 
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT))
-
-from benchmarks import bench_gradients as bg
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from training.checkpoint import load_checkpoint, load_value_function, shipped_mo
 
 from conftest import ROOT
 
-PROGRAMS = ROOT / "experiments" / "data" / "programs"
+PROGRAMS = ROOT / "ksdata" / "programs"
 
 
 PRUNED = {"prune_commutes": True, "prune_inlines": True}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.blas_test.figure import blas_test_table
 from experiments.blas_test.run import best_known
-from experiments.summary import blas_test_table
 from knossos.parser import load_program
 
 from conftest import ROOT
@@ -43,7 +43,7 @@ def test_quick_run_records_each_def_once() -> None:
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["def_"] for r in rows] == ["float_matrix_multiply", "matrix_matrix_multiply", "vector_vector_add"]
     known = best_known()
-    program = load_program(ROOT / "experiments" / "data" / "programs" / "blas_test.kso")
+    program = load_program(ROOT / "ksdata" / "programs" / "blas_test.kso")
     for r in rows:
         assert r["start_cost"] == known[r["def_"]].start  # whole-def costs, as the reference's
         d = program.defs[r["def_"]]

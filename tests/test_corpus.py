@@ -1,4 +1,4 @@
-"""The generated arithmetic corpus (gnn/corpus.py) and the committed sets made from it."""
+"""The generated arithmetic corpus (experiments/corpus/generator.py) and the committed sets made from it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
+from experiments.corpus.generator import CONSTANTS, MAX_NODES, MIN_NODES, VARIABLES, CorpusSettings, generate
 from experiments.corpus.run import HELDOUT_SEED, TRAIN_SEED, VALIDATION_SEED, make_sets, public_expressions, text
-from gnn.corpus import CONSTANTS, MAX_NODES, MIN_NODES, VARIABLES, CorpusSettings, generate
 from knossos.expr import Expr, preorder
 from knossos.ops import Op
 from knossos.parser import parse_expr
@@ -104,8 +104,8 @@ def test_every_held_out_expression_has_a_best_cost_no_dearer_than_its_start(
 
 
 def test_the_corpus_script_quick_mode_writes_sets_with_best_costs() -> None:
-    from experiments.common import QUICK
     from experiments.corpus.run import main
+    from ksbench.results import QUICK
 
     main(["--quick"])
     sets = json.loads((QUICK / "corpus" / "generated_sets.json").read_text())["sets"]

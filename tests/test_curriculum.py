@@ -13,7 +13,7 @@ from knossos.errors import KsUsageError
 from training.config import load_config
 from training.trainer import Trainer
 
-PROGRAM = "experiments/data/programs/blas_train.kso"
+PROGRAM = "ksdata/programs/blas_train.kso"
 DEFS = "[scal, dot, axpy, vector_vector_add, gemm]"
 TINY = [
     f"data.train.file={PROGRAM}",

@@ -17,9 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from gnn.data import load_targets
 from gnn.tree_value import TreeValue
 from knossos.parser import load_program, parse_expr
+from ksdata.loader import load_targets
 from rules.sets import get_rule_set
 from search.registry import get_search
 from search.spec import SearchSpec
@@ -112,7 +112,7 @@ def test_the_ggnn_beats_plain_search_on_the_example() -> None:
     zero = optimise("none")
     assert learned["start_cost"] == zero["start_cost"]
     assert float(learned["best_cost"]) < float(zero["best_cost"])  # type: ignore[arg-type]
-    sets = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    sets = json.loads((ROOT / "ksdata" / "arithmetic_sets.json").read_text())["sets"]
     known = {parse_expr(x["expr"])[0]: x["best_known_cost"] for x in sets["bindgen_test"]["expressions"]}
     body = load_program(EXAMPLE).defs["f"].body
     assert learned["best_cost"] == known[body] == 8.1
@@ -122,7 +122,7 @@ def test_bfloat16_inference_stays_close_to_float32_and_finds_the_same_program() 
     assert GGNN is not None
     exact = load_value_function(GGNN)
     fast = load_value_function(GGNN, precision="bfloat16")
-    sets = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    sets = json.loads((ROOT / "ksdata" / "arithmetic_sets.json").read_text())["sets"]
     exprs = [parse_expr(x["expr"])[0] for x in sets["bindgen_test"]["expressions"]]
     a, b = exact.values(exprs, 10), fast.values(exprs, 10)
     scale = float(np.abs(a).max())

@@ -4,8 +4,8 @@ compares it with plain A* and pruned pseudo-beam on every program def."""
 from __future__ import annotations
 
 from app.models import ARITHMETIC, PROGRAM, default_pipeline, trained_search
-from benchmarks.bench_default_programs import summary
 from knossos.parser import parse_expr, parse_program
+from ksbench.default_programs import summary
 from search.registry import get_search
 
 

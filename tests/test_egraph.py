@@ -132,7 +132,7 @@ def test_no_let_takes_a_value_out_of_an_if_branch() -> None:
 
 
 def test_results_keep_the_meaning_and_their_cost_is_the_reference_cost() -> None:
-    from gnn.data import load_targets
+    from ksdata.loader import load_targets
     from training.config import DataSource
 
     for t in load_targets(DataSource(set="simplify_expressions+binding_simplify_8"), "test"):

@@ -20,15 +20,15 @@ FIGURES = ["fig5_generalisation", "fig5_bootstrap", "fig6_blas", "fig6_cnn", "fi
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def script(figure: str, name: str, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, str(ROOT / "experiments" / figure / name), *args]
+def script(figure: str, action: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "experiments", figure, action, *args]
     return subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.parametrize("figure", FIGURES)
 def test_quick_run_resume_and_plot(figure: str, tmp_path: Path) -> None:
     exp = importlib.import_module(f"experiments.{figure}.experiment").EXPERIMENT.quick()
-    done = script(figure, "run.py", "--quick", "--quiet", "--out", str(tmp_path))
+    done = script(figure, "run", "--quick", "--quiet", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     results = tmp_path / "results.jsonl"
     rows = [json.loads(line) for line in results.read_text().splitlines()]
@@ -50,7 +50,7 @@ def test_quick_run_resume_and_plot(figure: str, tmp_path: Path) -> None:
     assert (tmp_path / "runs" / f"{exp.agents[0].run_name}_seed0" / "weights" / f"epoch_{last:03d}.pt").is_file()
 
     before = results.read_text()
-    again = script(figure, "run.py", "--quick", "--quiet", "--out", str(tmp_path))
+    again = script(figure, "run", "--quick", "--quiet", "--out", str(tmp_path))
     assert again.returncode == 0, again.stderr
     assert results.read_text() == before  # everything was there: nothing measured twice
 
@@ -58,7 +58,7 @@ def test_quick_run_resume_and_plot(figure: str, tmp_path: Path) -> None:
     checkpoint = tmp_path / "runs" / f"{exp.agents[0].run_name}_seed0" / "checkpoint.pt"
     stamp = checkpoint.stat().st_mtime_ns
     results.unlink()
-    recorded = script(figure, "run.py", "--quick", "--quiet", "--out", str(tmp_path), "--no-train")
+    recorded = script(figure, "run", "--quick", "--quiet", "--out", str(tmp_path), "--no-train")
     assert recorded.returncode == 0, recorded.stderr
     again_rows = [json.loads(line) for line in results.read_text().splitlines()]
     key = ("kind", "agent", "seed", "epoch", "budget")
@@ -68,13 +68,13 @@ def test_quick_run_resume_and_plot(figure: str, tmp_path: Path) -> None:
     assert checkpoint.stat().st_mtime_ns == stamp
 
     png = tmp_path / "figure.png"
-    plotted = script(figure, "plot.py", "--results", str(results), "--out", str(png))
+    plotted = script(figure, "plot", "--results", str(results), "--out", str(png))
     assert plotted.returncode == 0, plotted.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_without_results_is_a_one_line_error(tmp_path: Path) -> None:
-    done = script("fig5_generalisation", "plot.py", "--results", str(tmp_path / "none.jsonl"))
+    done = script("fig5_generalisation", "plot", "--results", str(tmp_path / "none.jsonl"))
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0
     assert "plot.py: error: no results file" in done.stderr
@@ -86,7 +86,7 @@ def test_parallel_training_gives_the_same_results(tmp_path: Path) -> None:
     rows = {}
     for jobs in ("1", "2"):
         out = tmp_path / f"jobs{jobs}"
-        done = script("fig9_search", "run.py", "--quick", "--quiet", "--out", str(out), "--jobs", jobs)
+        done = script("fig9_search", "run", "--quick", "--quiet", "--out", str(out), "--jobs", jobs)
         assert done.returncode == 0, done.stderr
         assert sorted(p.name for p in (out / "runs").iterdir()) == ["ggnn_seed0", "mcts_seed0"]
         lines = (out / "results.jsonl").read_text().splitlines()
@@ -95,12 +95,12 @@ def test_parallel_training_gives_the_same_results(tmp_path: Path) -> None:
 
 
 def test_jobs_must_be_positive() -> None:
-    done = script("fig9_search", "run.py", "--quick", "--jobs", "0")
+    done = script("fig9_search", "run", "--quick", "--jobs", "0")
     assert done.returncode == 2 and "--jobs must be at least 1" in done.stderr
 
 
 def test_a_results_file_reads_old_rows_with_the_default_of_a_newer_field(tmp_path: Path) -> None:
-    from experiments.common import ResultsFile
+    from ksbench.results import ResultsFile
 
     path = tmp_path / "rows.jsonl"
     path.write_text('{"model": "none", "index": 0, "cost": 3}\n{"model": "none", "search": "beam", "index": 0}\n')

@@ -114,7 +114,7 @@ def paths(root: Path) -> list[str]:
     (root / "folder").mkdir(exist_ok=True)
     return [
         str(ROOT / "examples" / "bindgen_test_8.ks"),
-        str(ROOT / "experiments" / "data" / "programs" / "blas_test.kso"),
+        str(ROOT / "ksdata" / "programs" / "blas_test.kso"),
         str(root / "missing.ks"),
         str(root / "folder"),
         str(root / "empty.ks"),
@@ -198,9 +198,9 @@ def test_knossos_arguments(tmp_path_factory: pytest.TempPathFactory, data: st.Da
 @pytest.mark.parametrize(
     "argv",
     [
-        ["cost", "experiments/data/programs/blas_test.kso", "--size", "x=" + "9" * 90],
-        ["cost", "experiments/data/programs/blas_test.kso", "--size", "x=" + "9" * 400],
-        ["cost", "experiments/data/programs/blas_test.kso", "--def", "outer_product", "--size", "x=" + "9" * 400],
+        ["cost", "ksdata/programs/blas_test.kso", "--size", "x=" + "9" * 90],
+        ["cost", "ksdata/programs/blas_test.kso", "--size", "x=" + "9" * 400],
+        ["cost", "ksdata/programs/blas_test.kso", "--def", "outer_product", "--size", "x=" + "9" * 400],
         ["eval", "--expr", "(add x 1.0)", "--args", "[1.0]", "--max-steps", "9" * 400],
     ],
     ids=["90-digit-size", "400-digit-size", "400-digit-size-one-def", "400-digit-steps"],

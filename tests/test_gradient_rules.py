@@ -36,7 +36,7 @@ from search.spec import SearchSpec
 
 from conftest import random_value
 
-PROGRAMS = Path(__file__).resolve().parent.parent / "experiments" / "data" / "programs"
+PROGRAMS = Path(__file__).resolve().parent.parent / "ksdata" / "programs"
 GRADIENT_RULE_NAMES = {r.name for r in GRADIENT_RULES}
 
 #: Free variables of the texts below, named as in ``rev$conv1d``.

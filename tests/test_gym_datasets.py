@@ -19,9 +19,9 @@ from envs.datasets import DATASETS, BenchmarkError, load_benchmark
 from envs.rewrite import RewriteEnv
 from envs.state import EnvState, StateError, read_states, validate, write_states
 from envs.wrappers import FlatObservation
-from gnn.data import load_targets
 from knossos.errors import KsError
 from knossos.printer import format_expr
+from ksdata.loader import load_targets
 from training.config import DataSource
 
 from conftest import ROOT
@@ -89,7 +89,7 @@ def test_a_benchmark_uri_names_the_sets_expression_and_best_known_cost() -> None
     assert (b.name, b.expr, b.best_known) == ("bindgen_test[3]", targets[3].expr, targets[3].best_known)
     assert DATASETS["bindgen_test-v0"].benchmark(3) == b == DATASETS.benchmark(b.uri)
     dot = load_benchmark("benchmark://blas_test-v0/dot")
-    blas = load_targets(DataSource(file="experiments/data/programs/blas_test.kso"), "test")
+    blas = load_targets(DataSource(file="ksdata/programs/blas_test.kso"), "test")
     assert dot.expr == next(t.expr for t in blas if t.name == "dot")
     f = load_benchmark(f"file://{EXAMPLE}#f")
     assert (f.name, f.uri, f.expr.cost) == ("f", f"file://{EXAMPLE.resolve()}#f", 12.0)

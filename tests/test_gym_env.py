@@ -200,7 +200,7 @@ def test_render_ansi_is_the_expression() -> None:
         ({"program": "(add x"}, "<expr>:1:1: error: unbalanced parentheses"),
         ({"program": "no/such/file.ks"}, "no/such/file.ks: error: no such file"),
         ({"program": EXAMPLE, "def_name": "g"}, "error: no def named 'g'"),
-        ({"program": str(ROOT / "experiments/data/programs/gelu.kso")}, "the file has 5 defs; pick one with def_name="),
+        ({"program": str(ROOT / "ksdata/programs/gelu.kso")}, "the file has 5 defs; pick one with def_name="),
         ({"program": EXPR, "def_name": "f"}, "def_name= needs program= to be a file"),
         ({"expressions": "no_set"}, "no arithmetic set 'no_set'"),
         ({"expressions": []}, "expressions= is an empty list"),

@@ -1,4 +1,4 @@
-"""The reference interpreter agrees with numpy on real programs from ``experiments/data/programs``.
+"""The reference interpreter agrees with numpy on real programs from ``ksdata/programs``.
 
 Each numpy expression below is derived from the program text, not from the def's name: in the
 BLAS training templates ``(index i (index j m))`` is ``m[j][i]``, so e.g. ``transpose`` there is
@@ -20,7 +20,7 @@ from knossos.parser import load_program
 from knossos.program import Program
 from knossos.values import to_numpy
 
-PROGRAMS = Path(__file__).parent.parent / "experiments" / "data" / "programs"
+PROGRAMS = Path(__file__).parent.parent / "ksdata" / "programs"
 RTOL, ATOL = 1e-9, 1e-12
 
 

@@ -4,7 +4,6 @@ as the same text (same keys, same order, same numbers)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,6 @@ def test_a_committed_train_run_reads_and_writes_back_the_same_lines(path: Path, 
 
 @pytest.mark.parametrize("path", OFFLINE, ids=lambda p: p.name)
 def test_a_committed_offline_fit_reads_and_writes_back_the_same_lines(path: Path) -> None:
-    sys.path.insert(0, str(ROOT))
     from experiments.default_model.passes import PassMetrics
 
     for line in lines(path):

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from app.models import load_value_function
+from experiments.default_model import candidates, dataset, export_offline, fit_offline
+from knossos.parser import parse_expr
+from knossos.printer import format_expr
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "experiments" / "default_model"))
-
-import candidates  # noqa: E402
-import dataset  # noqa: E402
-import export_offline  # noqa: E402
-import fit_offline  # noqa: E402
-
-from app.models import load_value_function  # noqa: E402
-from knossos.parser import parse_expr  # noqa: E402
-from knossos.printer import format_expr  # noqa: E402
 
 
 def rows(path: Path) -> list[dict[str, object]]:

@@ -3,7 +3,7 @@
 ``optimize.py -o`` (and ``--in-place``) writes the optimised program with ``format_program`` and
 prints the optimised expression with ``format_expr``, so whatever the rules can reach must survive
 print and parse: the same interned body (alpha-equivalent), the same type and parameters.  Walks of
-random ``all_rules`` actions start from the defs of the shipped programs (``experiments/data/programs``,
+random ``all_rules`` actions start from the defs of the shipped programs (``ksdata/programs``,
 ``examples/``), from the paper's arithmetic expressions and from generated programs
 (``tests/exprgen.py``), some wrapped in a let-bound ``lam`` so that ``inline_let`` makes
 ``((lam ...) x)``, the application of a non-variable (issue 31, item 2).  After every step the def is

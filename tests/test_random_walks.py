@@ -47,7 +47,7 @@ from rules.sets import ml_rules, zero_tensor_rules
 
 from conftest import random_value
 
-PROGRAMS = Path(__file__).resolve().parent.parent / "experiments" / "data" / "programs"
+PROGRAMS = Path(__file__).resolve().parent.parent / "ksdata" / "programs"
 FILES = ("blas_test.kso", "gelu.kso", "conv1d_rev_test.kso")
 STEPS = 30
 SIZE_CAP = 5000

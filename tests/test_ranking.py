@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
+from experiments.default_model import dataset
 from gnn.model import ModelConfig
 from gnn.networks import build_network, value_function
 from knossos.parser import parse_expr
@@ -18,11 +16,6 @@ from search.astar import astar
 from search.spec import SearchSpec
 from training.fit import Fitter, Sample
 from training.ranking import SiblingGroup, ranking_loss, reductions
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "experiments" / "default_model"))
-
-import dataset  # noqa: E402
 
 
 def e(text: str):  # type: ignore[no-untyped-def]

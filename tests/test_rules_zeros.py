@@ -26,7 +26,7 @@ from search.spec import SearchSpec
 
 from conftest import random_value
 
-PROGRAMS = Path(__file__).resolve().parent.parent / "experiments" / "data" / "programs"
+PROGRAMS = Path(__file__).resolve().parent.parent / "ksdata" / "programs"
 ZERO_RULES = {"add_zero_vec", "build_of_delta"}
 
 

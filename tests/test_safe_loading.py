@@ -226,7 +226,7 @@ def test_expressions_with_calls_round_trip(tmp_path: Path) -> None:
     exprs = [
         d.body
         for name in ("blas_train.kso", "gmm_test.kso", "conv1d_rev_test.kso")
-        for d in load_program(ROOT / "experiments" / "data" / "programs" / name).targets
+        for d in load_program(ROOT / "ksdata" / "programs" / name).targets
     ]
     path = tmp_path / "calls.pt"
     save_checkpoint(path, {"model": {}, "model_config": {}, "replay": [[Sample(e, 3, 1.0) for e in exprs]]})

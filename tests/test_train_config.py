@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gnn.data import load_targets
 from knossos.errors import KsUsageError
+from ksdata.loader import load_targets
 from rules.sets import get_rule_set
 from training.config import TrainConfig, load_config
 
@@ -107,7 +107,7 @@ def test_blas_config() -> None:
     c = load_config(CONFIGS / "blas.yaml")
     assert c.rules == "ml_rules_no_bind"
     assert (c.search.algorithm, c.search.test_algorithm, c.search.depth) == ("two-phase", "two-phase", 30)
-    assert c.data.train.file == "experiments/data/programs/blas_train.kso"
+    assert c.data.train.file == "ksdata/programs/blas_train.kso"
     assert len(c.data.train.defs) == 11
     assert c.data.test.defs == ["gemm"]
     assert [t.name for t in load_targets(c.data.test, "test")] == ["gemm"]

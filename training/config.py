@@ -35,7 +35,7 @@ EXECUTORS: tuple[str, ...] = typing.get_args(ExecutorName)
 class DataSource:
     """Expressions to train or test on: an arithmetic set by name, or defs of a program file."""
 
-    #: A set of experiments/data/arithmetic_sets.json (bindgen_36, bindgen_test, binding_simplify_8, ...)
+    #: A set of ksdata/arithmetic_sets.json (bindgen_36, bindgen_test, binding_simplify_8, ...)
     #: or generated_sets.json (generated_train, generated_validation, generated_heldout); several joined by +.
     set: str | None = None
     #: A program file (relative to the repository root) and the defs of it to use (all targets if empty).

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnn.data import Target, load_targets
 from gnn.networks import build_network, value_function
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
+from ksdata.loader import Target, load_targets
 from rules.sets import get_rule_set
 from search.settings import SearchName
 from search.value import ValueFunction

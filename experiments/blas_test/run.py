@@ -4,7 +4,7 @@ Run:  python experiments/blas_test/run.py [--models none,blas] [--search astar] 
 
 A search (A* unless ``--search``) with each value function (``none``: the zero value function;
 shipped model names or checkpoints), depth 30, ``ml_rules_no_bind``, on each of the 49 defs of
-``experiments/data/programs/blas_test.kso``.  Rows (def, model, search, start and best cost of the
+``ksdata/programs/blas_test.kso``.  Rows (def, model, search, start and best cost of the
 def, seconds) are appended to
 ``experiments/results/blas_test/searches.jsonl`` as each search ends, so an interrupted run carries
 on where it stopped; ``python -m experiments.summary --write`` turns them into the README's table
@@ -27,22 +27,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from tqdm import tqdm
 
-from tqdm import tqdm  # noqa: E402
+from app.models import load_value_function
+from knossos.errors import KsError
+from knossos.parser import load_program
+from knossos.perf import fewer_gc_pauses
+from ksbench.results import QUICK, RESULTS, ResultsFile
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.registry import SEARCHES, get_search
+from search.spec import SearchSpec
 
-from app.models import load_value_function  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from knossos.parser import load_program  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.registry import SEARCHES, get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-
-PROGRAM = ROOT / "experiments" / "data" / "programs" / "blas_test.kso"
-BEST_KNOWN = ROOT / "experiments" / "data" / "best_known_costs_programs.txt"
+PROGRAM = DATA / "programs" / "blas_test.kso"
+BEST_KNOWN = DATA / "best_known_costs_programs.txt"
 SECTION = "== ksc/blas/blas_test.kso ml_rules_no_bind"
 RULES = "ml_rules_no_bind"
 #: What identifies a row: the def and the run (value function, search, budget, depth).

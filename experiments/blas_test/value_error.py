@@ -14,23 +14,19 @@ A model can only order states usefully where its error is well below the differe
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from app.models import load_value_function
+from knossos.errors import KsError
+from knossos.parser import load_program
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.pseudo_beam import pseudo_beam
+from search.spec import SearchSpec
 
-from app.models import load_value_function  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from knossos.parser import load_program  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.pseudo_beam import pseudo_beam  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-
-PROGRAM = ROOT / "experiments" / "data" / "programs" / "blas_test.kso"
+PROGRAM = DATA / "programs" / "blas_test.kso"
 DEPTH = 60
 
 

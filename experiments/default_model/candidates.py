@@ -26,29 +26,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from app.models import value_scale
+from experiments.default_model.dataset import written_lines
+from gnn.networks import value_function
+from knossos.cli import whole_number
+from knossos.expr import Expr
+from ksbench.best_known import best_known
+from ksbench.results import RESULTS, ResultsFile
+from ksdata.loader import Target, load_targets
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.lazy_astar import lazy_astar
+from search.limits import MAX_BUDGET
+from search.spec import SearchSpec
+from search.value import ValueFunction
+from training.checkpoint import average_weights, load_checkpoint, network_from
+from training.config import DataSource
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from app.models import value_scale  # noqa: E402
-from benchmarks.bench_default_model import best_known  # noqa: E402
-from experiments.common import RESULTS, ResultsFile  # noqa: E402
-from experiments.default_model.dataset import written_lines  # noqa: E402
-from gnn.data import Target, load_targets  # noqa: E402
-from gnn.networks import value_function  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
-from knossos.expr import Expr  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.lazy_astar import lazy_astar  # noqa: E402
-from search.limits import MAX_BUDGET  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from search.value import ValueFunction  # noqa: E402
-from training.checkpoint import average_weights, load_checkpoint, network_from  # noqa: E402
-from training.config import DataSource  # noqa: E402
 
 OUT = RESULTS / "default_model" / "candidates.jsonl"
 BENCHMARK = RESULTS / "default_model" / "searches.jsonl"

@@ -18,20 +18,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from tqdm import tqdm
 
-from tqdm import tqdm  # noqa: E402
-
-from experiments.common import RESULTS, ResultsFile  # noqa: E402
-from gnn.data import load_targets  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from training.checkpoint import export_model, load_value_function  # noqa: E402
-from training.config import DataSource  # noqa: E402
-from training.trainer import weights_path  # noqa: E402
+from knossos.perf import fewer_gc_pauses
+from ksbench.results import RESULTS, ResultsFile
+from ksdata.loader import load_targets
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.spec import SearchSpec
+from training.checkpoint import export_model, load_value_function
+from training.config import DataSource
+from training.trainer import weights_path
 
 RULES, DEPTH, BUDGET, SET = "binding_simplify_rules", 10, 300, "generated_validation"
 PLAIN = "plain A*"

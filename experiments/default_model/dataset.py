@@ -23,10 +23,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from tqdm import tqdm  # noqa: E402
+from tqdm import tqdm
 
 RULES, DEPTH = "binding_simplify_rules", 10
 
@@ -39,7 +36,7 @@ def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool 
     import numpy as np
 
     from app.models import load_value_function
-    from gnn.data import load_targets
+    from ksdata.loader import load_targets
     from rules.sets import get_rule_set
     from training.config import DataSource
 

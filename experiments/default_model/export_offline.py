@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from app.models import value_scale
+from experiments.default_model.fit_offline import PROVENANCE
+from knossos.cli import whole_number
+from knossos.errors import KsError
+from training.checkpoint import export_model, load_checkpoint, save_checkpoint
+from training.config import load_config
+from training.trainer import weights_path
 
-from app.models import value_scale  # noqa: E402
-from experiments.default_model.fit_offline import PROVENANCE  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from training.checkpoint import export_model, load_checkpoint, save_checkpoint  # noqa: E402
-from training.config import load_config  # noqa: E402
-from training.trainer import weights_path  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> None:

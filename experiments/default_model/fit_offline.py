@@ -23,34 +23,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from app.models import value_scale
+from experiments.default_model.dataset import written_lines
+from experiments.default_model.passes import PassMetrics, Validation
+from gnn.networks import build_network, value_function
+from knossos.atomic import atomic_write_text
+from knossos.cli import whole_number
+from knossos.errors import KsError
+from knossos.expr import Expr
+from knossos.parser import parse_expr
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import Target, load_targets
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.limits import MAX_BUDGET
+from search.spec import SearchSpec
+from training.checkpoint import load_checkpoint, save_checkpoint
+from training.config import DataSource, load_config
+from training.fit import Fitter, Sample
+from training.metrics import write_metrics
+from training.ranking import SiblingGroup
+from training.trainer import BestTargets, weights_path
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from app.models import value_scale  # noqa: E402
-from experiments.default_model.dataset import written_lines  # noqa: E402
-from experiments.default_model.passes import PassMetrics, Validation  # noqa: E402
-from gnn.data import Target, load_targets  # noqa: E402
-from gnn.networks import build_network, value_function  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from knossos.expr import Expr  # noqa: E402
-from knossos.parser import parse_expr  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.limits import MAX_BUDGET  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from training.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from training.config import DataSource, load_config  # noqa: E402
-from training.fit import Fitter, Sample  # noqa: E402
-from training.metrics import write_metrics  # noqa: E402
-from training.ranking import SiblingGroup  # noqa: E402
-from training.trainer import BestTargets, weights_path  # noqa: E402
 
 RULES, DEPTH, VALIDATION = "binding_simplify_rules", 10, "generated_validation"
 #: The run's file saying what it was fitted to (export_offline.py puts it in the model file).

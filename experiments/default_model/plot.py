@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from experiments.common import RESULTS, read_rows  # noqa: E402
-from experiments.default_model.passes import PassMetrics  # noqa: E402
-from experiments.summary import run_name  # noqa: E402
+from experiments.common import read_rows
+from experiments.default_model.figure import run_name
+from experiments.default_model.passes import PassMetrics
+from ksbench.results import RESULTS
 
 FOLDER = RESULTS / "default_model"
 

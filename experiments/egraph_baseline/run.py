@@ -3,7 +3,7 @@ arithmetic sets.
 
 Run:  python experiments/egraph_baseline/run.py [--sets NAME,...] [--quick] [--out FILE]
 
-Every expression of the public arithmetic sets (experiments/data/arithmetic_sets.json) is searched
+Every expression of the public arithmetic sets (ksdata/arithmetic_sets.json) is searched
 with ``binding_simplify_rules`` (the rules the default model was trained with) by:
 
 * ``egraph``: ``optimize.py --search egraph`` with egg's default limits, 10,000 e-nodes and 30
@@ -25,22 +25,19 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from tqdm import tqdm
 
-from tqdm import tqdm  # noqa: E402
-
-from app.models import load_value_function  # noqa: E402
-from experiments.common import QUICK, RESULTS, ResultsFile  # noqa: E402
-from gnn.data import DATA, Target, load_targets  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from knossos.printer import format_expr  # noqa: E402
-from rules.rule_set import RuleSet  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from search.value import ValueFunction  # noqa: E402
-from training.config import DataSource  # noqa: E402
+from app.models import load_value_function
+from knossos.perf import fewer_gc_pauses
+from knossos.printer import format_expr
+from ksbench.results import QUICK, RESULTS, ResultsFile
+from ksdata.loader import DATA, Target, load_targets
+from rules.rule_set import RuleSet
+from rules.sets import get_rule_set
+from search.registry import get_search
+from search.spec import SearchSpec
+from search.value import ValueFunction
+from training.config import DataSource
 
 RULES = "binding_simplify_rules"
 KEY = ("set", "index", "search", "model", "budget", "depth")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from experiments.curves import Agent, Baseline, CurveExperiment
 
-TEST = ("data.test.file=experiments/data/programs/conv1d_rev_test.kso", "data.test.defs=[rev$conv1d]")
+TEST = ("data.test.file=ksdata/programs/conv1d_rev_test.kso", "data.test.defs=[rev$conv1d]")
 
 EXPERIMENT = CurveExperiment(
     figure="fig6_gradients",

@@ -9,12 +9,12 @@ Programs and sizes:
               and width kn = 5 over an image of l channels and n samples (kernels k x l x kn, image l x n,
               d$r k x n), n = 32, 64, 128, 256, 512 (--quick: 8, 16); only n varies, so the work
               grows linearly with it.
-Variants (the harness of benchmarks/bench_walltime.py and cpp_backend/bench.py: every C++ variant
+Variants (the harness of ksbench/walltime.py and cpp_backend/bench.py: every C++ variant
 compiled with cpp_backend.compile's flags, checked against the interpreter at size 4 and against the
 original at every size):
   original   the def as written;
   baseline   after the ksc-style baseline simplifier (rules/baseline.py);
-  optimised  the best found by the zero-value-function search of bench_walltime.py: GEMM:
+  optimised  the best found by the zero-value-function search of ksbench/walltime.py: GEMM:
              pseudo-beam with commutations and idle inlines pruned, ml_rules_no_bind, depth 99,
              budget 5000 (the fused program); rev$conv1d: two-phase A* (phase1 rules, then
              ml_rules_no_bind+zero_tensor_rules), depth 40, budget 5000 (the searches run once per program per run,
@@ -22,7 +22,7 @@ original at every size):
   gradient_rules plain, gradient_rules model
              rev$conv1d only: pseudo-beam over gradient_rules with the sized alloc cost, and
              --model gradients as optimize.py runs it, 60 s each (GRADIENT_SECONDS);
-  hand i-k-j GEMM only: the hand-written i-k-j loop (bench_walltime.HAND_GEMM);
+  hand i-k-j GEMM only: the hand-written i-k-j loop (ksbench.walltime.HAND_GEMM);
   numpy      for context, on one thread: alpha*(A@B) + beta*C, and the gradient as matrix products
              (timed in the first round only).
 Timing: per call, each variant repeated for at least --seconds (0.2) per round, the variants of one
@@ -58,15 +58,17 @@ from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from experiments.common import revision  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
 from tqdm import tqdm  # noqa: E402
 
 from app.models import trained_search  # noqa: E402
-from benchmarks.bench_walltime import (  # noqa: E402
+from cpp_backend import compile as cpp_compile  # noqa: E402
+from cpp_backend.bench import Measurement, Size, format_seconds  # noqa: E402
+from knossos.alloc_cost import AllocCost  # noqa: E402
+from knossos.atomic import atomic_write_text  # noqa: E402
+from knossos.errors import KsError  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksbench.results import revision  # noqa: E402
+from ksbench.walltime import (  # noqa: E402
     CONV1D_RULES,
     GEMM_RULES,
     HAND_GEMM,
@@ -79,17 +81,13 @@ from benchmarks.bench_walltime import (  # noqa: E402
     numpy_gemm,
     run_case,
 )
-from cpp_backend import compile as cpp_compile  # noqa: E402
-from cpp_backend.bench import Measurement, Size, format_seconds  # noqa: E402
-from knossos.alloc_cost import AllocCost  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.errors import KsError  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.pseudo_beam import pseudo_beam  # noqa: E402
 from search.registry import get_search  # noqa: E402
 from search.spec import SearchSpec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 RESULTS = ROOT / "experiments" / "results" / "fig7_walltime" / "results.jsonl"
 QUICK_RESULTS = ROOT / "runs" / "quick" / "fig7_walltime" / "results.jsonl"
@@ -163,7 +161,7 @@ GRADIENT_SEARCHES: dict[str, dict[str, object]] = {
 
 
 def conv1d_with_gradients(depth: int, budget: int, quick: bool = False) -> Case:
-    """rev$conv1d as bench_walltime makes it, and the two gradient-rule searches of GRADIENT_VARIANTS
+    """rev$conv1d as ksbench.walltime makes it, and the two gradient-rule searches of GRADIENT_VARIANTS
     (GRADIENT_QUICK_SECONDS each with ``quick``)."""
     seconds = GRADIENT_QUICK_SECONDS if quick else GRADIENT_SECONDS
     cost = AllocCost(GRADIENT_SIZES)
@@ -391,14 +389,14 @@ def print_table(rows: dict[Key, Row], quick: bool) -> None:
         print(f"  {'baseline / optimised':<22}" + "".join(f"{t:>22}" for t in ratio))
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, short timing, results under runs/quick/")
     ap.add_argument("--force", action="store_true", help="measure every size again, even those already written")
     ap.add_argument("--out", type=Path, help=f"results file (default {RESULTS.relative_to(ROOT)})")
     ap.add_argument("--seconds", type=float, help="time each call for at least this long per round (0.2; quick 0.01)")
     ap.add_argument("--rounds", type=int, help="time the variants of a size in turn this many times (3; quick 1)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
     args.seconds = args.seconds if args.seconds is not None else (0.01 if args.quick else 0.2)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)

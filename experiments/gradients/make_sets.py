@@ -3,7 +3,7 @@ conv1d, made by ``autodiff`` (issue 32), with their start costs.
 
 Run:  python experiments/gradients/make_sets.py [--check]
 
-Writes, under experiments/data/gradients/:
+Writes, under ksdata/gradients/:
 
 * ``rev_blas_train.kso``: blas_train.kso with ``rev$f`` of each of its defs (training only);
 * ``rev_blas_test.kso``: blas_test.kso with ``rev$f`` of each of its defs (tests only; the 18 defs
@@ -21,19 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from autodiff import grad_program, without_derivatives
+from knossos.atomic import atomic_write_text
+from knossos.parser import load_program, parse_program
+from knossos.printer import format_program
+from knossos.program import Program
+from ksdata.loader import DATA
 
-from autodiff import grad_program, without_derivatives  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.parser import load_program, parse_program  # noqa: E402
-from knossos.printer import format_program  # noqa: E402
-from knossos.program import Program  # noqa: E402
-
-PROGRAMS = ROOT / "experiments" / "data" / "programs"
-OUT = ROOT / "experiments" / "data" / "gradients"
+PROGRAMS = DATA / "programs"
+OUT = DATA / "gradients"
 HEADER = "; Made by experiments/gradients/make_sets.py from {source} (knossos.autodiff): do not edit.\n"
 
 

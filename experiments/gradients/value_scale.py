@@ -16,16 +16,16 @@ import sys
 import time
 from pathlib import Path
 
+from app.models import trained_search
+from knossos.atomic import atomic_write_text
+from knossos.parser import load_program
+from ksdata.loader import DATA
+from search.registry import get_search
+from search.value import ZeroValue
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from app.models import trained_search  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.parser import load_program  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.value import ZeroValue  # noqa: E402
-
-PROGRAM = ROOT / "experiments" / "data" / "programs" / "gradients_train.kso"
+PROGRAM = DATA / "programs" / "gradients_train.kso"
 DEFS = (
     "rev$matrix_multiply",
     "rev$maxpool",

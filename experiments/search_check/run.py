@@ -17,16 +17,16 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from knossos.atomic import atomic_write_text
+from knossos.parser import parse_expr
+from knossos.perf import fewer_gc_pauses
+from ksdata.loader import DATA
+from rules.sets import get_rule_set
+from search.astar import astar
+from search.exhaustive import exhaustive
+from search.spec import SearchSpec
 
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.parser import parse_expr  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.astar import astar  # noqa: E402
-from search.exhaustive import exhaustive  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SETS = ("bindgen_test", "binding_simplify_8")
 DEPTH, BUDGET, STATE_LIMIT = 10, 5000, 3_000_000
@@ -34,7 +34,7 @@ DEPTH, BUDGET, STATE_LIMIT = 10, 5000, 3_000_000
 
 def redo_astar(path: Path) -> None:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    data = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    data = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
     with fewer_gc_pauses():
         for row in rows:
             e, _ = parse_expr(row["expr"])
@@ -57,7 +57,7 @@ def main() -> None:
         for line in args.out.read_text().splitlines():
             row = json.loads(line)
             done[(row["set"], row["index"])] = row
-    data = json.loads((ROOT / "experiments" / "data" / "arithmetic_sets.json").read_text())["sets"]
+    data = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
     with fewer_gc_pauses():
         for set_name in SETS:
             rules = get_rule_set(data[set_name]["rule_set"])

@@ -1,19 +1,36 @@
-"""Training and test expressions named by a config: arithmetic sets or defs of program files."""
+"""Training and test expressions named by a config: arithmetic sets or defs of program files.
+
+The files sit beside this module (package data), so they are found from an installed package too;
+a program file named relative to ``ROOT`` (``ksdata/programs/blas_test.kso``) is found either way.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Protocol
 
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
-from training.config import DataSource
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "experiments" / "data"
+DATA = Path(__file__).resolve().parent
+#: What program files are named relative to: the repository root, or site-packages when installed.
+ROOT = DATA.parent
+
+
+class Source(Protocol):
+    """Expressions to load (``gnn.config.DataSource`` is one): a set by name, or defs of a program file."""
+
+    @property
+    def set(self) -> str | None: ...
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def defs(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +75,7 @@ def _best_known_programs() -> dict[str, float]:
     return out
 
 
-def load_targets(src: DataSource, label: str) -> list[Target]:
+def load_targets(src: Source, label: str) -> list[Target]:
     if src.set is not None:
         sets = _arithmetic_sets()
         out: list[Target] = []

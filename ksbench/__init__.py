@@ -1,0 +1,4 @@
+"""What the benchmarks and the experiments share: result files and the measured cases both run.
+
+Below both (they may not import each other), above the applications whose searches it measures.
+"""

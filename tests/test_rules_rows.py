@@ -10,7 +10,8 @@ from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER
 from rules.actions import site_at
 from rules.pattern import match_pattern, parse_pattern
-from rules.rule import ApplierRule, builds, condition, rule
+from rules.rule import ApplierRule, Rule, TableRule, builds, condition, rule
+from rules.sets import all_rules
 
 X, Y, N = E.var("x", FLOAT), E.var("y", FLOAT), E.var("n", INTEGER)
 
@@ -86,3 +87,20 @@ def test_a_condition_at_the_site_reads_the_scope() -> None:
     assert seen == [{"y"}]
     with pytest.raises(ValueError, match="not shallow"):
         condition("bad", lambda site, a: True, "?a", at_site=True, shallow=True)
+
+
+def test_rows_write_their_left_side_once() -> None:
+    """Every row's left text is its pattern; only coded rules (Rule subclasses) write theirs by hand."""
+    rows = [r for r in all_rules if isinstance(r, (TableRule, ApplierRule))]
+    assert all(r.lhs_text == r.lhs_text.strip() and parse_pattern(r.lhs_text) == r.lhs for r in rows)
+    coded = sorted(r.name for r in all_rules if type(r).__mro__[1] is Rule)
+    assert coded == [
+        "add_zero_vec",
+        "if_zero_inward",
+        "inline_call",
+        "inline_let",
+        "lift_bind",
+        "lift_if",
+        "new_bind",
+        "sumbuild_of_let_build",
+    ]

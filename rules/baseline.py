@@ -59,7 +59,7 @@ from knossos.ops import BINDERS, Op
 from knossos.program import Def, Program
 from knossos.types import INTEGER, Kind
 from rules.conditionals import CompareConstants
-from rules.rule import FoldRule, Rewrite, Rule, Site, condition, rule
+from rules.rule import FoldRule, Rule, Site, builds, condition, rule
 from rules.rule_set import RuleSet, rewrite_to_fixed_point
 from rules.sets import ml_rules
 from rules.substitution import fresh_name, substitute
@@ -97,21 +97,6 @@ class _ToFloat(FoldRule):
     def match(self, site: Site) -> float | None:
         a = site.node.args[0]
         return float(a.data) if a.op is Op.CONST else None
-
-
-class _InlineTrivialLet(Rule):
-    """``(let (x v) b)`` -> ``b[x := v]`` for a literal or variable ``v`` (capture-avoiding)."""
-
-    name = "inline_trivial_let"
-    heads = frozenset({Op.LET})
-    lhs_text, rhs_text, conditions_text = "(let (x v) b)", "b[x := v]", ("v is a variable or literal",)
-
-    def match(self, site: Site) -> bool | None:
-        return site.node.args[1].op in _LEAVES or None
-
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        var, value, body = site.node.args
-        return site.number, substitute(body, var.data, value)
 
 
 _LEAVES: Final = (Op.VAR, Op.CONST)
@@ -159,7 +144,12 @@ LOCAL_RULES: Final = RuleSet(
             condition("scalar", lambda e: e.type.elements16 == 1, "?e"),
         ),
         _ml("delete_let"),
-        _InlineTrivialLet(),
+        rule(
+            "inline_trivial_let",
+            "(let (?x ?v) ?b)",
+            builds("?b[?x := ?v]", lambda site, b: substitute(b["b"], b["x"].data, b["v"])),
+            condition("variable_or_literal", lambda v: v.op in _LEAVES, "?v"),
+        ),
         _Negate(),
         _ToFloat(),
         # the right operand is only evaluated when the left does not decide

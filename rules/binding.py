@@ -11,7 +11,8 @@ from __future__ import annotations
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, Op
-from rules.rule import Rewrite, Rule, Site, can_leave_parent, not_free, rule, with_child
+from rules.pattern import Bindings
+from rules.rule import Rewrite, Rule, Site, builds, can_leave_parent, not_free, rule, with_child
 from rules.substitution import fresh_name, replace_occurrence, substitute
 
 
@@ -108,31 +109,21 @@ class LiftBind(Rule):
         return parent_number, E.let(var, value, with_child(parent_node, index, body))
 
 
-class CseBind(Rule):
-    """``(let (x e) (let (y e) b))`` -> ``(let (x e) b[y := x])``."""
-
-    name = "cse_bind"
-    strict = True
-    heads = frozenset({Op.LET})
-    lhs_text = "(let (x e) (let (y e) b))"
-    rhs_text = "(let (x e) b[y := x])"
-    conditions_text = ("the inner e does not use x",)
-
-    def match(self, site: Site) -> bool | None:
-        var, value, body = site.node.args
-        return (body.op is Op.LET and body.args[1] is value and var.data not in value.free) or None
-
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        var, value, inner = site.node.args
-        inner_var, _, inner_body = inner.args
-        new_body = inner_body if inner_var is var else substitute(inner_body, inner_var.data, var)
-        return site.number, E.let(var, value, new_body)
+def _share(site: Site, b: Bindings) -> Expr:
+    x, y, body = b["x"], b["y"], b["b"]
+    return E.let(x, b["e"], body if y is x else substitute(body, y.data, x))
 
 
 DELETE_LET = rule("delete_let", "(let (?x ?e) ?b)", "?b", not_free("?x", "?b"), strict=True)
 LET_RECOVER = rule("let_recover", "(let (?x ?e) ?x)", "?e", strict=True)
+CSE_BIND = rule(
+    "cse_bind",
+    "(let (?x ?e) (let (?y ?e) ?b))",
+    builds("(let (?x ?e) ?b[?y := ?x])", _share),
+    not_free("?x", "?e"),
+    strict=True,
+)
 
 INLINE_LET = InlineLet()
 NEW_BIND = NewBind()
 LIFT_BIND = LiftBind()
-CSE_BIND = CseBind()

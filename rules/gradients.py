@@ -30,10 +30,11 @@ from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind
-from rules.rule import Rewrite, Rule, Site, condition, not_free, rule
+from rules.pattern import Bindings
+from rules.rule import Rewrite, Rule, Site, builds, condition, not_free, rule
 from rules.substitution import fresh_name, substitute
 from rules.vectors import SUMS_REORDERED
-from rules.zeros import is_zero
+from rules.zeros import all_zeros, is_zero
 
 GRADIENT_TABLE = [
     rule(
@@ -145,39 +146,22 @@ def scalar_zero(e: Expr) -> Expr | None:
     return None
 
 
-# -- coded rules -------------------------------------------------------------------------------------
+# -- appliers, conditions and coded rules ------------------------------------------------------------
 MAX_PROJECT_DEPTH = 200
 
 
-class SumbuildTupleSplit(Rule):
-    """``(sumbuild n (lam x e))`` of a tuple -> ``(tuple (sumbuild n (lam x π1 e)) ...)``.
+def _split(site: Site, b: Bindings) -> Expr:
+    n, x, body = b["n"], b["x"], b["e"]
+    count = len(body.type.children)
+    return E.tuple_(*(E.sumbuild(n, x, project(body, i, count)) for i in range(1, count + 1)))
 
-    ``πi e`` is ``get$i`` pushed into ``e``: through a let's body (dropping the let when its variable
-    is then unused), both branches of an if, both operands of an add, a sum's body, and onto the
-    i-th element of a tuple.
-    """
 
-    name = "sumbuild_tuple_split"
-    heads = frozenset({Op.SUMBUILD})
-    lhs_text = "(sumbuild n (lam x e)), e a tuple"
-    rhs_text = "(tuple (sumbuild n (lam x π1 e)) ... (sumbuild n (lam x πk e)))"
-    domain = SUMS_REORDERED
-    conditions_text = (
-        "e is of tuple type and not a literal tuple (sumbuild_of_tuple does those)",
-        "every part of the tuple is numbers (an empty tuple cannot be summed)",
-    )
+def _tuple_not_literal(e: Expr) -> bool:
+    return e.type.kind is Kind.TUPLE and e.op is not Op.TUPLE  # sumbuild_of_tuple does literal tuples
 
-    def match(self, site: Site) -> bool | None:
-        body = site.node.args[2]
-        if body.type.kind is not Kind.TUPLE or body.op is Op.TUPLE:
-            return None
-        # each part must be summable on its own (an empty tuple part is not)
-        return all(part.is_numeric_structure for part in body.type.children) or None
 
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        n, x, body = site.node.args
-        count = len(body.type.children)
-        return site.number, E.tuple_(*(E.sumbuild(n, x, project(body, i, count)) for i in range(1, count + 1)))
+def _parts_summable(e: Expr) -> bool:
+    return all(part.is_numeric_structure for part in e.type.children)  # an empty tuple part is not
 
 
 def project(e: Expr, i: int, count: int, depth: int = 0) -> Expr:
@@ -253,79 +237,45 @@ def _nest(e: Expr, p: Expr) -> list[Expr] | None:
     return chain if chain and scalar_zero(e) is not None else None
 
 
-class SumbuildOfShiftedOnehot(Rule):
-    """``(sumbuild n (lam x (deltaVec m (±x + c) e)))`` -> a build that gathers.
-
-    ``(build m (lam y (let (x (solve y)) (if (and (gte x 0) (lt x n)) e 0))))``: element ``y`` of
-    the sum is ``e`` at the one ``x`` whose index is ``y``, when that ``x`` is in the loop.
-    """
-
-    name = "sumbuild_of_shifted_onehot"
-    heads = frozenset({Op.SUMBUILD})
-    lhs_text = "(sumbuild n (lam x (deltaVec m (±x + c) e))), e a number"
-    rhs_text = "(build m (lam y (let (x (±(y - c))) (if (and (gte x 0) (lt x n)) e 0))))"
-    conditions_text = ("x is not free in m or c", "the index is not x itself (sumbuild_of_onehot does that)")
-    domain = "y - c does not overflow for 0 <= y < m (it is now computed for every y)"
-
-    def match(self, site: Site) -> Affine | None:
-        _n, x, body = site.node.args
-        if body.op is not Op.DELTAVEC or x.data in body.args[0].free or scalar_zero(body.args[2]) is None:
-            return None
-        form = affine_in(body.args[1], x.data)
-        if form is None or (form.sign == 1 and form.offset is None):
-            return None
-        return form
-
-    def rewrite(self, site: Site, found: Affine) -> Rewrite:
-        n, x, body = site.node.args
-        m, _, e = body.args
-        y = E.var(fresh_name([names_in(site.node)], base="y"), INTEGER)
-        x, e = _apart(x, e, n, {y.data})
-        zero = scalar_zero(e)
-        assert zero is not None
-        gathered = E.let(x, solve(found, y), E.op(Op.IF, in_range(x, n), e, zero))
-        return site.number, E.build(m, y, gathered)
+def _shifted(i: Expr, x: Expr) -> bool:
+    """Whether ``i`` is ``±x + c`` and not ``x`` itself (sumbuild_of_onehot does that)."""
+    form = affine_in(i, x.data)
+    return form is not None and not (form.sign == 1 and form.offset is None)
 
 
-class SumbuildOfIfEq(Rule):
-    """``(sumbuild n (lam x (if (eq (±x + c) j) e z)))`` -> ``(let (x (±(j - c))) (if (in range) e 0))``.
+def _gather(site: Site, b: Bindings) -> Expr:
+    # element y of the sum is e at the one x whose index is y, when that x is in the loop
+    n, x, m, e = b["n"], b["x"], b["m"], b["e"]
+    form = affine_in(b["i"], x.data)
+    assert form is not None
+    y = E.var(fresh_name([names_in(site.node)], base="y"), INTEGER)
+    x, e = _apart(x, e, n, {y.data})
+    zero = scalar_zero(e)
+    assert zero is not None
+    return E.build(m, y, E.let(x, solve(form, y), E.op(Op.IF, in_range(x, n), e, zero)))
 
-    Also with the equality's sides swapped.  ``z`` is zero and the sum is of numbers: only one ``x``
-    contributes.
-    """
 
-    name = "sumbuild_of_if_eq"
-    heads = frozenset({Op.SUMBUILD})
-    lhs_text = "(sumbuild n (lam x (if (eq (±x + c) j) e z))), also (eq j (±x + c))"
-    rhs_text = "(let (x (±(j - c))) (if (and (gte x 0) (lt x n)) e 0))"
-    conditions_text = ("x is not free in j or c", "z is zero", "e is a number")
-    domain = (
-        "n >= 1, or evaluating j and c does not fail (they are now evaluated even when the sum is empty); "
-        "j - c does not overflow"
-    )
+def _solvable(left: Expr, right: Expr, x: Expr) -> tuple[Affine, Expr] | None:
+    """One side of ``(eq left right)`` as ``±x + c`` and the other, free of ``x``: the left side first."""
+    for side, other in ((left, right), (right, left)):
+        if x.data in other.free:
+            continue
+        form = affine_in(side, x.data)
+        if form is not None:
+            return form, other
+    return None
 
-    def match(self, site: Site) -> tuple[Affine, Expr] | None:
-        _n, x, body = site.node.args
-        if body.op is not Op.IF or scalar_zero(body) is None:
-            return None
-        cond, _e, z = body.args
-        if cond.op is not Op.EQ or not is_zero(z, site) or x.data in z.free:
-            return None
-        for side, other in ((cond.args[0], cond.args[1]), (cond.args[1], cond.args[0])):
-            if x.data in other.free:
-                continue
-            form = affine_in(side, x.data)
-            if form is not None:
-                return form, other
-        return None
 
-    def rewrite(self, site: Site, found: tuple[Affine, Expr]) -> Rewrite:
-        n, x, body = site.node.args
-        form, target = found
-        x, e = _apart(x, body.args[1], n, set())
-        zero = scalar_zero(body)
-        assert zero is not None
-        return site.number, E.let(x, solve(form, target), E.op(Op.IF, in_range(x, n), e, zero))
+def _pick(site: Site, b: Bindings) -> Expr:
+    # only one x contributes: the one where the index side equals the other
+    n, x = b["n"], b["x"]
+    found = _solvable(b["left"], b["right"], x)
+    assert found is not None
+    form, target = found
+    x, e = _apart(x, b["e"], n, set())
+    zero = scalar_zero(b["e"])
+    assert zero is not None
+    return E.let(x, solve(form, target), E.op(Op.IF, in_range(x, n), e, zero))
 
 
 def _apart(x: Expr, e: Expr, n: Expr, taken: set[str]) -> tuple[Expr, Expr]:
@@ -387,35 +337,58 @@ def loop_free(e: Expr) -> bool:
     return not any(node.op in _LOOPS for node in E.preorder(e))
 
 
-class LetSubstitute(Rule):
-    """``(let (x e) b)`` -> ``b[x := e]`` for a value without loops (sizes, indices, scalar arithmetic)."""
-
-    name = "let_substitute"
-    strict = True
-    heads = frozenset({Op.LET})
-    lhs_text = "(let (x e) b)"
-    rhs_text = "b[x := e]"
-    conditions_text = ("e has no build, sumbuild, sum, constVec, deltaVec or call", "x occurs in b")
-
-    def match(self, site: Site) -> bool | None:
-        var, value, body = site.node.args
-        if var.data not in body.free or var.data in value.free:
-            return None
-        return loop_free(value) or None
-
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        var, value, body = site.node.args
-        return site.number, substitute(body, var.data, value)
-
-
 _LOOPS = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CONSTVEC, Op.DELTAVEC, Op.CALL, Op.APPLY, Op.LAM})
 
+
+def _number(e: Expr) -> bool:
+    return scalar_zero(e) is not None
+
+
 GRADIENT_RULES: list[Rule] = [
-    SumbuildTupleSplit(),
+    rule(
+        "sumbuild_tuple_split",
+        "(sumbuild ?n (lam ?x ?e))",
+        builds(
+            "(tuple (sumbuild ?n (lam ?x π1 ?e)) ... (sumbuild ?n (lam ?x πk ?e))), πi ?e is get$i pushed in", _split
+        ),
+        condition("tuple_not_literal", _tuple_not_literal, "?e"),
+        condition("parts_summable", _parts_summable, "?e"),
+        domain=SUMS_REORDERED,
+    ),
     *GRADIENT_TABLE,
     IfZeroInward(),
-    SumbuildOfShiftedOnehot(),
-    SumbuildOfIfEq(),
+    rule(
+        "sumbuild_of_shifted_onehot",
+        "(sumbuild ?n (lam ?x (deltaVec ?m ?i ?e)))",
+        builds(
+            "(build ?m (lam y (let (?x (±(y - c))) (if (and (gte ?x 0) (lt ?x ?n)) ?e 0)))) for ?i = ±?x + c", _gather
+        ),
+        not_free("?x", "?m"),
+        condition("number", _number, "?e"),
+        condition("shifted", _shifted, "?i", "?x"),
+        domain="y - c does not overflow for 0 <= y < m (it is now computed for every y)",
+    ),
+    rule(
+        "sumbuild_of_if_eq",
+        "(sumbuild ?n (lam ?x (if (eq ?left ?right) ?e ?z)))",
+        builds("(let (?x (±(j - c))) (if (and (gte ?x 0) (lt ?x ?n)) ?e 0)) for one side ±?x + c, the other j", _pick),
+        condition("number", _number, "?e"),
+        all_zeros("?z"),
+        not_free("?x", "?z"),
+        condition("solvable", lambda left, right, x: _solvable(left, right, x) is not None, "?left", "?right", "?x"),
+        domain=(
+            "n >= 1, or evaluating j and c does not fail (they are now evaluated even when the sum is empty); "
+            "j - c does not overflow"
+        ),
+    ),
     SumbuildOfLetBuild(),
-    LetSubstitute(),
+    rule(
+        "let_substitute",
+        "(let (?x ?e) ?b)",
+        builds("?b[?x := ?e]", lambda site, b: substitute(b["b"], b["x"].data, b["e"])),
+        condition("free_in", lambda x, body: x.data in body.free, "?x", "?b"),
+        not_free("?x", "?e"),
+        condition("loop_free", loop_free, "?e"),
+        strict=True,
+    ),
 ]

@@ -5,6 +5,11 @@ second.  A hole that appears twice must match the same expression both times (``
 holes too: in ``(build ?n (lam ?i ?body))`` the hole ``?i`` matches the index variable.  Numeric
 literals in patterns match Integer and Float literals of that value; in a right-hand side they are
 made with the scalar type of the expression being rewritten.
+
+Two forms match what a fixed shape cannot, for rows whose right side is built by an applier (see
+:mod:`rules.rule`): ``(tuple ?es...)`` matches a tuple of any length and binds ``?es`` to the tuple
+(its elements are its arguments), and ``(get$?i$?n ?t)`` matches a ``get`` of any index (the index
+is the matched node's, not a hole).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ Bindings = dict[str, Expr]
 @dataclass(frozen=True)
 class Hole:
     name: str  # without the '?'
+    #: ``?name...``: the elements of a tuple of any length (the only argument of a tuple pattern).
+    rest: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,8 @@ class Node:
 Pattern = Hole | Lit | Node
 
 _BINDING_FORMS = {"build": Op.BUILD, "sumbuild": Op.SUMBUILD}
+_ANY_GET = "get$?i$?n"
+_REST = "..."
 
 
 def parse_pattern(text: str) -> Pattern:
@@ -54,6 +63,8 @@ def _convert(form: Form, text: str) -> Pattern:
     if isinstance(form, Literal):
         return Lit(form.value)
     if isinstance(form, Symbol):
+        if form.name.endswith(_REST):
+            raise KsSyntaxError(f"in pattern {text!r}: '{form.name}' may only be the one argument of a tuple")
         if form.name.startswith("?") and len(form.name) > 1:
             return Hole(form.name[1:])
         raise KsSyntaxError(f"in pattern {text!r}: '{form.name}' is neither a ?hole nor a literal")
@@ -73,7 +84,14 @@ def _convert(form: Form, text: str) -> Pattern:
             _BINDING_FORMS[head], (_convert(parts[0], text), _hole(lam_form[1], text), _convert(lam_form[2], text))
         )
     if head == "tuple":
+        if len(parts) == 1 and isinstance(parts[0], Symbol) and parts[0].name.endswith(_REST):
+            rest = _hole(Symbol(parts[0].name[: -len(_REST)], parts[0].pos), text)
+            return Node(Op.TUPLE, (Hole(rest.name, rest=True),))
         return Node(Op.TUPLE, tuple(_convert(p, text) for p in parts))
+    if head == _ANY_GET:
+        if len(parts) != 1:
+            raise KsSyntaxError(f"in pattern {text!r}: '{head}' takes 1 argument")
+        return Node(Op.GET, (_convert(parts[0], text),))
     if head not in PRIMITIVES:
         raise KsSyntaxError(f"in pattern {text!r}: unknown op '{head}'")
     op, arity = PRIMITIVES[head]
@@ -103,6 +121,23 @@ def holes(pattern: Pattern) -> list[str]:
     return out
 
 
+def needs_applier(pattern: Pattern) -> bool:
+    """Whether ``pattern`` has a form only a row with an applier may use: a rest hole (matched by a
+    tuple's arity, and bound to the tuple) or a get (its index is not matched, so cannot be built)."""
+    stack = [pattern]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Node):
+            if p.op is Op.GET or _rest_hole(p) is not None:
+                return True
+            stack.extend(p.args)
+    return False
+
+
+def _rest_hole(p: Node) -> Hole | None:
+    return p.args[0] if len(p.args) == 1 and isinstance(p.args[0], Hole) and p.args[0].rest else None
+
+
 def head_op(pattern: Pattern) -> Op | None:
     return pattern.op if isinstance(pattern, Node) else None
 
@@ -123,6 +158,12 @@ def match_pattern(pattern: Pattern, node: Expr) -> Bindings | None:
             if e.op is not Op.CONST or not literal_matches(p.value, e):
                 return None
         else:
+            rest = _rest_hole(p)
+            if rest is not None:  # the tuple itself stands for its elements
+                if e.op is not p.op:
+                    return None
+                stack.append((Hole(rest.name), e))
+                continue
             if e.op is not p.op or len(e.args) != len(p.args):
                 return None
             stack.extend(zip(p.args, e.args, strict=True))

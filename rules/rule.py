@@ -1,17 +1,24 @@
-"""The rule interface, rewrite sites, and table rules written as one ``rule(...)`` row.
+"""The rule interface, rewrite sites, and rules written as one ``rule(...)`` row.
 
 A rule looks at a :class:`Site` (a node of an expression, with its ancestors and the variables in
 scope) and may rewrite it.  Most rules are table rows::
 
     rule("add_zero", "(add 0 ?a)", "?a")
-    rule("sumbuild_of_build", "(sumbuild ?o (lam ?oi (build ?n (lam ?ni ?e))))",
-         "(build ?n (lam ?ni (sumbuild ?o (lam ?oi ?e))))", not_free("?oi", "?n"), not_free("?ni", "?o"))
+    rule("sumbuild_of_sum", "(sumbuild ?n (lam ?x (add ?a ?b)))",
+         "(add (sumbuild ?n (lam ?x ?a)) (sumbuild ?n (lam ?x ?b)))")
 
-Rules that need real code (capture-avoiding inlining, constant folding, rules that rewrite a node's
-parent) subclass :class:`Rule`.  Rules are checked when built: every hole of a right-hand side must
-be bound by the left-hand side, and conditions may only name bound holes.
+A row whose replacement needs code (fresh names, a tuple of any length, a substitution) gives an
+:class:`Applier` for its right side: the pattern is still written once, and the applier builds the
+replacement from the hole bindings and the site (as egg's ``Applier``, tinygrad's ``(UPat, fn)``)::
 
-A rule is asked once per site: :meth:`Rule.match` returns what it found there (a table rule's hole
+    rule("cse_bind", "(let (?x ?e) (let (?y ?e) ?b))", builds("(let (?x ?e) ?b[?y := ?x])", share),
+         not_free("?x", "?e"))
+
+Rules whose match no pattern can express (a variable and the let that binds it, a node's parent, a
+call of a def, constant folding) subclass :class:`Rule`.  Rows are checked when built: every hole of
+a right-hand side must be bound by the left-hand side, and conditions may only name bound holes.
+
+A rule is asked once per site: :meth:`Rule.match` returns what it found there (a row's hole
 bindings, the parts a coded rule picked out) or None, and :meth:`Rule.rewrite` builds the rewrite from
 that, as egg's searcher hands its substitution to the applier.  Enumerating actions only matches;
 generating children matches each pattern once, never a second time to rewrite.
@@ -21,13 +28,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
 from knossos.types import Kind
-from rules.pattern import Bindings, Lit, Node, Pattern, head_op, holes, instantiate, match_pattern, parse_pattern
+from rules.pattern import (
+    Bindings,
+    Lit,
+    Node,
+    Pattern,
+    head_op,
+    holes,
+    instantiate,
+    match_pattern,
+    needs_applier,
+    parse_pattern,
+)
 
 
 @dataclass
@@ -140,7 +158,8 @@ class FoldRule(Rule):
 # -- conditions ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Condition:
-    """A named side condition: ``test`` is given the expressions bound to the holes ``names``, in order.
+    """A named side condition: ``test`` is given the expressions bound to the holes ``names``, in order
+    (after the site, for a condition ``at_site``: one that reads the variables in scope there).
 
     ``shallow`` marks a test that reads of each expression no more than its type and, for a literal,
     its value: it holds alike for all expressions of one type that are equal, so an e-graph may ask it
@@ -151,18 +170,25 @@ class Condition:
     names: tuple[str, ...]
     test: Callable[..., bool]
     shallow: bool = False
+    at_site: bool = False
 
-    def holds(self, bindings: Bindings) -> bool:
-        return self.test(*[bindings[n] for n in self.names])
+    def holds(self, bindings: Bindings, site: Site) -> bool:
+        values = [bindings[n] for n in self.names]
+        return self.test(site, *values) if self.at_site else self.test(*values)
 
 
-def condition(name: str, test: Callable[..., bool], *holes_used: str, shallow: bool = False) -> Condition:
-    """The condition ``name(?h1, ...)``: ``test`` takes the expressions bound to the holes, in order,
-    so each hole is named once, here (``shallow``: see :class:`Condition`)."""
+def condition(
+    name: str, test: Callable[..., bool], *holes_used: str, shallow: bool = False, at_site: bool = False
+) -> Condition:
+    """The condition ``name(?h1, ...)``: ``test`` takes the expressions bound to the holes, in order
+    (after the site, if ``at_site``), so each hole is named once, here (``shallow``: see
+    :class:`Condition`)."""
     for h in holes_used:
         if not h.startswith("?"):
             raise ValueError(f"conditions name holes like '?x', not {h!r}")
-    return Condition(f"{name}({', '.join(holes_used)})", tuple(h[1:] for h in holes_used), test, shallow)
+    if shallow and at_site:
+        raise ValueError(f"condition {name}: a test that reads the site is not shallow")
+    return Condition(f"{name}({', '.join(holes_used)})", tuple(h[1:] for h in holes_used), test, shallow, at_site)
 
 
 def not_free(var: str, expr: str) -> Condition:
@@ -182,17 +208,19 @@ def all_floats(hole: str) -> Condition:
 _FLOAT_LEAVES = frozenset({Kind.FLOAT})
 
 
-# -- table rules ---------------------------------------------------------------------------------
-class TableRule(Rule):
-    """A rule given by a left-hand pattern, a right-hand pattern and side conditions."""
+# -- rows: a pattern, conditions, and a right-hand pattern or an applier --------------------------
+class PatternRule(Rule):
+    """A rule whose match is a left-hand pattern and side conditions: what it finds is the hole bindings."""
+
+    #: Whether the node's type must be a scalar number (a numeric literal on a table row's right side).
+    needs_scalar = False
 
     def __init__(
-        self, name: str, lhs: str, rhs: str, conditions: tuple[Condition, ...], domain: str | None, strict: bool
+        self, name: str, lhs: str, conditions: tuple[Condition, ...], domain: str | None, strict: bool
     ) -> None:
         self.name = name
-        self.lhs_text, self.rhs_text = lhs, rhs
+        self.lhs_text = lhs
         self.lhs: Pattern = parse_pattern(lhs)
-        self.rhs: Pattern = parse_pattern(rhs)
         self.conditions = conditions
         self.conditions_text = tuple(c.text for c in conditions)
         self.domain = domain
@@ -200,15 +228,10 @@ class TableRule(Rule):
         op = head_op(self.lhs)
         self.heads = None if op is None else frozenset({op})
         bound = set(holes(self.lhs))
-        missing = [h for h in holes(self.rhs) if h not in bound]
-        if missing:
-            raise ValueError(f"rule {name}: right-hand side uses unbound hole(s) {', '.join('?' + m for m in missing)}")
         for c in conditions:
             unknown = [n for n in c.names if n not in bound]
             if unknown:
                 raise ValueError(f"rule {name}: condition {c.text} names unbound hole(s) {unknown}")
-        #: A numeric literal on the right takes the node's type, which must then be a scalar number.
-        self.needs_scalar = _has_numeric_literal(self.rhs)
 
     def match(self, site: Site) -> Bindings | None:
         b = match_pattern(self.lhs, site.node)
@@ -217,13 +240,60 @@ class TableRule(Rule):
         if self.needs_scalar and not site.node.type.is_number:
             return None
         for c in self.conditions:
-            if not c.holds(b):
+            if not c.holds(b, site):
                 return None
         return b
+
+
+class TableRule(PatternRule):
+    """A rule given by a left-hand pattern, a right-hand pattern and side conditions."""
+
+    def __init__(
+        self, name: str, lhs: str, rhs: str, conditions: tuple[Condition, ...], domain: str | None, strict: bool
+    ) -> None:
+        super().__init__(name, lhs, conditions, domain, strict)
+        self.rhs_text = rhs
+        self.rhs: Pattern = parse_pattern(rhs)
+        if needs_applier(self.lhs) or needs_applier(self.rhs):
+            raise ValueError(f"rule {name}: a rest hole or a get needs an applier to build the right-hand side")
+        bound = set(holes(self.lhs))
+        missing = [h for h in holes(self.rhs) if h not in bound]
+        if missing:
+            raise ValueError(f"rule {name}: right-hand side uses unbound hole(s) {', '.join('?' + m for m in missing)}")
+        #: A numeric literal on the right takes the node's type, which must then be a scalar number.
+        self.needs_scalar = _has_numeric_literal(self.rhs)
 
     def rewrite(self, site: Site, found: Bindings) -> Rewrite:
         scalar = site.node.type if site.node.type.is_number else None
         return site.number, instantiate(self.rhs, found, scalar)
+
+
+@dataclass(frozen=True)
+class Applier:
+    """What a row builds in code (egg's ``Applier``): ``build`` makes the node's replacement from the
+    site (for the scope and fresh names) and the hole bindings; ``text`` says what it builds."""
+
+    text: str
+    build: Callable[[Site, Bindings], Expr]
+
+
+def builds(text: str, build: Callable[[Site, Bindings], Expr]) -> Applier:
+    """The right side of a row whose replacement is built in code."""
+    return Applier(text, build)
+
+
+class ApplierRule(PatternRule):
+    """A rule given by a left-hand pattern, side conditions and an :class:`Applier`."""
+
+    def __init__(
+        self, name: str, lhs: str, applier: Applier, conditions: tuple[Condition, ...], domain: str | None, strict: bool
+    ) -> None:
+        super().__init__(name, lhs, conditions, domain, strict)
+        self.applier = applier
+        self.rhs_text = applier.text
+
+    def rewrite(self, site: Site, found: Bindings) -> Rewrite:
+        return site.number, self.applier.build(site, found)
 
 
 def _has_numeric_literal(p: Pattern) -> bool:
@@ -237,8 +307,23 @@ def _has_numeric_literal(p: Pattern) -> bool:
     return False
 
 
+@overload
 def rule(
     name: str, lhs: str, rhs: str, *conditions: Condition, domain: str | None = None, strict: bool = False
-) -> TableRule:
-    """One row of a rule table (``strict``: see :attr:`Rule.strict`)."""
+) -> TableRule: ...
+
+
+@overload
+def rule(
+    name: str, lhs: str, rhs: Applier, *conditions: Condition, domain: str | None = None, strict: bool = False
+) -> ApplierRule: ...
+
+
+def rule(
+    name: str, lhs: str, rhs: str | Applier, *conditions: Condition, domain: str | None = None, strict: bool = False
+) -> TableRule | ApplierRule:
+    """One row of a rule table: the right side a pattern, or an :class:`Applier` (``strict``: see
+    :attr:`Rule.strict`)."""
+    if isinstance(rhs, Applier):
+        return ApplierRule(name, lhs, rhs, conditions, domain, strict)
     return TableRule(name, lhs, rhs, conditions, domain, strict)

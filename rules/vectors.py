@@ -9,10 +9,11 @@ or Integer, may overflow in one order only.
 from __future__ import annotations
 
 from knossos import expr as E
-from knossos.expr import names_in
+from knossos.expr import Expr, names_in
 from knossos.ops import Op
 from knossos.types import Kind
-from rules.rule import Rewrite, Rule, Site, all_floats, condition, not_free, rule
+from rules.pattern import Bindings
+from rules.rule import Rule, Site, all_floats, builds, condition, not_free, rule
 from rules.substitution import fresh_name, substitute
 from rules.zeros import CONSTVEC_ZERO, is_zero
 
@@ -21,7 +22,26 @@ IN_RANGE = "the index is within the vector"
 SUMS_REORDERED = "no partial sum overflows, in either order (Floats up to rounding)"
 
 
-VECTOR_TABLE = [
+def _swap_loops(site: Site, b: Bindings) -> Expr:
+    # the binders swap places: the inner index is renamed when the outer one has its name or o uses
+    # it (interning may give both indices one name even where the source did not)
+    o, oi, n, ni, e = b["o"], b["oi"], b["n"], b["ni"], b["e"]
+    if ni.data == oi.data or ni.data in o.free:
+        fresh = E.var(fresh_name([names_in(site.node)], base=ni.data), ni.type)
+        e = substitute(e, ni.data, fresh)
+        ni = fresh
+    return E.build(n, ni, E.sumbuild(o, oi, e))
+
+
+def _same_length(a: Expr, b: Expr) -> bool:
+    return len(a.args) == len(b.args)
+
+
+def _is_scalar(z: Expr) -> bool:
+    return z.type.kind in (Kind.FLOAT, Kind.INTEGER)
+
+
+VECTOR_RULES: list[Rule] = [
     # strict, as several below: outside the domain the original fails (a build of negative size, an
     # index out of range, a sum of no vectors) and the rewrite may not
     rule("size_of_build", "(size (build ?n (lam ?x ?b)))", "?n", domain="n >= 0", strict=True),
@@ -30,6 +50,13 @@ VECTOR_TABLE = [
         "(index ?arg (build ?sz (lam ?x ?body)))",
         "(let (?x ?arg) ?body)",
         domain=IN_RANGE,
+        strict=True,
+    ),
+    rule(
+        "select_of_tuple",
+        "(get$?i$?n (tuple ?es...))",
+        builds("element ?i of ?es", lambda site, b: b["es"].args[site.node.data[0] - 1]),
+        domain="evaluating the other elements does not fail",
         strict=True,
     ),
     rule("mk_sumbuild", "(sum (build ?n (lam ?x ?e)))", "(sumbuild ?n (lam ?x ?e))", strict=True),
@@ -47,6 +74,35 @@ VECTOR_TABLE = [
         "(build ?n (lam ?x ?e))",
         not_free("?x", "?n"),
         domain="n >= 1",
+        strict=True,
+    ),
+    rule(
+        "sumbuild_of_tuple",
+        "(sumbuild ?n (lam ?x (tuple ?es...)))",
+        builds(
+            "(tuple (sumbuild ?n (lam ?x e1)) ... (sumbuild ?n (lam ?x ek))) for the elements e1 ... ek of ?es",
+            lambda site, b: E.tuple_(*(E.sumbuild(b["n"], b["x"], e) for e in b["es"].args)),
+        ),
+        domain=SUMS_REORDERED,
+    ),
+    rule(
+        "add_tuples",
+        "(add (tuple ?as...) (tuple ?bs...))",
+        builds(
+            "(tuple (add a1 b1) ... (add ak bk)) for the elements of ?as and ?bs",
+            lambda site, b: E.tuple_(*(E.op(Op.ADD, x, y) for x, y in zip(b["as"].args, b["bs"].args, strict=True))),
+        ),
+        condition("same_length", _same_length, "?as", "?bs"),
+        strict=True,
+    ),
+    rule(
+        "mul_tuple_scalar",
+        "(mul (tuple ?as...) ?z)",
+        builds(
+            "(tuple (mul a1 ?z) ... (mul ak ?z)) for the elements of ?as",
+            lambda site, b: E.tuple_(*(E.op(Op.MUL, x, b["z"]) for x in b["as"].args)),
+        ),
+        condition("scalar", _is_scalar, "?z", shallow=True),
         strict=True,
     ),
     rule(
@@ -79,121 +135,14 @@ VECTOR_TABLE = [
         "(add (sumbuild ?n (lam ?x ?a)) (sumbuild ?n (lam ?x ?b)))",
         domain=f"n >= 1; {SUMS_REORDERED}",
     ),
-]
-
-
-class SumbuildOfBuild(Rule):
-    """``(sumbuild o (lam oi (build n (lam ni e))))`` -> ``(build n (lam ni (sumbuild o (lam oi e))))``.
-
-    The two binders swap places, so the inner index is renamed when the outer one has its name or
-    ``o`` uses it (interning may give both indices one name even where the source did not).
-    """
-
-    name = "sumbuild_of_build"
-    heads = frozenset({Op.SUMBUILD})
-    lhs_text = "(sumbuild o (lam oi (build n (lam ni e))))"
-    rhs_text = "(build n (lam ni (sumbuild o (lam oi e))))"
-    conditions_text = ("not_free(oi, n)", "ni is renamed if it is oi's name or free in o")
-    domain = f"o >= 1; {SUMS_REORDERED}"
-
-    def match(self, site: Site) -> bool | None:
-        _, oi, body = site.node.args
-        return (body.op is Op.BUILD and oi.data not in body.args[0].free) or None
-
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        o, oi, build = site.node.args
-        n, ni, e = build.args
-        if ni.data == oi.data or ni.data in o.free:
-            fresh = E.var(fresh_name([names_in(site.node)], base=ni.data), ni.type)
-            e = substitute(e, ni.data, fresh)
-            ni = fresh
-        return site.number, E.build(n, ni, E.sumbuild(o, oi, e))
-
-
-class SelectOfTuple(Rule):
-    """``(get$i$n (tuple e1 ... en))`` -> ``ei``."""
-
-    name = "select_of_tuple"
-    heads = frozenset({Op.GET})
-    lhs_text = "(get$i$n (tuple e1 ... en))"
-    rhs_text = "ei"
-    domain = "evaluating the other elements does not fail"
-    strict = True
-
-    def match(self, site: Site) -> bool | None:
-        return site.node.args[0].op is Op.TUPLE or None
-
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        return site.number, site.node.args[0].args[site.node.data[0] - 1]
-
-
-class SumbuildOfTuple(Rule):
-    """``(sumbuild n (lam x (tuple e1 ...)))`` -> ``(tuple (sumbuild n (lam x e1)) ...)``."""
-
-    name = "sumbuild_of_tuple"
-    heads = frozenset({Op.SUMBUILD})
-    lhs_text = "(sumbuild n (lam x (tuple e1 ... ek)))"
-    rhs_text = "(tuple (sumbuild n (lam x e1)) ... (sumbuild n (lam x ek)))"
-    domain = SUMS_REORDERED
-
-    def match(self, site: Site) -> bool | None:
-        return site.node.args[2].op is Op.TUPLE or None
-
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        n, x, body = site.node.args
-        return site.number, E.tuple_(*(E.sumbuild(n, x, e) for e in body.args))
-
-
-class AddTuples(Rule):
-    """``(add (tuple a1 ...) (tuple b1 ...))`` -> ``(tuple (add a1 b1) ...)``."""
-
-    name = "add_tuples"
-    heads = frozenset({Op.ADD})
-    lhs_text = "(add (tuple a1 ... ak) (tuple b1 ... bk))"
-    rhs_text = "(tuple (add a1 b1) ... (add ak bk))"
-    strict = True
-
-    def match(self, site: Site) -> bool | None:
-        a, b = site.node.args
-        return (a.op is Op.TUPLE and b.op is Op.TUPLE and len(a.args) == len(b.args)) or None
-
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        a, b = site.node.args
-        return site.number, E.tuple_(*(E.op(Op.ADD, x, y) for x, y in zip(a.args, b.args, strict=True)))
-
-
-class MulTupleScalar(Rule):
-    """``(mul (tuple a1 ...) z)`` -> ``(tuple (mul a1 z) ...)`` for a scalar ``z``."""
-
-    name = "mul_tuple_scalar"
-    heads = frozenset({Op.MUL})
-    lhs_text = "(mul (tuple a1 ... ak) z)"
-    rhs_text = "(tuple (mul a1 z) ... (mul ak z))"
-    conditions_text = ("z is a scalar",)
-    strict = True
-
-    def match(self, site: Site) -> bool | None:
-        a, z = site.node.args
-        return (a.op is Op.TUPLE and z.type.kind in (Kind.FLOAT, Kind.INTEGER)) or None
-
-    def rewrite(self, site: Site, found: bool) -> Rewrite:
-        a, z = site.node.args
-        return site.number, E.tuple_(*(E.op(Op.MUL, x, z) for x in a.args))
-
-
-VECTOR_RULES: list[Rule] = [
-    VECTOR_TABLE[0],  # size_of_build
-    VECTOR_TABLE[1],  # index_of_build
-    SelectOfTuple(),
-    VECTOR_TABLE[2],  # mk_sumbuild
-    VECTOR_TABLE[3],  # sumbuild_other_deltavec
-    VECTOR_TABLE[4],  # sumbuild_of_deltavec
-    SumbuildOfTuple(),
-    AddTuples(),
-    MulTupleScalar(),
-    VECTOR_TABLE[5],  # sumbuild_invariant
-    VECTOR_TABLE[6],  # sumbuild_of_zero_vec
-    VECTOR_TABLE[7],  # sum_of_deltavecs
-    VECTOR_TABLE[8],  # sumbuild_of_sum
-    SumbuildOfBuild(),
+    rule(
+        "sumbuild_of_build",
+        "(sumbuild ?o (lam ?oi (build ?n (lam ?ni ?e))))",
+        builds(
+            "(build ?n (lam ?ni (sumbuild ?o (lam ?oi ?e)))), ?ni renamed if it is ?oi's name or free in ?o",
+            _swap_loops,
+        ),
+        not_free("?oi", "?n"),
+        domain=f"o >= 1; {SUMS_REORDERED}",
+    ),
 ]

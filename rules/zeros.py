@@ -20,7 +20,8 @@ from __future__ import annotations
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
-from rules.rule import Rewrite, Rule, Site
+from rules.pattern import Bindings
+from rules.rule import Condition, Rewrite, Rule, Site, builds, condition, not_free, rule
 
 #: The structural forms whose value is zero when their parts named here are (None: every child).
 ZERO_FORMS: dict[Op, tuple[int, ...] | None] = {
@@ -113,39 +114,37 @@ class AddZeroVec(Rule):
         return site.number, found
 
 
-class BuildOfDelta(Rule):
-    """``(build n (lam x (if (eq x i) a z)))`` -> ``(deltaVec n i a)`` for an all-zero ``z``."""
-
-    name = "build_of_delta"
-    heads = frozenset({Op.BUILD})
-    lhs_text = "(build n (lam x (if (eq x i) a z))), also (eq i x)"
-    rhs_text = "(deltaVec n i a)"
-    conditions_text = ("x is not free in i, a or z", "z is all zeros (see rules/zeros.py)")
-    domain = "0 <= i < n, z has a's shape, and evaluating a does not fail"
-
-    def match(self, site: Site) -> tuple[Expr, Expr] | None:
-        """The index and the value of the one element that is not zero."""
-        _, var, body = site.node.args
-        if body.op is not Op.IF:
-            return None
-        x = var.data
-        cond, a, z = body.args
-        if cond.op is not Op.EQ or x in a.free:
-            return None
-        left, right = cond.args
-        if left.op is Op.VAR and left.data == x:
-            i = right
-        elif right.op is Op.VAR and right.data == x:
-            i = left
-        else:
-            return None
-        if x in i.free or x in z.free or not is_zero(z, site):
-            return None
-        return i, a
-
-    def rewrite(self, site: Site, found: tuple[Expr, Expr]) -> Rewrite:
-        i, a = found
-        return site.number, E.op(Op.DELTAVEC, site.node.args[0], i, a)
+def all_zeros(hole: str) -> Condition:
+    """The expression matched by ``hole`` is all zeros (:func:`is_zero`, looking through the lets in scope)."""
+    return condition("all_zeros", lambda site, z: is_zero(z, site), hole, at_site=True)
 
 
-ZERO_TENSOR_RULES: list[Rule] = [AddZeroVec(), BuildOfDelta()]
+def delta_index(left: Expr, right: Expr, x: Expr) -> Expr | None:
+    """The side of ``(eq left right)`` that is not the variable ``x`` when the other is, and does not use ``x``."""
+    if left.op is Op.VAR and left.data == x.data:
+        i = right
+    elif right.op is Op.VAR and right.data == x.data:
+        i = left
+    else:
+        return None
+    return None if x.data in i.free else i
+
+
+def _delta(site: Site, b: Bindings) -> Expr:
+    i = delta_index(b["left"], b["right"], b["x"])
+    assert i is not None
+    return E.op(Op.DELTAVEC, b["n"], i, b["a"])
+
+
+BUILD_OF_DELTA = rule(
+    "build_of_delta",
+    "(build ?n (lam ?x (if (eq ?left ?right) ?a ?z)))",
+    builds("(deltaVec ?n i ?a), i the side of the eq that is not ?x", _delta),
+    not_free("?x", "?a"),
+    condition("one_side_is", lambda left, right, x: delta_index(left, right, x) is not None, "?left", "?right", "?x"),
+    not_free("?x", "?z"),
+    all_zeros("?z"),
+    domain="0 <= i < n, z has a's shape, and evaluating a does not fail",
+)
+
+ZERO_TENSOR_RULES: list[Rule] = [AddZeroVec(), BUILD_OF_DELTA]

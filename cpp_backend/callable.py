@@ -99,7 +99,7 @@ def _leaves(t: Type, path: str = "") -> list[_Leaf]:
 
 # -- the C++ side -----------------------------------------------------------------------------------
 _ENTRY_HELPERS = r"""
-// ---- Python entry points (knossos.cpp.callable) ----
+// ---- Python entry points (cpp_backend.callable) ----
 #include <cstring>
 namespace ks {
 template <class T>

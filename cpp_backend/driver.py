@@ -95,7 +95,7 @@ def driver_main(defs: Sequence[Def]) -> str:
     """The C++ ``main()`` answering requests for ``defs`` (numbered in order; see the module docstring)."""
     cases = "\n".join(_case(k, d) for k, d in enumerate(defs) if _def_serializable(d))
     return f"""
-// ---- the test driver (knossos.cpp.driver) ----
+// ---- the test driver (cpp_backend.driver) ----
 #include <iostream>
 #include <iterator>
 
@@ -113,7 +113,7 @@ static void ks_driver_call(long long id, bool timing, double seconds, ks::Reader
 
 int main() {{
     std::ios::sync_with_stdio(false);
-    if (const char* budget = std::getenv("{BUDGET_VARIABLE}")) {{  // MiB; see knossos.cpp.driver
+    if (const char* budget = std::getenv("{BUDGET_VARIABLE}")) {{  // MiB; see cpp_backend.driver
         char* end = nullptr;
         const unsigned long long mib = std::strtoull(budget, &end, 10);
         if (end != budget && *end == 0 && mib > 0 && mib < (1ULL << 40)) ks::arena().set_limit(std::size_t(mib) << 20);

@@ -1305,7 +1305,7 @@ def emit_program(
     """
     chosen = selected_defs(program, defs)
     parts = [
-        "// C++17 generated from a Knossos program by knossos.cpp.emit; compile with",
+        "// C++17 generated from a Knossos program by cpp_backend.emit; compile with",
         "// g++ -O3 -std=c++17 -ffp-contract=off -march=native -fopenmp (without -fopenmp: one thread, sums in order)",
         "",
     ]

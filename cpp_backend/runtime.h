@@ -1,4 +1,4 @@
-// The runtime of C++ code generated from Knossos programs (knossos/cpp/emit.py).
+// The runtime of C++ code generated from Knossos programs (cpp_backend/emit.py).
 //
 // Values: Float = double, Integer = std::int64_t, Bool = bool, (Vec T) = ks::Vec<T>, (Tuple T...) =
 // std::tuple<T...>, (Lam S T) = std::function<T(const S&)>.  Vectors point into an arena: everything a

@@ -84,7 +84,7 @@ def numpy_gemm(args: Sequence[Any]) -> Callable[[], Any]:
     return lambda: alpha * (A @ B) + beta * C
 
 
-#: The gradient as matrix products (knossos/cpp/numpy_refs.py).
+#: The gradient as matrix products (cpp_backend/numpy_refs.py).
 numpy_conv1d_rev = conv1d_rev
 
 

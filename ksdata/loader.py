@@ -23,7 +23,7 @@ ROOT = DATA.parent
 
 
 class Source(Protocol):
-    """Expressions to load (``gnn.config.DataSource`` is one): a set by name, or defs of a program file."""
+    """Expressions to load (``training.config.DataSource`` is one): a set by name, or defs of a program file."""
 
     @property
     def set(self) -> str | None: ...

@@ -4,7 +4,7 @@ Run:  python experiments/default_model/candidates.py CANDIDATE [CANDIDATE ...] [
                                                       [--scales 0.2,0.5] [--budget 300] [--data runs/offline/tree5000.jsonl.gz]
                                                       [--search astar|lazy-astar] [--batches 8]
 
-A candidate is a weights file, ``A+B+C`` (their weights averaged, as ``python -m gnn.export
+A candidate is a weights file, ``A+B+C`` (their weights averaged, as ``python -m training.export
 --average-with`` does) or ``A,B,C`` (an ensemble: the mean of the networks' values).  Each is
 searched with A* (binding_simplify_rules, depth 10), eager or lazy (``--search lazy-astar``, with each of
 ``--batches``), on the last 200 of generated_train, which the offline fits never fit (``--on

@@ -4,7 +4,7 @@ Run:  python experiments/default_model/dataset.py OUT.jsonl.gz [--set generated_
                                                   [--budget 5000] [--samples 600] [--workers N]
 
 Each expression of ``--set`` is searched (A*, binding_simplify_rules, depth 10) with ``--model`` and
-its search's targets (``explored_and_reached``, as gnn/training.py fits them; at most ``--samples``
+its search's targets (``explored_and_reached``, as training/trainer.py fits them; at most ``--samples``
 per search, drawn with the expression's index as seed) are appended to OUT as one line per search:
 ``{"index", "name", "budget", "model", "best_cost", "samples": [[expr, steps_left, target, [shorter]]]}``.
 Searches run in ``--workers`` processes; a rerun skips the indices OUT already has, so an interrupted

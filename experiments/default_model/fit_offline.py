@@ -6,7 +6,7 @@ Run:  python experiments/default_model/fit_offline.py RUN DATA.jsonl.gz [DATA2 .
 The files' samples are merged into one best target per expression and number of steps left (as
 ``training.best_targets`` does online), a twentieth of the expressions is held out for the loss,
 and the network of ``--config`` (its model and training.lr / batch_size) is fitted one pass at a
-time.  After each pass its weights go to RUN/weights/epoch_NNN.pt (so choose.py and gnn.export take
+time.  After each pass its weights go to RUN/weights/epoch_NNN.pt (so choose.py and training.export take
 them), and A* at ``--validation`` evaluations searches the generated validation set with it at each
 value scale; RUN/metrics.jsonl gets a line per pass.  RUN/checkpoint.pt resumes an interrupted run.
 """
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
         "--rank-weight",
         type=float,
         default=0.0,
-        help="add this times the sibling ranking loss (gnn/ranking.py); a pass is then one over the groups",
+        help="add this times the sibling ranking loss (training/ranking.py); a pass is then one over the groups",
     )
     ap.add_argument("--rank-temperature", type=float, default=1.0, help="the ranking loss's softmax temperature")
     ap.add_argument("--lr", type=float, help="the learning rate (default: the config's training.lr)")

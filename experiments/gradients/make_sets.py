@@ -31,7 +31,7 @@ from ksdata.loader import DATA
 
 PROGRAMS = DATA / "programs"
 OUT = DATA / "gradients"
-HEADER = "; Made by experiments/gradients/make_sets.py from {source} (knossos.autodiff): do not edit.\n"
+HEADER = "; Made by experiments/gradients/make_sets.py from {source} (autodiff): do not edit.\n"
 
 
 def only(program: Program, names: list[str]) -> Program:

@@ -1,4 +1,4 @@
-"""The committed training runs of experiments/results/training/, side by side: ``python -m gnn.report``'s
+"""The committed training runs of experiments/results/training/, side by side: ``python -m training.report``'s
 per-epoch tables."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ TRAINING_RUNS = {
 
 
 def training_table(name: str) -> str:
-    """``python -m gnn.report`` of the committed training runs ``TRAINING_RUNS[name]``: per epoch and
+    """``python -m training.report`` of the committed training runs ``TRAINING_RUNS[name]``: per epoch and
     run, the training loss, the total best test cost, the test expressions at their best-known cost
     and the mean ratio to the start cost."""
     from training.report import table

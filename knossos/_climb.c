@@ -315,8 +315,8 @@ static PyObject *intern(PyObject *op, PyObject *args, PyObject *t, PyObject *cos
     PyObject *ref = PyDict_GetItemWithError(alpha_table, akey);
     if (ref == NULL && PyErr_Occurred()) goto done;
     PyObject *other = ref == NULL ? Py_None : PyWeakref_GET_OBJECT(ref);
-    if (other != Py_None) {
-        if (FIELD(other, F_OP) == op) {
+    if (ref != NULL) { /* a chain of this hash exists */
+        if (other != Py_None && FIELD(other, F_OP) == op) {
             int same = PyObject_RichCompareBool(FIELD(other, F_ARGS), args, Py_EQ);
             if (same < 0) goto done;
             if (same) {
@@ -325,7 +325,8 @@ static PyObject *intern(PyObject *op, PyObject *args, PyObject *t, PyObject *cos
                 goto done;
             }
         }
-        /* another expression holds the slot: Python compares alpha-variants and probes on */
+        /* another expression holds the slot, or a node that died: Python compares alpha-variants and
+         * probes the whole chain (a live variant may sit in a later slot) */
         PyObject *bound_position = PyTuple_Pack(2, pos_obj, count_obj);
         if (bound_position == NULL) goto done;
         result = PyObject_CallFunctionObjArgs(intern_binder, op, args, t, cost, free, bound_position, size, NULL);
@@ -599,7 +600,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "knossos._climb", NUL
 
 /* Raised whenever init's arguments or the meaning of climb change, so that knossos.rebuild can tell a
  * stale build from the current one. */
-#define CLIMB_VERSION 3
+#define CLIMB_VERSION 4
 
 PyMODINIT_FUNC PyInit__climb(void) {
     PyObject *m = PyModule_Create(&module);

@@ -37,7 +37,10 @@ class Ref(weakref.ref):  # type: ignore[type-arg]
 # Exact table of the nodes that bind nothing: (op, data key, ids of children) -> weak ref to the node.  Children are kept alive by
 # the node, so their ids cannot be reused while the entry exists; the entry dies with the node.
 table: dict[object, Ref] = {}
-# Binders by alpha-hash: (hash, slot) -> weak ref, to find alpha-variants.
+# Binders by alpha-hash: (hash, slot) -> weak ref, to find alpha-variants.  The nodes of one hash
+# (expressions that differ only where the hash cannot see, such as two programs' defs of one name
+# and signature) take the slots 0, 1, 2, ... with no gap: a lookup stops at the first missing slot,
+# so when a node dies the last slot of its chain moves into its place (forget_alpha).
 alpha_table: dict[object, Ref] = {}
 
 
@@ -47,8 +50,19 @@ def forget(ref: Ref) -> None:
 
 
 def forget_alpha(ref: Ref) -> None:
-    if alpha_table.get(ref.key) is ref:
-        del alpha_table[ref.key]
+    key: tuple[int, int] = ref.key  # type: ignore[assignment]
+    if alpha_table.get(key) is not ref:
+        return
+    h, slot = key
+    last = slot
+    while (h, last + 1) in alpha_table:
+        last += 1
+    if last == slot:
+        del alpha_table[key]
+        return
+    moved = alpha_table.pop((h, last))  # no gap: the chain's last entry takes the freed slot
+    moved.key = key
+    alpha_table[key] = moved
 
 
 #: The code of the weakref callbacks above: an exception raised in them (Ctrl-C) cannot propagate,
@@ -255,21 +269,29 @@ def intern_binder(
     h = hash((s, w))
     node: Expr | None = None
     slot = 0
+    free_slot = -1  # the first slot of a node that died and whose callback has not run yet
     while True:
         akey = (h, slot)
         ref = alpha_table.get(akey)
-        other: Expr | None = ref() if ref is not None else None
-        if other is None:
+        if ref is None:  # the end of the chain (it has no gaps)
             break
+        other: Expr | None = ref()
+        if other is None:
+            if free_slot < 0:
+                free_slot = slot
+            slot += 1
+            continue
         if other.op is op and other.args == args:  # the same node rebuilt: common in search
             return other
         if node is None:
             node = new_node(op, args, None, t, cost, free, s, w, c % PRIME, size, h)
         if alpha_equal(other, node):
             return other
-        slot += 1  # a genuine hash collision between different expressions
+        slot += 1  # another expression of the same hash
     if node is None:
         node = new_node(op, args, None, t, cost, free, s, w, c % PRIME, size, h)
+    if free_slot >= 0:
+        akey = (h, free_slot)
     ref = Ref(node, forget_alpha)
     ref.key = akey
     alpha_table[akey] = ref

@@ -8,6 +8,7 @@ import pickle
 import pytest
 
 from knossos import expr as E
+from knossos.callee import edef_callee
 from knossos.errors import KsTypeError
 from knossos.ops import Op
 from knossos.parser import parse_expr
@@ -186,3 +187,19 @@ def test_deep_expressions_hash_type_cost_without_recursion() -> None:
         chain = E.let(E.var(f"v{i}", FLOAT), E.op(Op.ADD, x, E.const(float(i))), chain)
     assert chain.free == {"x", "y"}
     assert pickle.loads(pickle.dumps(chain)) is chain
+
+
+def test_a_binder_stays_one_node_when_an_earlier_one_of_its_hash_dies() -> None:
+    """Two edefs of one name and signature hash alike (the hash reads no costs), so binders over
+    calls of each share an alpha-hash chain.  When the first dies, the second must still be found,
+    by make and by the rebuild of an ancestor (the C loop where it is built), not built twice."""
+    cheap, dear = edef_callee("f", (FLOAT,), FLOAT, 1.0), edef_callee("f", (FLOAT,), FLOAT, 2.0)
+    x, y = E.var("x", FLOAT), E.var("y", FLOAT)
+    first = E.let(y, E.call(cheap, x), y)
+    second = E.let(y, E.call(dear, x), y)
+    assert first is not second and hash(first) == hash(second)
+    del first
+    gc.collect()
+    assert E.let(y, E.call(dear, x), y) is second
+    with_literal = E.let(y, E.call(dear, x), E.const(1.0))  # nodes: let, y, call, x, the body
+    assert E.replace_at(with_literal, 4, y) is second

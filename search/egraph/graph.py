@@ -67,6 +67,8 @@ class EGraph:
     pending_unions: list[tuple[int, int]] = field(default_factory=list)
     #: Unions that changed something since this was last reset.
     merges: int = 0
+    #: What each op over literal children folded to (None: no fold applies), by (op, data, literals).
+    folded: dict[tuple[Any, ...], Expr | None] = field(default_factory=dict)
 
     # -- union-find -----------------------------------------------------------------------------
     def find(self, i: int) -> int:
@@ -158,15 +160,22 @@ class EGraph:
         folds = self.folds.get(op)
         if not folds or not children:
             return
-        consts = [self.classes[self.find(c)].const for c in children]
-        if any(c is None for c in consts):
-            return
-        literal_node = E.make(op, tuple(c for c in consts if c is not None), data)
-        for fold in folds:
-            value = fold(literal_node)
-            if value is not None:
-                self.pending_unions.append((i, self.add_leaf(value)))
+        classes, find = self.classes, self.find
+        consts: list[Expr] = []
+        for c in children:
+            const = classes[find(c)].const
+            if const is None:  # most e-nodes: a child with no literal
                 return
+            consts.append(const)
+        key = (op, data, *consts)  # literals are interned: the same key is the same fold
+        if key in self.folded:
+            value = self.folded[key]
+        else:
+            literal_node = E.make(op, tuple(consts), data)
+            value = next((v for fold in folds if (v := fold(literal_node)) is not None), None)
+            self.folded[key] = value
+        if value is not None:
+            self.pending_unions.append((i, self.add_leaf(value)))
 
     # -- merging --------------------------------------------------------------------------------
     def union(self, a: int, b: int) -> bool:

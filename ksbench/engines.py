@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ksbench.best_known import best_known
+
 
 @dataclass(frozen=True)
 class Engine:
@@ -38,13 +40,7 @@ BY_NAME = {e.name: e for e in ENGINES}
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (set, engine): expressions, hits at the best cost known, total best cost, seconds."""
-    known: dict[tuple[str, int], float] = {}
-    for r in rows:
-        key = (r["set"], r["index"])
-        candidates = [r["best_cost"], known.get(key, float("inf"))]
-        if r["best_known"] is not None:
-            candidates.append(r["best_known"])
-        known[key] = min(candidates)
+    known = best_known(rows)
     out = []
     for set_name in dict.fromkeys(r["set"] for r in rows):
         for name in dict.fromkeys(r["engine"] for r in rows):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "ksdata"
 PROGRAMS = DATA / "programs"
 PROGRAM_FILES = sorted(PROGRAMS.glob("*.kso"))
+#: Every package of the project (the list mypy checks): what the lint and atomic-write tests walk.
+PACKAGES: tuple[str, ...] = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["packages"])
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import pytest
 
 from knossos.atomic import atomic_output, atomic_write, atomic_write_bytes, atomic_write_text
 
-from conftest import ROOT
+from conftest import PACKAGES, ROOT
 
 
 def test_writes_a_new_file_with_the_ordinary_mode(tmp_path: Path) -> None:
@@ -90,19 +90,7 @@ def test_only_knossos_atomic_renames_files_into_place() -> None:
     renames = re.compile(r"\bos\.(replace|rename)\(|\.rename\(")  # os's, and pathlib's rename
     found = [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-        for folder in (
-            "knossos",
-            "cpp_backend",
-            "autodiff",
-            "frontends",
-            "rules",
-            "search",
-            "gnn",
-            "app",
-            "envs",
-            "experiments",
-            "benchmarks",
-        )
+        for folder in PACKAGES
         for path in sorted((ROOT / folder).rglob("*.py"))
         if path != ROOT / "knossos" / "atomic.py"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import PACKAGES, ROOT
 
 #: Where a module may import a private name of another (none: knossos.rebuild loads the C extension by name).
 PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str, str]] = set()
@@ -41,22 +41,6 @@ def test_layers() -> None:
     done = subprocess.run([lint_imports, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert " 0 broken" in done.stdout, done.stdout
-
-
-#: The packages whose modules are checked, and whose private names no other module may use.
-PACKAGES = (
-    "knossos",
-    "cpp_backend",
-    "autodiff",
-    "frontends",
-    "rules",
-    "search",
-    "gnn",
-    "app",
-    "envs",
-    "experiments",
-    "benchmarks",
-)
 
 
 def _module_name(path: Path) -> str:

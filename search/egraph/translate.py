@@ -74,16 +74,7 @@ class Rewrite:
         conditions = self.rule.conditions
         single = self.condition_holes[0] if len(self.condition_holes) == 1 else None
         by_class: dict[int, bool] = {}  # e-classes do not change while matching
-        nodes = by_op.get(self.lhs.op, ())
-        if self.flat and not conditions:  # commutativity and the like: the loop at its shortest
-            for cls, node in nodes:
-                kids = node[2]
-                if len(kids) == arity and (not self.needs_scalar or classes[cls].type.is_number):
-                    out.append((cls, kids))
-                    if len(out) >= most:
-                        return out
-            return out
-        for cls, node in nodes:
+        for cls, node in by_op.get(self.lhs.op, ()):
             kids = node[2]
             if len(kids) != arity or (self.needs_scalar and not classes[cls].type.is_number):
                 continue

@@ -38,6 +38,7 @@ from rules.sets import RULE_SETS, get_rule_set
 from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, default_max_memory_mib
 from search.registry import get_search
 from search.result import SearchResult
+from search.state import State, expr_of
 
 
 def _amount(text: str) -> float:
@@ -578,8 +579,10 @@ SNIPPET = 48
 def _rewritten(result: SearchResult, searched_best: Expr, tidied: list[Expr]) -> list[str]:
     """For each step, the subexpression it rewrote (one line, cut short), as the step saw it: the
     search's steps from its graph, then the tidying's (``tidied``, as :func:`_tidied` found them)."""
-    path = result.graph.path(searched_best) if searched_best in result.graph.states else []
-    where = [_snippet(path_to(before, action.node)[1]) for before, action in path]
+    g = result.graph
+    state: State = g.best if expr_of(g.best) is searched_best else searched_best  # a lazy state on deep programs
+    path = g.path(state) if state in g.states else []
+    where = [_snippet(path_to(expr_of(before), action.node)[1]) for before, action in path]
     if len(where) < len(result.steps):
         where += [_snippet(node) for node in tidied]
     return where if len(where) == len(result.steps) else ["" for _ in result.steps]

@@ -2,13 +2,16 @@
 
 Run:  python benchmarks/bench_deep_programs.py [--depths 1000,5000,20000] [--full-depths 500,1000,2000] [--out FILE]
 
-Program: ``(def f Float ((x : Float)) (add 1.0 (add 1.0 ... x)))``, ``depth`` deep (issue 31's).  Each of its
-``depth`` children rebuilds the spine above its site, so one full expansion builds ``depth**2 / 2`` nodes.
+Program: ``(def f Float ((x : Float)) (add 1.0 (add 1.0 ... x)))``, ``depth`` deep (issue 31's).  Searches
+from it use lazy states (search/state.py): each child is named and costed without being built, so one
+expansion costs work linear in the depth.  A pruned search (``--prune-commutes``: its filter looks at
+built children) builds every child, and each rebuilds the spine above its site: ``depth**2 / 2`` nodes.
 Cases, each a fresh ``optimize.py FILE --rules simplify_rules --model none --budget 50 --json`` process:
-  limits   ``--seconds 2 --max-memory 1000``: the search must stop near 2 s and 1000 MiB;
+  limits   ``--seconds 2 --max-memory 1000``: the search must stop by its budget or near 2 s and 1000 MiB;
   states   ``--max-states 5``: the search must hold at most 5 states;
-  full     (at --full-depths) ``--budget 1``, no limits: the time of one whole expansion, which grows
-           as the square of the depth (what the limits cut short).
+  full     (at --full-depths) ``--budget 1``, no limits: the time of one whole expansion, lazy;
+  built    (at --full-depths) the same search through the Python API with ``lazy_states=False``
+           (this script's ``--expand-once``): every child built, as before lazy states.
 Printed: per case, wall seconds of the process (start-up and parsing included), the search's own
 seconds, peak resident MiB of the process, states expanded and the note.  Output: one JSON line per
 case in experiments/results/robustness/deep_programs.jsonl (--out to choose), rewritten atomically
@@ -44,6 +47,7 @@ CASES = {
     "limits": ["--budget", "50", "--seconds", "2", "--max-memory", "1000"],
     "states": ["--budget", "50", "--max-states", "5"],
     "full": ["--budget", "1"],
+    "built": ["--expand-once"],
 }
 
 
@@ -57,7 +61,10 @@ def chain(depth: int, folder: Path) -> Path:
 
 
 def measure(program: Path, case: str) -> dict[str, object]:
-    argv = [sys.executable, "-c", PEAK, str(ROOT / "optimize.py"), str(program), *COMMON, *CASES[case]]
+    if case == "built":
+        argv = [sys.executable, "-c", PEAK, __file__, "--expand-once", str(program)]
+    else:
+        argv = [sys.executable, "-c", PEAK, str(ROOT / "optimize.py"), str(program), *COMMON, *CASES[case]]
     began = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True)
     wall = time.perf_counter() - began
@@ -75,6 +82,18 @@ def measure(program: Path, case: str) -> dict[str, object]:
     }
 
 
+def expand_once(program: Path) -> None:
+    """A* with budget 1 (one expansion) of the program's def with every child built; optimize.py's JSON fields."""
+    from knossos.parser import load_program
+    from rules.sets import get_rule_set
+    from search.astar import astar
+    from search.spec import SearchSpec
+
+    (d,) = load_program(program).defs.values()
+    result = astar(d.body, SearchSpec(rules=get_rule_set("simplify_rules"), depth=10, budget=1, lazy_states=False))
+    print(json.dumps({"seconds": round(result.seconds, 4), "expanded": result.expanded, "notes": result.notes}))
+
+
 def depths(text: str) -> list[int]:
     return [int(d) for d in text.split(",") if d]
 
@@ -84,8 +103,14 @@ def main() -> None:
     ap.add_argument("--depths", type=depths, default=[1000, 5000, 20000])
     ap.add_argument("--full-depths", type=depths, default=[500, 1000, 2000])
     ap.add_argument("--out", type=Path, default=ROOT / "experiments/results/robustness/deep_programs.jsonl")
+    ap.add_argument(
+        "--expand-once", type=Path, metavar="FILE", help="(for the built case) expand FILE's def once, children built"
+    )
     args = ap.parse_args()
-    plan = [(d, c) for d in args.depths for c in ("limits", "states")] + [(d, "full") for d in args.full_depths]
+    if args.expand_once is not None:
+        return expand_once(args.expand_once)
+    plan = [(d, c) for d in args.depths for c in ("limits", "states")]
+    plan += [(d, c) for d in args.full_depths for c in ("full", "built")]
     stamp = {"revision": revision(), "machine": f"{platform.node()} {platform.processor() or platform.machine()}"}
     rows: list[dict[str, object]] = []
     print(f"{'depth':>6} {'case':<7} {'wall s':>7} {'search s':>8} {'peak MiB':>8} {'expanded':>8}  note", flush=True)

@@ -55,6 +55,7 @@ from rules.actions import Action
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.mdp import Transitions
+from search.state import expr_of
 
 #: Random walks of 10 steps over the bundled sets and programs meet at most 97 rewrites per state
 #: with binding_simplify_rules (arithmetic sets) and 448 with ml_rules (gmm programs): twice that.
@@ -239,7 +240,7 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
 
     def _enter(self, e: Expr, steps_left: int) -> None:
         self._expr, self._steps_left = e, steps_left
-        found = self._transitions.successors(e) if steps_left > 0 else []
+        found = [(a, expr_of(c)) for a, c in self._transitions.successors(e)] if steps_left > 0 else []
         self._successors = found[: self.max_actions]
         self._dropped = len(found) - len(self._successors)
         if self._dropped and not self._warned_dropped:

@@ -24,6 +24,7 @@ from knossos.expr import Expr
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.mdp import Transitions
+from search.state import expr_of
 
 #: The CSV header.
 FIELDS: Final = ("benchmark", "actions", "reward")
@@ -112,7 +113,7 @@ def validate(state: EnvState, rules: str | RuleSet = "binding_simplify_rules") -
     transitions = Transitions(rule_set)
     e = start
     for step, name in enumerate(state.actions, start=1):
-        after = next((c for a, c in transitions.successors(e) if str(a) == name), None)
+        after = next((expr_of(c) for a, c in transitions.successors(e) if str(a) == name), None)
         if after is None:
             raise StateError(
                 f"{one_line(state.benchmark)[:200]}: action {step} ({one_line(name)!r}) is not a rewrite of the "

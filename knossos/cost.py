@@ -143,6 +143,20 @@ def _apply(args: tuple[Expr, ...], data: Any, t: Type) -> float:
     return APPLY_COST + args[0].cost + args[1].cost
 
 
+#: How much a node's cost grows per unit of one child's cost, for the (op, child index) pairs where
+#: that is not 1.  Given the children's types, which a rewrite keeps, every rule above is affine in
+#: each child's cost, except in the branches of an ``if`` (:func:`if_cost`): what lets a search cost a
+#: rewrite deep in a program without rebuilding the program (:mod:`rules.lazy_children`).
+CHILD_WEIGHT: dict[tuple[Op, int], float] = {
+    (Op.BUILD, 1): 0.0,
+    (Op.BUILD, 2): ASSUMED_VECTOR_SIZE,
+    (Op.SUMBUILD, 1): 0.0,
+    (Op.SUMBUILD, 2): ASSUMED_VECTOR_SIZE,
+    (Op.LET, 0): 0.0,
+    (Op.LAM, 0): 0.0,
+}
+
+
 COST_RULES: dict[Op, CostRule] = {op: _flat(own) for op, own in OWN_COST.items()}
 COST_RULES.update({op: _arith(op) for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG)})
 COST_RULES.update(

@@ -107,11 +107,11 @@ def _rebuild(root: Expr, site: Site, rule: Rule, rewrite: Rewrite) -> Expr:
             depth = len(ancestors)
         else:
             old = ancestors[depth][0]
-    _check_type(rule, old, replacement)
+    check_type(rule, old, replacement)
     return replace_on_path([(node, i) for node, _, i in ancestors[:depth]], old, replacement)
 
 
-def _check_type(rule: Rule, old: Expr, replacement: Expr) -> None:
+def check_type(rule: Rule, old: Expr, replacement: Expr) -> None:
     if replacement.type is not old.type:
         raise AssertionError(f"rule {rule.name} changed the type from {old.type} to {replacement.type}")
 

@@ -47,6 +47,9 @@ from rules.pattern import (
     parse_pattern,
 )
 
+#: The innermost binder of each variable in scope at a node: name -> (binder, its number).
+Scope = dict[str, tuple[Expr, int]]
+
 
 @dataclass
 class Site:
@@ -59,7 +62,7 @@ class Site:
     #: Ancestors from the root down: (ancestor, its number, index of the child on the way to ``node``).
     ancestors: list[tuple[Expr, int, int]] = field(default_factory=list)
     #: Innermost binder of each variable in scope at ``node``: name -> (binder, its number).
-    scope: dict[str, tuple[Expr, int]] = field(default_factory=dict)
+    scope: Scope = field(default_factory=dict)
 
     @property
     def parent(self) -> tuple[Expr, int, int] | None:

@@ -19,14 +19,15 @@ import heapq
 from knossos.expr import Expr
 from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
+from search.state import State
 from search.value import ZeroValue
 
 
 def astar(start: Expr, spec: SearchSpec) -> SearchResult:
     run = SearchRun(start, spec)
     graph, evaluator = run.graph, run.evaluator
-    frontier: list[tuple[float, int, int, Expr]] = []  # (-f, steps left, order of insertion, expression)
-    pending: list[tuple[Expr, int]] = [(start, spec.depth)]
+    frontier: list[tuple[float, int, int, State]] = []  # (-f, steps left, order of insertion, state)
+    pending: list[tuple[State, int]] = [(run.start, spec.depth)]
     order = 0
     try:
         while not run.stop():

@@ -6,16 +6,17 @@ from __future__ import annotations
 from knossos.expr import Expr
 from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
+from search.state import State
 
 DEFAULT_WIDTH = 16
 
 
 def beam(start: Expr, spec: SearchSpec, width: int = DEFAULT_WIDTH) -> SearchResult:
     run = SearchRun(start, spec)
-    evaluator, cost = run.evaluator, spec.cost
+    evaluator, cost = run.evaluator, run.cost
     c0 = run.start_cost
-    evaluator([start])
-    level = [start]
+    evaluator([run.start])
+    level: list[State] = [run.start]
     try:
         for t in range(spec.depth, 0, -1):  # the states of `level` have t steps left
             candidates = []

@@ -10,16 +10,17 @@ from __future__ import annotations
 from knossos.expr import Expr
 from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
+from search.state import State
 
 
 def exhaustive(start: Expr, spec: SearchSpec) -> SearchResult:
     run = SearchRun(start, spec)
     graph = run.graph
-    level = [start]
+    level: list[State] = [run.start]
     stopped: str | None = None
     try:
         for t in range(spec.depth, 0, -1):
-            following: list[Expr] = []
+            following: list[State] = []
             for e in level:
                 following.extend(run.expand(e, t))
                 if run.stop():  # first: a limit may have cut this expansion short

@@ -1,6 +1,6 @@
 """The explored graph of a search: every state reached, the edges of expanded states, the best state.
 
-States are keyed by expression; each remembers the most steps left it was reached with and the
+States are keyed by state (an expression, or a lazy state on deep programs: search/state.py); each remembers the most steps left it was reached with and the
 (parent, action) of that visit, so a chain of parents always has strictly growing steps left and
 replays from the start.
 """
@@ -14,7 +14,8 @@ import numpy as np
 
 from knossos.expr import Expr
 from rules.actions import Action
-from search.mdp import CostFunction, Step
+from search.mdp import Step
+from search.state import State, StateCost, expr_of
 
 
 class ValueTargets(NamedTuple):
@@ -29,27 +30,27 @@ class ValueTargets(NamedTuple):
 @dataclass
 class Reached:
     steps_left: int
-    parent: Expr | None
+    parent: State | None
     action: Action | None
 
 
 class SearchGraph:
-    def __init__(self, start: Expr, depth: int, cost: CostFunction) -> None:
+    def __init__(self, start: State, depth: int, cost: StateCost) -> None:
         self.start = start
         self.depth = depth
         self.cost = cost
-        self.states: dict[Expr, Reached] = {start: Reached(depth, None, None)}
+        self.states: dict[State, Reached] = {start: Reached(depth, None, None)}
         #: Successor expressions of each expanded expression (the explored edges).
-        self.edges: dict[Expr, list[Expr]] = {}
+        self.edges: dict[State, list[State]] = {}
         self.best = start
         self.best_cost = cost(start)
 
-    def steps_left(self, e: Expr) -> int:
+    def steps_left(self, e: State) -> int:
         """Most steps left ``e`` was reached with; -1 if never reached."""
         r = self.states.get(e)
         return -1 if r is None else r.steps_left
 
-    def reach(self, e: Expr, steps_left: int, parent: Expr, action: Action) -> bool:
+    def reach(self, e: State, steps_left: int, parent: State, action: Action) -> bool:
         """Record reaching ``e`` from ``parent``; True if it is new or now has more steps left."""
         r = self.states.get(e)
         if r is not None and r.steps_left >= steps_left:
@@ -82,12 +83,12 @@ class SearchGraph:
                 joined.best, joined.best_cost = g.best, g.best_cost
         return joined
 
-    def add_edges(self, e: Expr, children: list[Expr]) -> None:
+    def add_edges(self, e: State, children: list[State]) -> None:
         self.edges[e] = children
 
-    def path(self, e: Expr) -> list[tuple[Expr, Action]]:
-        """The (expression before, action) pairs that lead from the start to ``e``."""
-        out: list[tuple[Expr, Action]] = []
+    def path(self, e: State) -> list[tuple[State, Action]]:
+        """The (state before, action) pairs that lead from the start to ``e``."""
+        out: list[tuple[State, Action]] = []
         while True:
             r = self.states[e]
             if r.parent is None or r.action is None:
@@ -97,7 +98,7 @@ class SearchGraph:
         out.reverse()
         return out
 
-    def steps(self, e: Expr) -> list[Step]:
+    def steps(self, e: State) -> list[Step]:
         """The rewrite sequence from the start to ``e`` as (node, rule, cost after) steps."""
         path = self.path(e)
         if not path:
@@ -115,9 +116,9 @@ class SearchGraph:
         steps left (0 for a state never expanded, whose targets are zero only for want of looking).
         Computed backwards over the whole graph, ``depth`` rounds of one vectorised step.
         """
-        exprs = list(self.states)
-        index = {e: i for i, e in enumerate(exprs)}
-        cost = np.array([self.cost(e) for e in exprs], dtype=np.float64)
+        states = list(self.states)
+        index = {e: i for i, e in enumerate(states)}
+        cost = np.array([self.cost(e) for e in states], dtype=np.float64)
         src: list[int] = []
         dst: list[int] = []
         for e, children in self.edges.items():
@@ -128,18 +129,18 @@ class SearchGraph:
                     src.append(i)
                     dst.append(j)
         s, d = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
-        steps_left = np.array([self.states[e].steps_left for e in exprs], dtype=np.int64)
+        steps_left = np.array([self.states[e].steps_left for e in states], dtype=np.int64)
         best = cost.copy()  # cheapest cost reachable within t steps, t = 0
-        table = np.zeros((len(exprs), self.depth + 1))
-        has_path = np.ones(len(exprs), dtype=bool)  # an explored path of t edges starts here
-        explored = np.zeros(len(exprs), dtype=np.int64)
+        table = np.zeros((len(states), self.depth + 1))
+        has_path = np.ones(len(states), dtype=bool)  # an explored path of t edges starts here
+        explored = np.zeros(len(states), dtype=np.int64)
         for t in range(1, self.depth + 1):
             nxt = best.copy()
-            longer = np.zeros(len(exprs), dtype=bool)
+            longer = np.zeros(len(states), dtype=bool)
             if len(s):
                 np.minimum.at(nxt, s, best[d])
                 np.logical_or.at(longer, s, has_path[d])
             best, has_path = nxt, longer
             table[:, t] = cost - best
             explored[has_path & (t <= steps_left)] = t
-        return ValueTargets(exprs, steps_left, table, explored)
+        return ValueTargets([expr_of(e) for e in states], steps_left, table, explored)

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from knossos.expr import Expr, replace_at
+from knossos.cost import LET_COST
+from knossos.expr import Expr, occurrences, replace_at
 from knossos.ops import Op
 from rules.actions import Action, site_at
+from rules.lazy_children import Sketch, build
+from rules.rule import Scope, Site
 from rules.rule_set import RuleSet
 from search.symmetry import LocalRules
 
@@ -38,6 +41,7 @@ class IdleInlineFilter:
     def __init__(self, rules: RuleSet, cost: Callable[[Expr], float]) -> None:
         self._local = LocalRules(rules)
         self._cost = cost
+        self._spine: tuple[Expr | None, set[int]] = (None, set())
         #: Inline children pruned so far.
         self.pruned = 0
 
@@ -52,18 +56,48 @@ class IdleInlineFilter:
             if let_after.op is Op.LET and let_after.args[0].data not in let_after.args[2].free:
                 # the last occurrence: delete_let follows, which frees the let's parent; a let on the
                 # outermost chain has none, so there the pair must pay for itself
-                if let_number not in body_spine(root):
+                if let_number not in self.spine(root):
                     return True
                 if self._cost(replace_at(child, let_number, let_after.args[2])) <= self._cost(root):
                     return True
-        if self._matched(child, numbers) - self._matched(root, numbers):
+        return self._decide(self._local.sites(child, numbers), self._local.sites(root, numbers))
+
+    def keep_sketch(self, site: Site, parent_scope: Scope | None, sketch: Sketch) -> bool:
+        """:meth:`keep` for a sketched child, from the site it was made at, under the reference cost
+        (the one lazy states carry).  An inline that renames binders to avoid capture rewrites the
+        let, not the occurrence: that rare child is built and decided as :meth:`keep` decides."""
+        root = site.root
+        if sketch.action.rule.name != "inline_let" or sketch.cost <= root.cost:
+            return True
+        if sketch.target != site.number:
+            return self.keep(root, sketch.action, build(root, sketch.target, sketch.replacement))
+        name = site.node.data
+        let_node, let_number = site.scope[name]  # inline_let matched: a let binds the occurrence
+        if occurrences(let_node.args[2], name) == 1:  # the last occurrence (see keep)
+            if let_number not in self.spine(root):
+                return True
+            # the let is on the outermost chain (lets' bodies all the way up, each adding its body's
+            # cost): dropping it saves its own cost and its value's
+            if sketch.cost - LET_COST - let_node.args[1].cost <= root.cost:
+                return True
+        after = self._local.sites_after(site, parent_scope, sketch.replacement)
+        return self._decide(after, self._local.sites_before(site, parent_scope))
+
+    def spine(self, root: Expr) -> set[int]:
+        """:func:`body_spine` of ``root``, remembered for the last root asked about."""
+        if self._spine[0] is not root:
+            self._spine = (root, body_spine(root))
+        return self._spine[1]
+
+    def _decide(self, after: list[Site], before: list[Site]) -> bool:
+        if self._matched(after) - self._matched(before):
             return True
         self.pruned += 1
         return False
 
-    def _matched(self, root: Expr, numbers: list[int]) -> set[tuple[int, str]]:
-        """(node, rule) of every rule other than a commutation that matches ``root`` at ``numbers``."""
-        return {(site.number, rule.name) for site, rule, _ in self._local.matches(root, numbers)}
+    def _matched(self, sites: list[Site]) -> set[tuple[int, str]]:
+        """(node, rule) of every rule other than a commutation that matches at ``sites``."""
+        return {(site.number, rule.name) for site, rule, _ in self._local.matches(sites)}
 
 
 def body_spine(root: Expr) -> set[int]:

@@ -27,6 +27,7 @@ from itertools import count
 from knossos.expr import Expr
 from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
+from search.state import State
 
 #: How many unevaluated states at the top of the frontier are evaluated together (chosen on the
 #: validation set and the training corpus's tail with the default model: 8 beat 4 and 16).
@@ -34,26 +35,26 @@ DEFAULT_BATCH = 8
 
 #: A frontier entry: (-priority, steps left, order of insertion, expression, whether the priority
 #: is the state's own value rather than its parent's estimate).
-Entry = tuple[float, int, int, Expr, bool]
+Entry = tuple[float, int, int, State, bool]
 
 
 def lazy_astar(start: Expr, spec: SearchSpec, batch: int = DEFAULT_BATCH) -> SearchResult:
     if batch < 1:
         raise ValueError(f"the batch must be at least 1, not {batch}")
     run = SearchRun(start, spec)
-    graph, evaluator, cost = run.graph, run.evaluator, spec.cost
+    graph, evaluator, cost = run.graph, run.evaluator, run.cost
     c0 = run.start_cost
     frontier: list[Entry] = []
     order = count()
 
-    def push(priority: float, t: int, e: Expr, evaluated: bool) -> None:
+    def push(priority: float, t: int, e: State, evaluated: bool) -> None:
         heapq.heappush(frontier, (-priority, t, next(order), e, evaluated))
 
-    def push_evaluated(group: list[tuple[int, Expr]]) -> None:
+    def push_evaluated(group: list[tuple[int, State]]) -> None:
         for (t, e), row in zip(group, evaluator([e for _, e in group]), strict=True):
             push(row[t] + c0 - cost(e), t, e, True)
 
-    def unevaluated_at_top(first: tuple[int, Expr]) -> list[tuple[int, Expr]]:
+    def unevaluated_at_top(first: tuple[int, State]) -> list[tuple[int, State]]:
         """``first`` and the next unevaluated states at the top, up to ``batch``; evaluated
         entries passed over go back."""
         group, passed = [first], []
@@ -71,7 +72,7 @@ def lazy_astar(start: Expr, spec: SearchSpec, batch: int = DEFAULT_BATCH) -> Sea
         return group
 
     try:
-        push_evaluated([(spec.depth, start)])
+        push_evaluated([(spec.depth, run.start)])
         while frontier and not run.stop():
             _, t, _, e, evaluated = heapq.heappop(frontier)
             if graph.steps_left(e) > t:

@@ -22,29 +22,31 @@ import numpy as np
 from knossos.expr import Expr
 from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
+from search.state import State
 
 ALPHA = 5.0
 BETA = 0.5
 
-State = tuple[Expr, int]
+#: A node of the tree: a state with its steps left.
+Node = tuple[State, int]
 
 
 def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA) -> SearchResult:
     run = SearchRun(start, spec)
-    graph, evaluator, cost = run.graph, run.evaluator, spec.cost
+    graph, evaluator, cost = run.graph, run.evaluator, run.cost
     rng = random.Random(spec.seed)
     c0 = run.start_cost
-    visits: dict[State, int] = {}
-    total: dict[State, float] = {}  # X(s): summed reductions of the rollouts through s
-    evaluator([start])
+    visits: dict[Node, int] = {}
+    total: dict[Node, float] = {}  # X(s): summed reductions of the rollouts through s
+    evaluator([run.start])
     iterations = 0
     out_of_budget = False
     try:
         while not evaluator.exhausted and not out_of_budget and iterations < spec.budget and not run.stop():
             iterations += 1
             # selection: descend while the state has been visited
-            s: State = (start, spec.depth)
-            descent: list[State] = []
+            s: Node = (run.start, spec.depth)
+            descent: list[Node] = []
             while s[1] > 0 and visits.get(s, 0) > 0:
                 children = run.successors(s[0])
                 if not children:
@@ -83,13 +85,13 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
                 lowest = min(lowest, cost(e))
             # back-up
             x = c0 - lowest
-            root: State = (start, spec.depth)
+            root: Node = (run.start, spec.depth)
             visits[root] = visits.get(root, 0) + 1
             for state in descent:
                 visits[state] = visits.get(state, 0) + 1
                 total[state] = total.get(state, 0.0) + x
             run.report()
-            if not descent and not run.transitions.successors(start, run.stop_check()):
+            if not descent and not run.transitions.successors(run.start, run.stop_check()):
                 break  # nothing to rewrite at all
     except KeyboardInterrupt:
         run.on_ctrl_c()

@@ -21,14 +21,15 @@ import heapq
 from knossos.expr import Expr
 from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
+from search.state import State
 
 
 def pseudo_beam(start: Expr, spec: SearchSpec) -> SearchResult:
     run = SearchRun(start, spec)
     graph, evaluator = run.graph, run.evaluator
     # queued[t]: states with t steps left, as (-priority, order of insertion, expression)
-    queued: list[list[tuple[float, int, Expr]]] = [[] for _ in range(spec.depth + 1)]
-    pending: list[tuple[Expr, int]] = [(start, spec.depth)]
+    queued: list[list[tuple[float, int, State]]] = [[] for _ in range(spec.depth + 1)]
+    pending: list[tuple[State, int]] = [(run.start, spec.depth)]
     order = 0
 
     def evaluate_pending() -> None:
@@ -38,7 +39,7 @@ def pseudo_beam(start: Expr, spec: SearchSpec) -> SearchResult:
             order += 1
         run.report()
 
-    def best_current(queue: list[tuple[float, int, Expr]], t: int) -> Expr | None:
+    def best_current(queue: list[tuple[float, int, State]], t: int) -> State | None:
         """The best state of ``queue`` still to be expanded with ``t`` steps left."""
         while queue:
             _, _, e = heapq.heappop(queue)

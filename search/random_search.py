@@ -12,18 +12,19 @@ import random
 from knossos.expr import Expr
 from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
+from search.state import State
 
 
 def random_search(start: Expr, spec: SearchSpec) -> SearchResult:
     run = SearchRun(start, spec)
     graph, evaluator = run.graph, run.evaluator
     rng = random.Random(spec.seed)
-    evaluator([start])
+    evaluator([run.start])
     rollouts = 0
     try:
         while not evaluator.exhausted and rollouts < spec.budget and not run.stop():
             rollouts += 1
-            e = start
+            e: State = run.start
             moved = False
             for t in range(spec.depth, 0, -1):
                 if run.stop():

@@ -32,6 +32,7 @@ from search.limits import Limits
 from search.pseudo_beam import pseudo_beam
 from search.result import SearchResult
 from search.spec import SearchSpec, ctrl_c_returns_best
+from search.state import state_cost
 
 Search = Callable[[Expr, SearchSpec], SearchResult]
 
@@ -115,7 +116,7 @@ def _result(
         steps = []
         if best is not start:
             notes.append("no rewrite sequence: saturation keeps none")
-    graph = SearchGraph(start, spec.depth, spec.cost) if found is None else found.graph
+    graph = SearchGraph(start, spec.depth, state_cost(spec.cost)) if found is None else found.graph
     if spec.progress is not None:
         spec.progress(found.evaluations if found else 0, best_cost)
     return SearchResult(

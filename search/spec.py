@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from knossos.cost_models import reference_cost
 from knossos.expr import Expr
-from rules.actions import Action, StopCheck
+from rules.actions import Action
 from rules.rule_set import RuleSet
 from search.graph import SearchGraph
 from search.limits import (
@@ -21,8 +22,9 @@ from search.limits import (
     check_seconds,
     default_max_memory_mib,
 )
-from search.mdp import CostFunction, Transitions, rlo_cost
+from search.mdp import CostFunction, StateStop, Transitions, rlo_cost
 from search.result import SearchResult
+from search.state import LAZY_DEPTH, State, expr_of, reaches_depth
 from search.value import Evaluator, ValueFunction, ZeroValue
 
 #: Called now and then with (evaluations so far, best cost so far).
@@ -75,6 +77,9 @@ class SearchSpec:
     prune_inlines: bool = False
     #: When the time limit started (``time.perf_counter()``; None: when the search starts).
     clock_started: float | None = None
+    #: Whether states are lazy (search/state.py): children named and costed, built only when used.
+    #: None: on starts at least ``LAZY_DEPTH`` deep, with the reference cost model.
+    lazy_states: bool | None = None
 
     def __post_init__(self) -> None:
         check_depth(self.depth)
@@ -92,8 +97,15 @@ class SearchRun:
     def __init__(self, start: Expr, spec: SearchSpec) -> None:
         self.spec = spec
         self.transitions = Transitions(spec.rules, spec.cost, spec.prune_commutes, spec.prune_inlines)
+        lazy = spec.lazy_states
+        if lazy is None:
+            lazy = spec.cost is reference_cost and reaches_depth(start, LAZY_DEPTH)
+        #: The start as a state (the expression itself, or a lazy state of it).
+        self.start = self.transitions.start(start, lazy)
+        #: The cost of a state.
+        self.cost = self.transitions.state_cost
         self.evaluator = Evaluator(spec.value, spec.depth, spec.budget)
-        self.graph = SearchGraph(start, spec.depth, spec.cost)
+        self.graph = SearchGraph(self.start, spec.depth, self.cost)
         self.start_cost = spec.cost(start)
         self.limits = Limits(spec.seconds, spec.max_states, spec.max_memory_mib, spec.clock_started)
         self.started = self.limits.started
@@ -110,19 +122,19 @@ class SearchRun:
         """Whether a limit (time, states, memory) is reached: the search then returns what it has."""
         return self.limits.reached(len(self.graph.states))
 
-    def stop_check(self) -> StopCheck:
-        """For one expansion: whether a limit is reached, counting the new children built so far as states."""
+    def stop_check(self) -> StateStop:
+        """For one expansion: whether a limit is reached, counting the new children made so far as states."""
         states = self.graph.states
-        new: set[Expr] = set()
+        new: set[State] = set()
 
-        def reached(child: Expr) -> bool:
+        def reached(child: State) -> bool:
             if child not in states:
                 new.add(child)
             return self.limits.reached(len(states) + len(new))
 
         return reached
 
-    def successors(self, e: Expr) -> list[tuple[Action, Expr]]:
+    def successors(self, e: State) -> list[tuple[Action, State]]:
         """The successors of ``e``, recorded as explored edges of the graph.
 
         The limits are checked after every child built, counting the children as states, so that one
@@ -133,17 +145,17 @@ class SearchRun:
         self.graph.add_edges(e, [child for _, child in children])
         return children
 
-    def expand(self, e: Expr, steps_left: int) -> list[Expr]:
+    def expand(self, e: State, steps_left: int) -> list[State]:
         """Expand ``e`` reached with ``steps_left``: the children that are new or now have more steps left."""
         return [child for action, child in self.successors(e) if self.graph.reach(child, steps_left - 1, e, action)]
 
-    def evaluate_waiting(self, waiting: list[tuple[Expr, int]]) -> list[tuple[float, int, Expr]]:
+    def evaluate_waiting(self, waiting: list[tuple[State, int]]) -> list[tuple[float, int, State]]:
         """Send what the budget still affords of ``waiting`` (states with their steps left; emptied)
         to the value function, as (A*'s priority ``V(s) + c(s0) - c(s)``, steps left, state).  A
         state since reached with more steps left is left out: that visit waits instead."""
         batch = self.evaluator.affordable(waiting, lambda w: w[0])
         waiting.clear()
-        cost, c0 = self.spec.cost, self.start_cost
+        cost, c0 = self.cost, self.start_cost
         rows = self.evaluator([e for e, _ in batch])
         return [
             (row[t] + c0 - cost(e), t, e)
@@ -161,16 +173,17 @@ class SearchRun:
     def result(self, complete: bool = True, notes: list[str] | None = None) -> SearchResult:
         """The search's result; a limit it stopped at is noted once (the caller may have noted it already)."""
         g = self.graph
+        best = expr_of(g.best)
         notes = list(notes or [])
         if self.limits.note is not None and not any(self.limits.note in n for n in notes):
             notes.append(f"{self.limits.note}; the best found so far")
         if self.spec.progress is not None:
             self.spec.progress(self.evaluator.evaluations, g.best_cost)
         return SearchResult(
-            start=g.start,
-            best=g.best,
+            start=expr_of(g.start),
+            best=best,
             start_cost=self.start_cost,
-            best_cost=g.best_cost,
+            best_cost=g.best_cost if best is g.best else self.spec.cost(best),
             steps=g.steps(g.best),
             graph=g,
             evaluations=self.evaluator.evaluations,

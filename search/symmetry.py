@@ -22,7 +22,8 @@ from typing import Any
 from knossos.expr import Expr
 from knossos.ops import Op
 from rules.actions import Action, site_at
-from rules.rule import Rule, Site, TableRule
+from rules.lazy_children import Sketch
+from rules.rule import Rule, Scope, Site, TableRule
 from rules.rule_set import RuleSet
 
 #: Ops whose operands commute (canonical forms sort them).
@@ -39,7 +40,12 @@ def is_commutation(rule: Rule) -> bool:
 
 class LocalRules:
     """The rules of a set other than its commutations, asked at an action's node and its parent:
-    what both pruning filters compare before and after a step (here and search/idle_inlines.py)."""
+    what both pruning filters compare before and after a step (here and search/idle_inlines.py).
+
+    The sites come from walking to the node (:meth:`around`, :meth:`sites`), or, for a sketched
+    child of a deep program (:mod:`rules.lazy_children`), from the enumeration's own site
+    (:meth:`sites_before`, :meth:`sites_after`): those carry ancestors up to the parent's parent only,
+    which is all a rule looks at (its ``parent``), so no walk and no built child is needed."""
 
     def __init__(self, rules: RuleSet) -> None:
         self.commutations = frozenset(r for r in rules.rules if is_commutation(r))
@@ -51,10 +57,35 @@ class LocalRules:
         site = site_at(root, action.node)
         return site, [action.node] + ([site.parent[1]] if site.parent is not None else [])
 
-    def matches(self, root: Expr, numbers: list[int]) -> Iterator[tuple[Site, Rule, Any]]:
-        """(site, rule, what it matched) of every such rule that matches ``root`` at ``numbers``."""
-        for number in numbers:
-            site = site_at(root, number)
+    def sites(self, root: Expr, numbers: list[int]) -> list[Site]:
+        return [site_at(root, number) for number in numbers]
+
+    def sites_before(self, site: Site, parent_scope: Scope | None) -> list[Site]:
+        """The sites of ``site``'s node and its parent, from an enumeration's ``site``."""
+        if site.parent is None or parent_scope is None:
+            return [site]
+        parent, number, _ = site.parent
+        return [site, Site(site.root, parent, number, site.ancestors[-2:-1], parent_scope)]
+
+    def sites_after(self, site: Site, parent_scope: Scope | None, replacement: Expr) -> list[Site]:
+        """The sites of the same numbers in the child that replaces ``site``'s node with ``replacement``:
+        the parent and the grandparent rebuilt over it."""
+        if site.parent is None or parent_scope is None:
+            return [Site(site.root, replacement, site.number, [], site.scope)]
+        parent, number, i = site.parent
+        parent_after = parent.replace_args((*parent.args[:i], replacement, *parent.args[i + 1 :]))
+        grand: list[tuple[Expr, int, int]] = []
+        if len(site.ancestors) >= 2:
+            g, g_number, j = site.ancestors[-2]
+            grand = [(g.replace_args((*g.args[:j], parent_after, *g.args[j + 1 :])), g_number, j)]
+        return [
+            Site(site.root, replacement, site.number, [(parent_after, number, i)], site.scope),
+            Site(site.root, parent_after, number, grand, parent_scope),
+        ]
+
+    def matches(self, sites: list[Site]) -> Iterator[tuple[Site, Rule, Any]]:
+        """(site, rule, what it matched) of every such rule that matches at ``sites``."""
+        for site in sites:
             for rule in self._by_op.get(site.node.op, ()):
                 found = rule.match(site)
                 if found is not None:
@@ -74,19 +105,29 @@ class CommuteFilter:
         if action.rule not in self._local.commutations:
             return True
         _, numbers = self._local.around(root, action)
-        after = self._local_results(child, numbers)
-        if after and not after <= self._local_results(root, numbers):
+        return self._decide(self._local.sites(child, numbers), self._local.sites(root, numbers))
+
+    def keep_sketch(self, site: Site, parent_scope: Scope | None, sketch: Sketch) -> bool:
+        """:meth:`keep` for a sketched child, from the site it was made at (a commutation rewrites its own node)."""
+        if sketch.action.rule not in self._local.commutations:
+            return True
+        after = self._local.sites_after(site, parent_scope, sketch.replacement)
+        return self._decide(after, self._local.sites_before(site, parent_scope))
+
+    def _decide(self, after: list[Site], before: list[Site]) -> bool:
+        results = self._local_results(after)
+        if results and not results <= self._local_results(before):
             return True
         self.pruned += 1
         return False
 
-    def _local_results(self, root: Expr, numbers: list[int]) -> set[tuple[int, Expr]]:
-        """What the rules other than commutations make of ``root`` at ``numbers``: (the node each
-        rewrite replaces, the canonical form of its replacement).  A root and its commutation differ
-        only below the swapped node, which these rewrites replace whole, so comparing replacements
+    def _local_results(self, sites: list[Site]) -> set[tuple[int, Expr]]:
+        """What the rules other than commutations make at ``sites``: (the node each rewrite
+        replaces, the canonical form of its replacement).  A root and its commutation differ only
+        below the swapped node, which these rewrites replace whole, so comparing replacements
         compares the resulting expressions."""
         out: set[tuple[int, Expr]] = set()
-        for site, rule, found in self._local.matches(root, numbers):
+        for site, rule, found in self._local.matches(sites):
             target, replacement = rule.rewrite(site, found)
             out.add((target, self.canonical(replacement)))
         return out

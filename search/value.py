@@ -3,7 +3,7 @@
 A value function estimates, for an expression, the largest cost reduction reachable within ``t``
 more rewrites, for every ``t`` in ``0..depth``, and does so for a whole batch of expressions in one
 call (a neural network is far cheaper per expression in batches).  Search wraps it in an
-:class:`Evaluator`, which caches per expression and counts the evaluations that make up the budget.
+:class:`Evaluator`, which caches per search state (search/state.py) and counts the evaluations that make up the budget.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from knossos.expr import Expr
+from search.state import State, expr_of
 
 T = TypeVar("T")
 
@@ -47,10 +48,11 @@ class ZeroValue:
 
 
 class Evaluator:
-    """A value function with a per-expression cache and an evaluation budget.
+    """A value function with a per-state cache and an evaluation budget.
 
-    ``evaluations`` counts the distinct expressions sent to the value function; search stops when it
-    reaches ``budget``.  Rows are read-only views of the cache.
+    ``evaluations`` counts the distinct states sent to the value function; search stops when it
+    reaches ``budget``.  Rows are read-only views of the cache.  A lazy state's expression is built
+    for the value function, except for the zero value function, which does not look at it.
     """
 
     def __init__(self, value: ValueFunction, depth: int, budget: int) -> None:
@@ -59,7 +61,7 @@ class Evaluator:
         self.budget = budget
         self.evaluations = 0
         self.batches = 0
-        self._cache: dict[Expr, np.ndarray] = {}
+        self._cache: dict[State, np.ndarray] = {}
 
     @property
     def exhausted(self) -> bool:
@@ -70,13 +72,13 @@ class Evaluator:
         """How many more expressions the value function may be asked about."""
         return max(self.budget - self.evaluations, 0)
 
-    def affordable(self, items: Sequence[T], expr_of: Callable[[T], Expr]) -> list[T]:
-        """``items`` (in order) without those whose new expression would go past the budget."""
+    def affordable(self, items: Sequence[T], state_of: Callable[[T], State]) -> list[T]:
+        """``items`` (in order) without those whose new state would go past the budget."""
         room = self.room
         out: list[T] = []
-        new: set[Expr] = set()
+        new: set[State] = set()
         for item in items:
-            e = expr_of(item)
+            e = state_of(item)
             if e not in self._cache and e not in new:
                 if len(new) >= room:
                     continue
@@ -84,14 +86,17 @@ class Evaluator:
             out.append(item)
         return out
 
-    def known(self, e: Expr) -> bool:
+    def known(self, e: State) -> bool:
         return e in self._cache
 
-    def __call__(self, exprs: Sequence[Expr]) -> list[np.ndarray]:
-        """The value rows of ``exprs``, evaluating the ones not cached in one batch."""
-        todo = list(dict.fromkeys(e for e in exprs if e not in self._cache))
+    def __call__(self, states: Sequence[State]) -> list[np.ndarray]:
+        """The value rows of ``states``, evaluating the ones not cached in one batch."""
+        todo = list(dict.fromkeys(e for e in states if e not in self._cache))
         if todo:
-            table = np.asarray(self.value.values(todo, self.depth), dtype=np.float64)
+            if isinstance(self.value, ZeroValue):
+                table = np.zeros((len(todo), self.depth + 1))
+            else:
+                table = np.asarray(self.value.values([expr_of(e) for e in todo], self.depth), dtype=np.float64)
             if table.shape != (len(todo), self.depth + 1):
                 raise ValueError(
                     f"the value function returned shape {table.shape}, expected {(len(todo), self.depth + 1)}"
@@ -101,4 +106,4 @@ class Evaluator:
                 self._cache[e] = row
             self.evaluations += len(todo)
             self.batches += 1
-        return [self._cache[e] for e in exprs]
+        return [self._cache[e] for e in states]

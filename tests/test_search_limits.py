@@ -180,9 +180,10 @@ def test_ctrl_c_returns_the_best_or_stops_the_program(name: str) -> None:
 
 
 def deep_chain(tmp_path: Path, depth: int) -> Path:
-    """The issue's program: ``(add 1.0 (add 1.0 ... x))``, ``depth`` deep.  Each of its ``depth``
-    children rebuilds the spine above its site, so one full expansion builds ``depth**2 / 2`` nodes
-    (at 3000 deep: 4.5 million nodes, tens of seconds and gigabytes)."""
+    """The issue's program: ``(add 1.0 (add 1.0 ... x))``, ``depth`` deep.  A search that builds its
+    children (here under the alloc cost model, which costs built expressions; under the reference
+    model, searches use lazy states: search/state.py) rebuilds the spine above each site, so one full
+    expansion builds ``depth**2 / 2`` nodes (at 3000 deep: 4.5 million nodes, tens of seconds and gigabytes)."""
     body = "x"
     for _ in range(depth):
         body = f"(add 1.0 {body})"
@@ -191,7 +192,7 @@ def deep_chain(tmp_path: Path, depth: int) -> Path:
     return path
 
 
-CHAIN = ["--rules", "simplify_rules", "--model", "none", "--budget", "50", "--json", "--quiet"]
+CHAIN = ["--rules", "simplify_rules", "--model", "none", "--budget", "50", "--json", "--quiet", "--cost", "alloc"]
 
 
 def test_limits_hold_within_one_expansion_of_a_deep_program(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -2,15 +2,19 @@
 
 Run:  python benchmarks/bench_deep_programs.py [--depths 1000,5000,20000] [--full-depths 500,1000,2000] [--out FILE]
 
-Program: ``(def f Float ((x : Float)) (add 1.0 (add 1.0 ... x)))``, ``depth`` deep (issue 31's).  Searches
-from it use lazy states (search/state.py): each child is named and costed without being built, so one
-expansion costs work linear in the depth.  A pruned search (``--prune-commutes``: its filter looks at
-built children) builds every child, and each rebuilds the spine above its site: ``depth**2 / 2`` nodes.
-Cases, each a fresh ``optimize.py FILE --rules simplify_rules --model none --budget 50 --json`` process:
-  limits   ``--seconds 2 --max-memory 1000``: the search must stop by its budget or near 2 s and 1000 MiB;
-  states   ``--max-states 5``: the search must hold at most 5 states;
-  full     (at --full-depths) ``--budget 1``, no limits: the time of one whole expansion, lazy;
-  built    (at --full-depths) the same search through the Python API with ``lazy_states=False``
+Programs, ``depth`` deep:
+  chain  ``(def f Float ((x : Float)) (add 1.0 (add 1.0 ... x)))`` (issue 31's), with simplify_rules;
+  lets   ``(let (a1 (mul 2.0 x)) (let (a2 (mul 2.0 a1)) ... a_n))``, as reverse mode writes, with
+         ml_rules and both prunings (the default program pipeline's search settings).
+Searches from them use lazy states (search/state.py): each child is named, costed and pruned without
+being built, so one expansion costs work linear in the depth.  Built, each child rebuilds the spine
+above its site: ``depth**2 / 2`` nodes.
+Cases, each a fresh ``optimize.py FILE --model none --budget 50 --json`` process (the program's rules):
+  limits   (chain) ``--seconds 2 --max-memory 1000``: the search must stop by its budget or near 2 s
+           and 1000 MiB;
+  states   (chain) ``--max-states 5``: the search must hold at most 5 states;
+  full     (both, at --full-depths) ``--budget 1``, no limits: the time of one whole expansion, lazy;
+  built    (both, at --full-depths) the same search through the Python API with ``lazy_states=False``
            (this script's ``--expand-once``): every child built, as before lazy states.
 Printed: per case, wall seconds of the process (start-up and parsing included), the search's own
 seconds, peak resident MiB of the process, states expanded and the note.  Output: one JSON line per
@@ -42,29 +46,40 @@ PEAK = (
     "finally: print(int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) // 1024,"
     " file=sys.stderr)"
 )
-COMMON = ["--rules", "simplify_rules", "--model", "none", "--json", "--quiet"]
+COMMON = ["--model", "none", "--json", "--quiet"]
 CASES = {
     "limits": ["--budget", "50", "--seconds", "2", "--max-memory", "1000"],
     "states": ["--budget", "50", "--max-states", "5"],
     "full": ["--budget", "1"],
     "built": ["--expand-once"],
 }
+#: Each program's rule set and pruning flags.
+SETTINGS = {
+    "chain": ["--rules", "simplify_rules"],
+    "lets": ["--rules", "ml_rules", "--prune-commutes", "--prune-inlines"],
+}
 
 
-def chain(depth: int, folder: Path) -> Path:
-    body = "x"
-    for _ in range(depth):
-        body = f"(add 1.0 {body})"
-    path = folder / f"chain{depth}.ks"
+def write_program(shape: str, depth: int, folder: Path) -> Path:
+    if shape == "chain":
+        body = "x"
+        for _ in range(depth):
+            body = f"(add 1.0 {body})"
+    else:
+        body = f"a{depth}"
+        for k in range(depth, 0, -1):
+            body = f"(let (a{k} (mul 2.0 {'x' if k == 1 else f'a{k - 1}'})) {body})"
+    path = folder / f"{shape}{depth}.ks"
     path.write_text(f"(def f Float ((x : Float)) {body})\n")
     return path
 
 
-def measure(program: Path, case: str) -> dict[str, object]:
+def measure(shape: str, program: Path, case: str) -> dict[str, object]:
     if case == "built":
-        argv = [sys.executable, "-c", PEAK, __file__, "--expand-once", str(program)]
+        argv = [sys.executable, "-c", PEAK, __file__, "--expand-once", str(program), "--shape", shape]
     else:
-        argv = [sys.executable, "-c", PEAK, str(ROOT / "optimize.py"), str(program), *COMMON, *CASES[case]]
+        argv = [sys.executable, "-c", PEAK, str(ROOT / "optimize.py"), str(program), *COMMON, *SETTINGS[shape]]
+        argv += CASES[case]
     began = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True)
     wall = time.perf_counter() - began
@@ -72,8 +87,9 @@ def measure(program: Path, case: str) -> dict[str, object]:
         raise SystemExit(f"{program.name} {case}: optimize.py failed: {done.stderr.strip().splitlines()[-2:]}")
     report = json.loads(done.stdout)
     return {
+        "program": shape,
         "case": case,
-        "flags": " ".join(CASES[case]),
+        "flags": " ".join(SETTINGS[shape] + CASES[case]),
         "wall_s": round(wall, 2),
         "search_s": report["seconds"],
         "peak_mib": int(done.stderr.split()[-1]),
@@ -82,7 +98,7 @@ def measure(program: Path, case: str) -> dict[str, object]:
     }
 
 
-def expand_once(program: Path) -> None:
+def expand_once(program: Path, shape: str) -> None:
     """A* with budget 1 (one expansion) of the program's def with every child built; optimize.py's JSON fields."""
     from knossos.parser import load_program
     from rules.sets import get_rule_set
@@ -90,7 +106,9 @@ def expand_once(program: Path) -> None:
     from search.spec import SearchSpec
 
     (d,) = load_program(program).defs.values()
-    result = astar(d.body, SearchSpec(rules=get_rule_set("simplify_rules"), depth=10, budget=1, lazy_states=False))
+    rules, pruned = SETTINGS[shape][1], len(SETTINGS[shape]) > 2
+    spec = SearchSpec(get_rule_set(rules), 10, 1, prune_commutes=pruned, prune_inlines=pruned, lazy_states=False)
+    result = astar(d.body, spec)
     print(json.dumps({"seconds": round(result.seconds, 4), "expanded": result.expanded, "notes": result.notes}))
 
 
@@ -106,21 +124,26 @@ def main() -> None:
     ap.add_argument(
         "--expand-once", type=Path, metavar="FILE", help="(for the built case) expand FILE's def once, children built"
     )
+    ap.add_argument("--shape", choices=SETTINGS, default="chain", help="(with --expand-once) the program's settings")
     args = ap.parse_args()
     if args.expand_once is not None:
-        return expand_once(args.expand_once)
-    plan = [(d, c) for d in args.depths for c in ("limits", "states")]
-    plan += [(d, c) for d in args.full_depths for c in ("full", "built")]
+        return expand_once(args.expand_once, args.shape)
+    plan = [("chain", d, c) for d in args.depths for c in ("limits", "states")]
+    plan += [(shape, d, c) for shape in SETTINGS for d in args.full_depths for c in ("full", "built")]
     stamp = {"revision": revision(), "machine": f"{platform.node()} {platform.processor() or platform.machine()}"}
     rows: list[dict[str, object]] = []
-    print(f"{'depth':>6} {'case':<7} {'wall s':>7} {'search s':>8} {'peak MiB':>8} {'expanded':>8}  note", flush=True)
+    head = (
+        f"{'program':<7} {'depth':>6} {'case':<7} {'wall s':>7} {'search s':>8} {'peak MiB':>8} {'expanded':>8}  note"
+    )
+    print(head, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for depth, case in plan:
-            row = {"depth": depth, **measure(chain(depth, Path(tmp)), case), **stamp}
+        for shape, depth, case in plan:
+            row = {"depth": depth, **measure(shape, write_program(shape, depth, Path(tmp)), case), **stamp}
             rows.append(row)
             note = "; ".join(row["notes"]) or "-"  # type: ignore[arg-type]
             print(
-                f"{depth:>6} {case:<7} {row['wall_s']:>7} {row['search_s']:>8} {row['peak_mib']:>8} {row['expanded']:>8}  {note}",
+                f"{shape:<7} {depth:>6} {case:<7} {row['wall_s']:>7} {row['search_s']:>8} {row['peak_mib']:>8}"
+                f" {row['expanded']:>8}  {note}",
                 flush=True,
             )
             args.out.parent.mkdir(parents=True, exist_ok=True)

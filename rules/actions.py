@@ -31,28 +31,47 @@ class Action:
 def sites(root: Expr) -> Iterator[Site]:
     """Every node of ``root`` as a :class:`Site`, in pre-order (iterative).
 
-    The yielded site's ``ancestors`` list is shared and changes as the walk goes on: copy it to keep it.
+    The yielded site's ``ancestors`` list and ``scope`` dict are shared and change as the walk goes
+    on: copy them to keep them.  (A scope is changed in place and put back, not copied per binder,
+    which for a chain of ``d`` lets would be ``d**2 / 2`` entries.)
     """
-    Scope = dict[str, tuple[Expr, int]]
     ancestors: list[tuple[Expr, int, int]] = []
-    # frames: (node, number, depth, scope, entry for the parent in `ancestors`)
-    stack: list[tuple[Expr, int, int, Scope, tuple[Expr, int, int] | None]] = [(root, 0, 0, {}, None)]
+    scope: dict[str, tuple[Expr, int]] = {}
+    # the bindings in force, each with the depth of the node it was made for (undone when the walk
+    # leaves that node's subtree) and what it shadows
+    made: list[tuple[int, str, tuple[Expr, int] | None]] = []
+    # frames: (node, number, depth, what the parent binds over the node, entry for the parent in `ancestors`)
+    Binding = tuple[str, tuple[Expr, int]]
+    stack: list[tuple[Expr, int, int, Binding | None, tuple[Expr, int, int] | None]] = [(root, 0, 0, None, None)]
     while stack:
-        node, number, depth, scope, parent_entry = stack.pop()
+        node, number, depth, binding, parent_entry = stack.pop()
         if parent_entry is not None:
             del ancestors[depth - 1 :]
             ancestors.append(parent_entry)
-        yield Site(root, node, number, ancestors, scope)
+        while made and made[-1][0] >= depth:
+            _, name, outer = made.pop()
+            if outer is None:
+                del scope[name]
+            else:
+                scope[name] = outer
+        shadowed = None
+        if binding is not None:
+            name, entry = binding
+            outer = scope.get(name)
+            made.append((depth, name, outer))
+            scope[name] = entry
+            shadowed = (name, outer)
+        yield Site(root, node, number, ancestors, scope, shadowed)
         if not node.args:
             continue
         binder = BINDERS.get(node.op)
         frames = []
         child_number = number + 1
         for i, child in enumerate(node.args):
-            child_scope = scope
+            bound = None
             if binder is not None and i == binder[1]:
-                child_scope = {**scope, node.args[binder[0]].data: (node, number)}
-            frames.append((child, child_number, depth + 1, child_scope, (node, number, i)))
+                bound = (node.args[binder[0]].data, (node, number))
+            frames.append((child, child_number, depth + 1, bound, (node, number, i)))
             child_number += child.size
         stack.extend(reversed(frames))
 
@@ -122,11 +141,15 @@ def site_at(root: Expr, number: int) -> Site:
         raise KsUsageError(f"node {number} is out of range: the expression has nodes 0 to {root.size - 1}")
     ancestors, node = path_to(root, number)
     scope: dict[str, tuple[Expr, int]] = {}
+    shadowed = None
     for ancestor, ancestor_number, i in ancestors:
         binder = BINDERS.get(ancestor.op)
+        shadowed = None
         if binder is not None and i == binder[1]:  # one path: inner binders overwrite outer ones
-            scope[ancestor.args[binder[0]].data] = (ancestor, ancestor_number)
-    return Site(root, node, number, ancestors, scope)
+            name = ancestor.args[binder[0]].data
+            shadowed = (name, scope.get(name))
+            scope[name] = (ancestor, ancestor_number)
+    return Site(root, node, number, ancestors, scope, shadowed)
 
 
 def apply(root: Expr, action: Action) -> Expr:

@@ -74,13 +74,12 @@ def sketch_children(
     scale: list[Matrix] = [IDENTITY]
     slope: list[float] = [1.0]
     branch_if: list[int] = [-1]
-    scopes: list[Scope] = []  # the scope of each depth's site (for the filters)
     for site in sites(root):
         ancestors = site.ancestors
         depth = len(ancestors)
         if depth:
             parent, _, i = ancestors[-1]
-            del scale[depth:], slope[depth:], branch_if[depth:], scopes[depth:]
+            del scale[depth:], slope[depth:], branch_if[depth:]
             scale.append(compose(scale[-1], edge_matrix(parent.op, i)))
             if parent.op is Op.IF and i:
                 slope.append(1.0)
@@ -88,7 +87,6 @@ def sketch_children(
             else:
                 slope.append(CHILD_WEIGHT.get((parent.op, i), 1.0) * slope[-1])
                 branch_if.append(branch_if[-1])
-        scopes.append(site.scope)
         for r in by_op.get(site.node.op, ()):
             found = r.match(site)
             if found is None:
@@ -110,7 +108,7 @@ def sketch_children(
                     change = (_branch_part(mine + change, other) - _branch_part(mine, other)) * slope[above]
                     above = branch_if[above]
                 sketch = Sketch(Action(site.number, r), target, replacement, key, root_cost + change)
-            if keep is not None and not keep(site, scopes[depth - 1] if depth else None, sketch):
+            if keep is not None and not keep(site, site.parent_scope if depth else None, sketch):
                 continue
             out.append(sketch)
             if stop is not None and stop(sketch):

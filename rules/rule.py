@@ -26,7 +26,7 @@ generating children matches each pattern once, never a second time to rewrite.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -48,7 +48,9 @@ from rules.pattern import (
 )
 
 #: The innermost binder of each variable in scope at a node: name -> (binder, its number).
-Scope = dict[str, tuple[Expr, int]]
+Scope = Mapping[str, tuple[Expr, int]]
+#: A name and what it meant before a binder bound it (None: nothing).
+Shadowed = tuple[str, tuple[Expr, int] | None]
 
 
 @dataclass
@@ -63,6 +65,13 @@ class Site:
     ancestors: list[tuple[Expr, int, int]] = field(default_factory=list)
     #: Innermost binder of each variable in scope at ``node``: name -> (binder, its number).
     scope: Scope = field(default_factory=dict)
+    #: Where the parent binds a name over ``node``: the name and its binding in the parent's scope.
+    shadowed: Shadowed | None = None
+
+    @property
+    def parent_scope(self) -> Scope:
+        """The scope at the parent (``scope`` but for the name the parent binds over ``node``)."""
+        return self.scope if self.shadowed is None else OuterScope(self.scope, self.shadowed)
 
     @property
     def parent(self) -> tuple[Expr, int, int] | None:
@@ -72,12 +81,34 @@ class Site:
         """Names bound by the ancestors numbered ``start`` or more whose scope holds ``node``
         (what :func:`rules.substitution.binders_on_path` finds, read off the walk already made)."""
         names: set[str] = set()
-        for ancestor, number, i in self.ancestors:
-            if number >= start:
-                binder = BINDERS.get(ancestor.op)
-                if binder is not None and i == binder[1]:
-                    names.add(ancestor.args[binder[0]].data)
+        for ancestor, number, i in reversed(self.ancestors):  # numbers fall towards the root
+            if number < start:
+                break
+            binder = BINDERS.get(ancestor.op)
+            if binder is not None and i == binder[1]:
+                names.add(ancestor.args[binder[0]].data)
         return names
+
+
+class OuterScope(Mapping[str, tuple[Expr, int]]):
+    """A scope with one name's binding put back as it was outside a binder (constant time)."""
+
+    def __init__(self, inner: Scope, shadowed: Shadowed) -> None:
+        self._inner = inner
+        self._name, self._outer = shadowed
+
+    def __getitem__(self, name: str) -> tuple[Expr, int]:
+        if name != self._name:
+            return self._inner[name]
+        if self._outer is None:
+            raise KeyError(name)
+        return self._outer
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._inner if name != self._name or self._outer is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 Rewrite = tuple[int, Expr]  # (number of the node to replace, its replacement)

@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 import sys
+import tracemalloc
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
@@ -18,7 +19,7 @@ from knossos.expr import Expr, live_nodes, preorder
 from knossos.fingerprint import Fingerprints
 from knossos.ops import Op
 from knossos.parser import load_program, parse_expr
-from rules.actions import Action, apply, children
+from rules.actions import Action, apply, children, site_at, sites
 from rules.lazy_children import build, sketch_children
 from rules.rule_set import RuleSet
 from rules.sets import RULE_SETS, get_rule_set
@@ -175,6 +176,41 @@ def test_one_expansion_of_a_deep_program_builds_nodes_linear_in_its_depth() -> N
     assert not any(isinstance(c, LazyState) and c.built for _, c in found)
     action, child = found[-1]
     assert expr_of(child) is apply(e, action)
+
+
+def let_chain(lets: int) -> Expr:
+    """``(let (a1 (mul 2.0 x)) (let (a2 (mul 2.0 a1)) ... a_n))``: a reverse-mode-like chain of lets."""
+    body = f"a{lets}"
+    for k in range(lets, 0, -1):
+        body = f"(let (a{k} (mul 2.0 {'x' if k == 1 else f'a{k - 1}'})) {body})"
+    return parse_expr(f"(let (x 1.5) {body})")[0]
+
+
+def test_the_walk_keeps_one_scope_and_puts_it_back() -> None:
+    """Every site of the walk has the scope, and the parent's scope, that walking to it finds."""
+    roots = [let_chain(30), if_chain(20), *program_bodies()[:40]]
+    for root in roots:
+        for site in sites(root):
+            direct = site_at(root, site.number)
+            assert dict(site.scope) == direct.scope and site.shadowed == direct.shadowed
+            if site.parent is not None:
+                assert dict(site.parent_scope) == site_at(root, site.parent[1]).scope
+
+
+def test_one_expansion_of_a_long_let_chain_is_linear() -> None:
+    """A scope copied per binder would hold ``lets**2 / 2`` entries; the walk's one dict holds ``lets``."""
+    lets = 4000
+    e = let_chain(lets)
+    transitions = Transitions(get_rule_set("ml_rules"), prune_commutes=True, prune_inlines=True)
+    start = transitions.start(e, lazy=True)
+    tracemalloc.start()
+    try:
+        found = transitions.successors(start)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(found) > lets
+    assert peak < 4000 * len(found)  # bytes per child, its sketch and state included (a few hundred)
 
 
 def replays(result: SearchResult, rules: RuleSet) -> None:

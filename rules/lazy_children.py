@@ -11,7 +11,7 @@ of the current path, what the root's fingerprint and cost do when the node there
   ``if`` s on the path, each exactly (:func:`knossos.cost.if_cost` is not linear).
 
 A sketch costs the rule's match and replacement plus constant work per ``if`` above it, and
-:func:`build` makes the child when a search needs it, with one walk down the path.  Costs are the
+:func:`knossos.expr.replace_at` makes the child when a search needs it, with one walk down the path.  Costs are the
 reference cost model's (``Expr.cost``), summed in another order than bottom-up: they may differ
 from the built child's in the last bits.
 """
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from knossos.cost import CHILD_WEIGHT, IF_EPSILON
-from knossos.expr import Expr, path_to, replace_on_path
+from knossos.expr import Expr, replace_at
 from knossos.fingerprint import IDENTITY, Fingerprints, Matrix, Vector, compose, edge_matrix, moved
 from knossos.ops import Op
 from rules.actions import Action, check_type, sites
@@ -94,7 +94,7 @@ def sketch_children(
             target, replacement = r.rewrite(site, found)
             at = depth if target == site.number else next((k for k, a in enumerate(ancestors) if a[1] == target), -1)
             if at < 0:  # off the site's path (no rule does this): build the child to name it
-                child = build(root, target, replacement)
+                child = replace_at(root, target, replacement)
                 sketch = Sketch(Action(site.number, r), target, replacement, fingerprints(child), child.cost)
             else:
                 old = site.node if at == depth else ancestors[at][0]
@@ -114,9 +114,3 @@ def sketch_children(
             if stop is not None and stop(sketch):
                 return out
     return out
-
-
-def build(root: Expr, target: int, replacement: Expr) -> Expr:
-    """``root`` with node ``target`` replaced by ``replacement`` (a sketch's child, built)."""
-    ancestors, old = path_to(root, target)
-    return replace_on_path([(node, i) for node, _, i in ancestors], old, replacement)

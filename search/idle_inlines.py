@@ -28,7 +28,7 @@ from knossos.cost import LET_COST
 from knossos.expr import Expr, occurrences, replace_at
 from knossos.ops import Op
 from rules.actions import Action, site_at
-from rules.lazy_children import Sketch, build
+from rules.lazy_children import Sketch
 from rules.rule import Scope, Site
 from rules.rule_set import RuleSet
 from search.symmetry import LocalRules
@@ -70,7 +70,7 @@ class IdleInlineFilter:
         if sketch.action.rule.name != "inline_let" or sketch.cost <= root.cost:
             return True
         if sketch.target != site.number:
-            return self.keep(root, sketch.action, build(root, sketch.target, sketch.replacement))
+            return self.keep(root, sketch.action, replace_at(root, sketch.target, sketch.replacement))
         name = site.node.data
         let_node, let_number = site.scope[name]  # inline_let matched: a let binds the occurrence
         if occurrences(let_node.args[2], name) == 1:  # the last occurrence (see keep)

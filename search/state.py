@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from knossos.cost_models import CostFunction
-from knossos.expr import Expr
+from knossos.expr import Expr, replace_at
 from knossos.fingerprint import Fingerprints, Vector
-from rules.lazy_children import Sketch, build
+from rules.lazy_children import Sketch
 
 #: Searches from a start at least this deep (nodes on its longest path) use lazy states.  Every
 #: shipped program and expression set is shallower (the deepest, 58), so their results do not change.
@@ -56,7 +56,7 @@ class LazyState:
         """The expression (built on first use; the parent and the rewrite are then let go)."""
         if self._expr is None:
             assert self._parent is not None and self._sketch is not None
-            self._expr = build(self._parent.expr, self._sketch.target, self._sketch.replacement)
+            self._expr = replace_at(self._parent.expr, self._sketch.target, self._sketch.replacement)
             self._parent = self._sketch = None
         return self._expr
 

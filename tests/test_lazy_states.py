@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from knossos.alloc_cost import alloc_cost
-from knossos.expr import Expr, live_nodes, preorder
+from knossos.expr import Expr, live_nodes, preorder, replace_at
 from knossos.fingerprint import Fingerprints
 from knossos.ops import Op
 from knossos.parser import load_program, parse_expr
 from rules.actions import Action, apply, children, site_at, sites
-from rules.lazy_children import build, sketch_children
+from rules.lazy_children import sketch_children
 from rules.rule_set import RuleSet
 from rules.sets import RULE_SETS, get_rule_set
 from search.mdp import Transitions
@@ -80,7 +80,7 @@ def check_sketches(root: Expr, rules: RuleSet, fingerprints: Fingerprints, keys:
     sketches = sketch_children(root, rules, fingerprints)
     assert [a for a, _ in made] == [s.action for s in sketches]
     for (_, child), s in zip(made, sketches, strict=True):
-        assert build(root, s.target, s.replacement) is child
+        assert replace_at(root, s.target, s.replacement) is child
         assert s.cost == pytest.approx(child.cost, rel=1e-12, abs=1e-12)
         if not any(n.op in BINDERS for n in (*preorder(root), *preorder(s.replacement))):
             assert s.key == fingerprints(child)

@@ -53,11 +53,14 @@ CASES = {
     "full": ["--budget", "1"],
     "built": ["--expand-once"],
 }
-#: Each program's rule set and pruning flags.
-SETTINGS = {
-    "chain": ["--rules", "simplify_rules"],
-    "lets": ["--rules", "ml_rules", "--prune-commutes", "--prune-inlines"],
-}
+#: Each program's rule set, and whether both prunings are on.
+SETTINGS = {"chain": ("simplify_rules", False), "lets": ("ml_rules", True)}
+
+
+def flags(shape: str) -> list[str]:
+    """The program's settings as optimize.py's options."""
+    rules, pruned = SETTINGS[shape]
+    return ["--rules", rules, *(["--prune-commutes", "--prune-inlines"] if pruned else [])]
 
 
 def write_program(shape: str, depth: int, folder: Path) -> Path:
@@ -78,7 +81,7 @@ def measure(shape: str, program: Path, case: str) -> dict[str, object]:
     if case == "built":
         argv = [sys.executable, "-c", PEAK, __file__, "--expand-once", str(program), "--shape", shape]
     else:
-        argv = [sys.executable, "-c", PEAK, str(ROOT / "optimize.py"), str(program), *COMMON, *SETTINGS[shape]]
+        argv = [sys.executable, "-c", PEAK, str(ROOT / "optimize.py"), str(program), *COMMON, *flags(shape)]
         argv += CASES[case]
     began = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True)
@@ -89,7 +92,7 @@ def measure(shape: str, program: Path, case: str) -> dict[str, object]:
     return {
         "program": shape,
         "case": case,
-        "flags": " ".join(SETTINGS[shape] + CASES[case]),
+        "flags": " ".join(flags(shape) + CASES[case]),
         "wall_s": round(wall, 2),
         "search_s": report["seconds"],
         "peak_mib": int(done.stderr.split()[-1]),
@@ -106,7 +109,7 @@ def expand_once(program: Path, shape: str) -> None:
     from search.spec import SearchSpec
 
     (d,) = load_program(program).defs.values()
-    rules, pruned = SETTINGS[shape][1], len(SETTINGS[shape]) > 2
+    rules, pruned = SETTINGS[shape]
     spec = SearchSpec(get_rule_set(rules), 10, 1, prune_commutes=pruned, prune_inlines=pruned, lazy_states=False)
     result = astar(d.body, spec)
     print(json.dumps({"seconds": round(result.seconds, 4), "expanded": result.expanded, "notes": result.notes}))

@@ -32,17 +32,24 @@ anything else (vectors of tuples)     what the interpreter takes (lists, tuples)
 A wrong number of arguments, a wrong type, rank or element kind (a float array for an Integer
 vector, a string, a 1-d array for a matrix) is a one-line :class:`~knossos.errors.KsUsageError`
 before anything runs; a run-time error of the def (an index out of range, sizes that disagree) is a
-one-line :class:`~knossos.errors.KsEvalError`.  Compilation is cached like every other
-(:mod:`cpp_backend.compile`).  Calls from several Python threads are serialised (one lock per
-compiled def); the def itself runs its large loops on ``threads`` threads.
+one-line :class:`~knossos.errors.KsEvalError`, and so is a call that would take more memory than its
+budget (``budget_mib``, default ``$KNOSSOS_CPP_MAX_MIB`` or 4096, as the C++ driver's): the C++ arena's
+allocations and the result arrays each count against it.  Compilation is cached like every other
+(:mod:`cpp_backend.compile`).  Calls may come from several Python threads at once, through one
+compiled def or several of one def (which share a loaded library): the library keeps each thread's
+call apart (its arena and call state are per thread, and each call passes its own threads and
+budget, so the budget is per thread); the def itself runs its large loops on ``threads`` threads.
+A Float takes a Python or numpy int (rounded to a double, as the interpreter does) or float; a
+``longdouble`` only if a double holds it exactly (a one-line error otherwise: rounding it silently
+would give a result the caller did not ask for).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from cpp_backend.compile import compile_cpp
-from cpp_backend.driver import check_threads, decode_value, encode_value
+from cpp_backend.driver import check_budget_mib, check_threads, decode_value, encode_value
 from cpp_backend.emit import cpp_type, def_symbol, emit_program
 from knossos.errors import KsEvalError, KsUsageError
 from knossos.parser import load_program
@@ -101,6 +108,10 @@ def _leaves(t: Type, path: str = "") -> list[_Leaf]:
 _ENTRY_HELPERS = r"""
 // ---- Python entry points (cpp_backend.callable) ----
 #include <cstring>
+// Shared objects are compiled with -fvisibility=hidden (cpp_backend.compile): only the entry points are
+// exported, so every library keeps its own runtime (its arena above all) instead of sharing one
+// process-wide through GNU unique symbols.
+#define KS_PY_EXPORT __attribute__((visibility("default")))
 namespace ks {
 template <class T>
 struct leaf_of {
@@ -120,9 +131,12 @@ T array_value(const void* data, const std::int64_t* dims) {
     using E = elem_t<T>;
     using Leaf = typename leaf_of<T>::type;
     if constexpr (is_vec<E>::value) {
-        T v = make_vec<E>(dims[0]);
         std::int64_t inner = 1;
         for (int k = 1; k < leaf_of<T>::depth; ++k) inner *= dims[k];
+        // Empty rows are all the same value: one lazy constant, not a row per element of the outer
+        // dimension (a (10^8, 0) array would otherwise take 1.6 GB of row headers).
+        if (inner == 0) return const_vec<E>(dims[0], array_value<E>(data, dims + 1));
+        T v = make_vec<E>(dims[0]);
         for (std::int64_t i = 0; i < dims[0]; ++i)
             v.data[i] = array_value<E>(static_cast<const Leaf*>(data) + i * inner, dims + 1);
         return v;
@@ -184,15 +198,33 @@ inline void copy_error(const char* what, char* err, std::int64_t len) {
     err[len - 1] = 0;
 }
 
+// One call's state, from ks_py_call_k to ks_py_fetch_k: thread-local, as the arena is, so that calls
+// from several threads (through one CompiledDef or several of one library) each have their own.
 struct PyCall {
     Arena::Mark mark{};
     bool live = false;
     std::vector<std::string> texts;
 };
-}  // namespace ks
 
-extern "C" void ks_py_set_threads(int n) { ks::set_threads(n); }
-extern "C" void ks_py_set_budget(unsigned long long mib) { ks::arena().set_limit(std::size_t(mib) << 20); }
+// A call's settings, for the calling thread only and for the call only: the number of threads of
+// parallel loops (OpenMP's setting is the thread's, shared by every library it calls, so the previous
+// one is put back) and the arena's budget (the arena is this library's and this thread's).
+class PySettings {
+    int saved_threads_ = 0;
+
+   public:
+    PySettings(int threads, unsigned long long budget_bytes) {
+#if defined(_OPENMP)
+        saved_threads_ = omp_get_max_threads();
+#endif
+        set_threads(threads);
+        arena().set_limit(static_cast<std::size_t>(budget_bytes));
+    }
+    PySettings(const PySettings&) = delete;
+    PySettings& operator=(const PySettings&) = delete;
+    ~PySettings() { set_threads(saved_threads_); }
+};
+}  // namespace ks
 """
 
 
@@ -253,16 +285,18 @@ def entry_source(d: Def, k: int) -> str:
     texts = "\n".join(f"    text_out[{j}] = call.texts[{j}].c_str();" for j in range(len(out_leaves)))
     call_args = ", ".join(args)
     return f"""
-static ks::PyCall ks_py_state_{k};
-static const {ret}* ks_py_result_{k} = nullptr;
-static std::aligned_storage_t<sizeof({ret}), alignof({ret})> ks_py_store_{k};
+static thread_local ks::PyCall ks_py_state_{k};
+static thread_local const {ret}* ks_py_result_{k} = nullptr;
+static thread_local std::aligned_storage_t<sizeof({ret}), alignof({ret})> ks_py_store_{k};
 
-extern "C" int ks_py_call_{k}(void* const* in, const std::int64_t* in_dims, std::int64_t* out_dims,
-                             const char** text_out, char* err, std::int64_t err_len) {{
+extern "C" KS_PY_EXPORT int ks_py_call_{k}(void* const* in, const std::int64_t* in_dims, std::int64_t* out_dims,
+                             const char** text_out, char* err, std::int64_t err_len, int threads,
+                             unsigned long long budget_bytes) {{
     (void)in;
     (void)in_dims;
     (void)out_dims;
     (void)text_out;
+    const ks::PySettings settings(threads, budget_bytes);
     ks::PyCall& call = ks_py_state_{k};
     if (call.live) ks::arena().reset(call.mark);
     call.mark = ks::arena().mark();
@@ -287,12 +321,14 @@ extern "C" int ks_py_call_{k}(void* const* in, const std::int64_t* in_dims, std:
     return 0;
 }}
 
-extern "C" void ks_py_fetch_{k}(void* const* out) {{
-    (void)out;
+// Copies the result into `out` (the caller's buffers), or with `out` null only releases it.
+extern "C" KS_PY_EXPORT void ks_py_fetch_{k}(void* const* out) {{
     ks::PyCall& call = ks_py_state_{k};
     const {ret}* r = ks_py_result_{k};
     (void)r;
+    if (out != nullptr) {{
 {chr(10).join(fetch_lines)}
+    }}
     ks::arena().reset(call.mark);
     call.live = false;
 }}
@@ -314,34 +350,94 @@ def _describe(x: object) -> str:
     return f"a {type(x).__name__}"
 
 
+def _float(x: object, where: str) -> float:
+    """A Float argument as a double: Python and numpy ints and floats; a one-line error for anything
+    else, an int beyond the Float range, or a long double that a double cannot hold exactly."""
+    if isinstance(x, np.floating) and x.dtype.itemsize > 8:
+        return float(_doubles(np.asarray(x), where))
+    if isinstance(x, bool) or not isinstance(x, float | int):
+        raise KsUsageError(f"{where} must be a Float, not {_describe(x)}")
+    try:
+        return float(x)
+    except OverflowError:
+        raise KsUsageError(f"{where} is out of the Float range") from None
+
+
+def _doubles(x: np.ndarray, where: str) -> np.ndarray:
+    """A long double array as doubles, refused where a value would change (a Float is a double)."""
+    y = x.astype(np.float64)
+    same = (y.astype(x.dtype) == x) | np.isnan(x)
+    if not bool(np.all(same)):
+        raise KsUsageError(f"{where} has a {x.dtype} value that a Float (a 64-bit double) cannot hold exactly")
+    return y
+
+
+def _as_array(leaf: _Leaf, x: object, where: str) -> np.ndarray:
+    """``x`` as a C-contiguous array for ``leaf``; a one-line error if it does not fit."""
+    assert leaf.elem is not None
+    want = _DTYPES[leaf.elem]
+    kind = _KIND_NAME[leaf.elem]
+    if not isinstance(x, np.ndarray):
+        if isinstance(x, str | bytes) or not isinstance(x, list | tuple):
+            raise KsUsageError(f"{where} must be a {leaf.rank}-d array of {kind}s, not {_describe(x)}")
+        try:
+            x = np.asarray(x)
+        except ValueError:
+            raise KsUsageError(
+                f"{where} must be a {leaf.rank}-d array of {kind}s: its rows have different lengths"
+            ) from None
+    assert isinstance(x, np.ndarray)
+    if x.ndim != leaf.rank and not (x.size == 0 and x.ndim == 1 and leaf.rank > 1):
+        raise KsUsageError(f"{where} must be a {leaf.rank}-d array of {kind}s ({leaf.type}), not {x.ndim}-d")
+    if x.size == 0 and x.ndim != leaf.rank:
+        x = x.reshape((0,) * leaf.rank)
+    if x.dtype != want and x.size == 0 and x.dtype.kind in "biuf":
+        x = x.astype(want)  # no values to check (np.asarray([]) is of float64)
+    if x.dtype != want and not (leaf.elem is FLOAT and x.dtype.kind == "f" and x.dtype.itemsize > 8):
+        ok = (leaf.elem is FLOAT and x.dtype.kind in "fiu") or (leaf.elem is INTEGER and x.dtype.kind in "iu")
+        if not ok or not np.can_cast(x.dtype, want, "same_kind" if leaf.elem is FLOAT else "safe"):
+            raise KsUsageError(f"{where} must be an array of {kind}s ({want}), not of {x.dtype}")
+        x = x.astype(want)
+    if not x.flags.c_contiguous or not x.flags.aligned:
+        x = np.ascontiguousarray(x)
+    return x
+
+
 class CompiledDef:
     """A def compiled to C++, called like a Python function (see the module docstring)."""
 
     def __init__(
-        self, program: Program, d: Def, library: Path, *, threads: int | None = None, exact_order: bool = False
+        self,
+        program: Program,
+        d: Def,
+        library: Path,
+        *,
+        threads: int | None = None,
+        exact_order: bool = False,
+        budget_mib: int | None = None,
     ) -> None:
         self.program = program
         self.d = d
         self.library = library
         self.exact_order = exact_order
         self.threads = check_threads(threads)
+        #: The memory a call may take, in MiB: the C++ arena's and the result arrays'.
+        self.budget_mib = check_budget_mib(budget_mib)
+        # Several CompiledDefs of one library share its loaded copy (and so its globals): the library
+        # keeps a call's state per thread and takes each call's settings as arguments, so nothing of
+        # one call is seen by another, and calls need no lock.
         self._lib = ctypes.CDLL(str(library))
         self._call = self._lib.ks_py_call_0
-        self._call.argtypes = [_P, _P, _P, _P, ctypes.c_char_p, ctypes.c_int64]
+        self._call.argtypes = [_P, _P, _P, _P, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int, ctypes.c_ulonglong]
         self._call.restype = ctypes.c_int
         self._fetch = self._lib.ks_py_fetch_0
         self._fetch.argtypes = [_P]
         self._fetch.restype = None
-        self._lib.ks_py_set_threads.argtypes = [ctypes.c_int]
-        self._lib.ks_py_set_budget.argtypes = [ctypes.c_ulonglong]
-        self._lock = threading.Lock()
         self._in = [_leaves(p.type, "") for p in d.params]
         self._out = _leaves(d.ret_type)
         self._n_in = sum(len(x) for x in self._in)
         self._in_dims = sum(leaf.rank for x in self._in for leaf in x)
         self._out_dims = sum(leaf.rank for leaf in self._out)
-        self._err = ctypes.create_string_buffer(ERROR_BYTES)
-        self._threads_set: int | None = None
 
     @property
     def name(self) -> str:
@@ -358,9 +454,7 @@ class CompiledDef:
             if (isinstance(x, np.ndarray) and x.ndim == 0) or isinstance(x, np.generic):
                 x = x.item()
             if t is FLOAT:
-                if isinstance(x, bool) or not isinstance(x, float | int):
-                    raise KsUsageError(f"{where} must be a Float, not {_describe(x)}")
-                box: Any = ctypes.c_double(float(x))
+                box: Any = ctypes.c_double(_float(x, where))
             elif t is INTEGER:
                 if isinstance(x, bool) or not isinstance(x, int):
                     raise KsUsageError(f"{where} must be an Integer, not {_describe(x)}")
@@ -383,34 +477,9 @@ class CompiledDef:
         return text, ctypes.addressof(text)
 
     def _array(self, leaf: _Leaf, x: object, where: str) -> np.ndarray:
-        assert leaf.elem is not None
-        want = _DTYPES[leaf.elem]
-        kind = _KIND_NAME[leaf.elem]
-        if not isinstance(x, np.ndarray):
-            if isinstance(x, str | bytes) or not isinstance(x, list | tuple):
-                raise KsUsageError(f"{where} must be a {leaf.rank}-d array of {kind}s, not {_describe(x)}")
-            try:
-                x = np.asarray(x)
-            except ValueError:
-                raise KsUsageError(
-                    f"{where} must be a {leaf.rank}-d array of {kind}s: its rows have different lengths"
-                ) from None
-        assert isinstance(x, np.ndarray)
-        if x.ndim != leaf.rank and not (x.size == 0 and x.ndim == 1 and leaf.rank > 1):
-            raise KsUsageError(f"{where} must be a {leaf.rank}-d array of {kind}s ({leaf.type}), not {x.ndim}-d")
-        if x.size == 0 and x.ndim != leaf.rank:
-            x = x.reshape((0,) * leaf.rank)
-        if x.dtype != want:
-            ok = (
-                (leaf.elem is FLOAT and (x.dtype.kind == "f" or x.dtype.kind in "iu") and x.dtype.kind != "c")
-                or (leaf.elem is INTEGER and x.dtype.kind in "iu")
-                or x.size == 0
-            )
-            if not ok or not np.can_cast(x.dtype, want, "same_kind" if leaf.elem is FLOAT else "safe"):
-                raise KsUsageError(f"{where} must be an array of {kind}s ({want}), not of {x.dtype}")
-            x = x.astype(want)
-        if not x.flags.c_contiguous or not x.flags.aligned:
-            x = np.ascontiguousarray(x)
+        x = _as_array(leaf, x, where)
+        if x.dtype.kind == "f" and x.dtype.itemsize > 8 and leaf.elem is FLOAT:
+            x = _doubles(x, where)
         return x
 
     # -- calling --------------------------------------------------------------------------------------
@@ -437,36 +506,55 @@ class CompiledDef:
                         j += 1
         out_dims = (ctypes.c_int64 * max(1, self._out_dims))()
         texts = (ctypes.c_char_p * max(1, len(self._out)))()
-        with self._lock:
-            if self._threads_set != self.threads:
-                self._lib.ks_py_set_threads(self.threads)
-                self._threads_set = self.threads
-            status = self._call(ptrs, dims, out_dims, texts, self._err, ERROR_BYTES)
-            if status != 0:
-                message = self._err.value.decode("utf-8", "replace")
-                raise KsEvalError(f"'{d.name}': {message}")
-            outs: list[Any] = []
-            out_ptrs = (_P * max(1, len(self._out)))()
-            boxes: list[Any] = []
-            j = 0
-            for m, leaf in enumerate(self._out):
-                if leaf.kind == "scalar":
-                    box: Any = {FLOAT: ctypes.c_double, INTEGER: ctypes.c_int64, BOOL: ctypes.c_bool}[leaf.type]()
-                    boxes.append(box)
-                    out_ptrs[m] = ctypes.addressof(box)
-                    outs.append(box)
-                elif leaf.kind == "array" and out_dims[j] >= 0:
-                    assert leaf.elem is not None
-                    arr = np.empty(tuple(out_dims[j : j + leaf.rank]), dtype=_DTYPES[leaf.elem])
-                    out_ptrs[m] = arr.ctypes.data
-                    outs.append(arr)
-                else:
-                    raw = texts[m] or b""
-                    outs.append(("text", raw.decode("ascii")))
-                j += leaf.rank
-            self._fetch(out_ptrs)
+        err = ctypes.create_string_buffer(ERROR_BYTES)  # per call: calls from several threads may overlap
+        budget = self.budget_mib << 20
+        status = self._call(ptrs, dims, out_dims, texts, err, ERROR_BYTES, self.threads, budget)
+        if status != 0:
+            raise KsEvalError(f"'{d.name}': {err.value.decode('utf-8', 'replace')}")
+        try:
+            outs, out_ptrs = self._outputs(out_dims, texts)
+        except KsEvalError:
+            self._fetch(None)  # releases the call's memory
+            raise
+        self._fetch(out_ptrs)
         values = [self._finish(leaf, o) for leaf, o in zip(self._out, outs)]
         return self._assemble(d.ret_type, iter(values))
+
+    def _outputs(self, out_dims: Any, texts: Any) -> tuple[list[Any], Any]:
+        """The buffers the result is copied into (fresh arrays, scalar boxes) or the texts it was written
+        as; a KsEvalError if the arrays would take more than the budget (a lazy result such as
+        ``(constVec n 1.0)`` costs the C++ side nothing, its array n numbers)."""
+        rank_at = [0]
+        for leaf in self._out:
+            rank_at.append(rank_at[-1] + leaf.rank)
+        shapes = [tuple(out_dims[rank_at[m] : rank_at[m + 1]]) for m in range(len(self._out))]
+        total = 0
+        for leaf, shape in zip(self._out, shapes):
+            if leaf.kind == "array" and shape[0] >= 0:
+                assert leaf.elem is not None
+                total += math.prod(shape) * _DTYPES[leaf.elem].itemsize
+        if total > self.budget_mib << 20:
+            raise KsEvalError(
+                f"'{self.d.name}': its result of {total:,} bytes is beyond the memory budget of {self.budget_mib} MiB"
+            )
+        outs: list[Any] = []
+        out_ptrs = (_P * max(1, len(self._out)))()
+        for m, (leaf, shape) in enumerate(zip(self._out, shapes)):
+            if leaf.kind == "scalar":
+                box: Any = {FLOAT: ctypes.c_double, INTEGER: ctypes.c_int64, BOOL: ctypes.c_bool}[leaf.type]()
+                out_ptrs[m] = ctypes.addressof(box)
+                outs.append(box)
+            elif leaf.kind == "array" and shape[0] >= 0:
+                assert leaf.elem is not None
+                try:
+                    arr = np.empty(shape, dtype=_DTYPES[leaf.elem])
+                except (MemoryError, ValueError):
+                    raise KsEvalError(f"'{self.d.name}': out of memory for its result of {total:,} bytes") from None
+                out_ptrs[m] = arr.ctypes.data
+                outs.append(arr)
+            else:
+                outs.append(("text", (texts[m] or b"").decode("ascii")))
+        return outs, out_ptrs
 
     def _split(self, t: Type, x: object, where: str) -> list[object]:
         """The leaves of a tuple argument, in order."""
@@ -531,6 +619,7 @@ def compile_def(
     threads: int | None = None,
     optimize: Callable[[Program, Def], Def] | None = None,
     extra_flags: Sequence[str] = (),
+    budget_mib: int | None = None,
 ) -> CompiledDef:
     """The def ``name`` of the program at ``path`` (or a :class:`Program`) compiled to C++, as a callable.
 
@@ -538,6 +627,8 @@ def compile_def(
     may be vectorised and split across threads (equal up to rounding, docs/cpp.md).  ``threads``: for
     parallel loops (default: the machine's cores).  ``optimize``: a function giving the def to compile
     from the program and the def (``app.compiled.compile_def`` takes a rule set or model by name).
+    ``budget_mib``: the memory a call may take (default ``$KNOSSOS_CPP_MAX_MIB``, else 4096), as the
+    C++ driver's: beyond it, the call is a one-line KsEvalError naming the budget.
     Compilation is cached (:mod:`cpp_backend.compile`); errors are one-line KsErrors.
     """
     if isinstance(path, Program):
@@ -553,12 +644,13 @@ def compile_def(
     if d is None:
         raise KsUsageError(f"no def named '{name}'")
     check_threads(threads)
+    check_budget_mib(budget_mib)
     if optimize is not None:
         d = optimize(program, d)
         program = program.with_def(d)
     source = library_source(program, d, exact_order=exact_order)
     library = compile_cpp(source, extra_flags, shared=True, exact_order=exact_order)
-    return CompiledDef(program, d, library, threads=threads, exact_order=exact_order)
+    return CompiledDef(program, d, library, threads=threads, exact_order=exact_order, budget_mib=budget_mib)
 
 
 __all__ = ["CompiledDef", "compile_def", "entry_source", "library_source"]

@@ -150,9 +150,13 @@ class Arena {
         return alloc_slow(bytes, align);
     }
 
+    [[noreturn]] void over_budget(const std::string& what) const {
+        fail("allocation of " + what + " is beyond the memory budget of " + std::to_string(limit_ >> 20) + " MiB");
+    }
+
    private:
     void* alloc_slow(std::size_t bytes, std::size_t align) {
-        if (bytes > (std::numeric_limits<std::size_t>::max() >> 2)) fail("out of memory: a vector is too large");
+        if (bytes > (std::numeric_limits<std::size_t>::max() >> 2)) over_budget(std::to_string(bytes) + " bytes");
         std::size_t need = bytes + align;
         std::size_t next = chunks_.empty() ? 0 : cur_ + 1;
         if (next < chunks_.size() && chunks_[next].cap < need) {  // too small to reuse: replace it
@@ -161,9 +165,7 @@ class Arena {
         }
         if (next >= chunks_.size() || chunks_[next].cap < need) {
             const std::size_t reserved = bytes_reserved();
-            if (need > limit_ || reserved > limit_ - need)
-                fail("allocation of " + std::to_string(bytes) + " bytes is beyond the memory budget of " +
-                     std::to_string(limit_ >> 20) + " MiB");
+            if (need > limit_ || reserved > limit_ - need) over_budget(std::to_string(bytes) + " bytes");
             std::size_t cap = chunks_.empty() ? kFirstChunk : 2 * chunks_.back().cap;
             cap = std::min(std::max(cap, need), std::max(need, limit_ - reserved));
             cap = (cap + 63) & ~std::size_t(63);
@@ -324,7 +326,7 @@ template <class T>
 T* alloc_array(std::int64_t n) {
     if (n <= 0) return nullptr;
     if (static_cast<std::uint64_t>(n) > std::numeric_limits<std::size_t>::max() / (4 * sizeof(T)))
-        fail("out of memory: a vector of " + std::to_string(n) + " elements is too large");
+        arena().over_budget("a vector of " + std::to_string(n) + " elements");  // its bytes overflow
     constexpr std::size_t align = alignof(T) < 8 ? 8 : alignof(T);  // low pointer bits are tags
     T* p = static_cast<T*>(arena().alloc(static_cast<std::size_t>(n) * sizeof(T), align));
     if constexpr (!std::is_trivially_default_constructible<T>::value) {
@@ -864,6 +866,14 @@ T sum(const Vec<T>& v, const char* type_text) {
 
 // -- functions of the prelude and of edefs (knossos/natives.py) --------------------------------------
 constexpr double kPi = 3.141592653589793;  // math.pi
+
+// The C library's lgamma, which the interpreter calls too (knossos/arith.py: flgamma), so exact order is
+// bit-identical; called through a volatile pointer so that the compiler cannot fold a constant argument
+// with its own (MPFR's, correctly rounded) lgamma, which differs from the library's in the last bits.
+inline double lgamma_f(double x) {
+    double (*volatile f)(double) = ::lgamma;
+    return f(x);
+}
 
 inline double digamma(double x) {
     if (x <= 0 && x == std::floor(x)) return std::numeric_limits<double>::quiet_NaN();

@@ -48,8 +48,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -438,6 +440,9 @@ class CompiledDef:
         self._n_in = sum(len(x) for x in self._in)
         self._in_dims = sum(leaf.rank for x in self._in for leaf in x)
         self._out_dims = sum(leaf.rank for leaf in self._out)
+        ends = list(itertools.accumulate(leaf.rank for leaf in self._out))
+        self._out_spans = [(end - leaf.rank, end) for leaf, end in zip(self._out, ends)]
+        self._local = threading.local()  # a buffer for each thread's error messages
 
     @property
     def name(self) -> str:
@@ -506,7 +511,9 @@ class CompiledDef:
                         j += 1
         out_dims = (ctypes.c_int64 * max(1, self._out_dims))()
         texts = (ctypes.c_char_p * max(1, len(self._out)))()
-        err = ctypes.create_string_buffer(ERROR_BYTES)  # per call: calls from several threads may overlap
+        err = getattr(self._local, "err", None)
+        if err is None:  # one per thread: calls from several threads may overlap
+            err = self._local.err = ctypes.create_string_buffer(ERROR_BYTES)
         budget = self.budget_mib << 20
         status = self._call(ptrs, dims, out_dims, texts, err, ERROR_BYTES, self.threads, budget)
         if status != 0:
@@ -524,10 +531,7 @@ class CompiledDef:
         """The buffers the result is copied into (fresh arrays, scalar boxes) or the texts it was written
         as; a KsEvalError if the arrays would take more than the budget (a lazy result such as
         ``(constVec n 1.0)`` costs the C++ side nothing, its array n numbers)."""
-        rank_at = [0]
-        for leaf in self._out:
-            rank_at.append(rank_at[-1] + leaf.rank)
-        shapes = [tuple(out_dims[rank_at[m] : rank_at[m + 1]]) for m in range(len(self._out))]
+        shapes = [tuple(out_dims[a:b]) for a, b in self._out_spans]
         total = 0
         for leaf, shape in zip(self._out, shapes):
             if leaf.kind == "array" and shape[0] >= 0:

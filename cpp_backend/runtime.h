@@ -867,9 +867,9 @@ T sum(const Vec<T>& v, const char* type_text) {
 // -- functions of the prelude and of edefs (knossos/natives.py) --------------------------------------
 constexpr double kPi = 3.141592653589793;  // math.pi
 
-// The C library's lgamma, which the interpreter calls too (knossos/arith.py: flgamma), so exact order is
-// bit-identical; called through a volatile pointer so that the compiler cannot fold a constant argument
-// with its own (MPFR's, correctly rounded) lgamma, which differs from the library's in the last bits.
+// The C library's lgamma, which the interpreter calls too (knossos/libm.py), so that they agree to the
+// bit; through a volatile pointer so that no compiler folds a constant argument with its own lgamma
+// (correctly rounded, where glibc's is not: they differ in the last bit for about a third of [0.5, 20]).
 inline double lgamma_f(double x) {
     double (*volatile f)(double) = ::lgamma;
     return f(x);

@@ -276,14 +276,14 @@ def entry_source(d: Def, k: int) -> str:
             assert leaf.elem is not None
             shape_lines.append(
                 f"        if (!ks::array_shape({expr}, out_dims + {out_dim}, true)) {{ out_dims[{out_dim}] = -1; "
-                f"call.texts[{j}].clear(); ks::write_value(call.texts[{j}], {expr}); }}"
+                f"call.texts[{j}].clear(); ks::write_result(call.texts[{j}], {expr}); }}"
             )
             fetch_lines.append(
                 f"    if (out[{j}] != nullptr) ks::copy_array({expr}, static_cast<{cpp_type(leaf.elem)}*>(out[{j}]));"
             )
             out_dim += leaf.rank
         else:
-            shape_lines.append(f"        call.texts[{j}].clear(); ks::write_value(call.texts[{j}], {expr});")
+            shape_lines.append(f"        call.texts[{j}].clear(); ks::write_result(call.texts[{j}], {expr});")
     texts = "\n".join(f"    text_out[{j}] = call.texts[{j}].c_str();" for j in range(len(out_leaves)))
     call_args = ", ".join(args)
     return f"""

@@ -75,7 +75,7 @@ def _case(k: int, d: Def) -> str:
                 const auto t1 = std::chrono::steady_clock::now();
                 times.push_back(std::chrono::duration<double>(t1 - t0).count());
                 done = std::chrono::duration<double>(t1 - start).count() >= seconds;
-                if (done) ks::write_value(value, r);
+                if (done) ks::write_result(value, r);
                 ks::arena().reset(mark);
             }}
             std::sort(times.begin(), times.end());
@@ -86,7 +86,7 @@ def _case(k: int, d: Def) -> str:
             return;
         }}
         const {ret} r = {call};
-        ks::write_value(out, r);
+        ks::write_result(out, r);
         return;
     }}"""
 

@@ -1037,10 +1037,54 @@ void write_value(std::string& out, const T& x) {
     } else if constexpr (is_vec<T>::value) {
         std::snprintf(buf, sizeof buf, " %lld", static_cast<long long>(x.n));
         out += buf;
-        for (std::int64_t k = 0; k < x.n; ++k) write_value(out, x.get(k));
+        for (std::int64_t k = 0; k < x.n; ++k) {
+            write_value(out, x.get(k));
+            if (out.size() > arena().limit()) arena().over_budget("more than " + std::to_string(out.size()) + " bytes of text");
+        }
     } else {
         std::apply([&](const auto&... e) { (write_value(out, e), ...); }, x);
     }
+}
+
+// A lower bound of the bytes write_value writes for x, saturating: it depends on shapes only (" 0x0p+0"
+// is the shortest Float, " 0" the shortest Integer, Bool or size), so a lazy vector costs one element.
+template <class T>
+std::uint64_t text_bytes_at_least(const T& x) {
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+    const auto add = [](std::uint64_t a, std::uint64_t b) { return a > kMax - b ? kMax : a + b; };
+    if constexpr (std::is_same<T, double>::value) {
+        (void)x;
+        return 7;
+    } else if constexpr (std::is_same<T, std::int64_t>::value || std::is_same<T, bool>::value) {
+        (void)x;
+        return 2;
+    } else if constexpr (is_vec<T>::value) {
+        using E = elem_t<T>;
+        const std::uint64_t n = static_cast<std::uint64_t>(x.n);
+        if (n == 0) return 2;
+        if (x.lazy() || !(is_vec<E>::value || is_tuple<E>::value)) {  // every element the same size
+            const std::uint64_t each = text_bytes_at_least(x.get(0));
+            return add(2, each > (kMax - 2) / n ? kMax : each * n);
+        }
+        std::uint64_t total = 2;
+        for (std::int64_t k = 0; k < x.n && total < kMax; ++k) total = add(total, text_bytes_at_least(x.get(k)));
+        return total;
+    } else {
+        std::uint64_t total = 0;
+        std::apply([&](const auto&... e) { ((total = add(total, text_bytes_at_least(e))), ...); }, x);
+        return total;
+    }
+}
+
+// write_value within the arena's budget: the text of a lazy vector (constVec n x) can be far larger
+// than the arena memory the vector took, so it is refused before it is written where its shortest
+// form is beyond the budget, and while it is written once it passes the budget.
+template <class T>
+void write_result(std::string& out, const T& x) {
+    const std::uint64_t least = text_bytes_at_least(x);
+    if (least > arena().limit() - std::min(arena().limit(), out.size()))
+        arena().over_budget("at least " + std::to_string(least) + " bytes of text");
+    write_value(out, x);
 }
 
 // One line of text that cannot break the driver's line protocol.

@@ -27,8 +27,8 @@ pytestmark = [
 
 SOURCE = """
 (edef lgamma Float (Float))
-(def big (Tuple (Vec Float) (Vec Float)) ((n : Integer) (m : Integer))
-  (tuple (build n (lam (i : Integer) (to_float i))) (constVec m 1.0)))
+(def big (Tuple (Vec Float) (Vec Float) (Vec (Tuple Float Integer))) ((n : Integer) (m : Integer) (t : Integer))
+  (tuple (build n (lam (i : Integer) (to_float i))) (constVec m 1.0) (constVec t (tuple 1.5 2))))
 (def mix (Tuple Integer Integer Float Integer (Vec Integer) (Vec (Tuple Integer Float)))
          ((vi : Vec Integer) (vb : Vec Bool) (x : Float) (k : Integer) (p : Vec (Tuple Integer Float)))
   (tuple (sum vi) (size vb) (mul x 1.0) k vi p))
@@ -49,20 +49,21 @@ def test_the_memory_budget_applies_to_compiled_calls(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv(BUDGET_VARIABLE, raising=False)
     big = cpp_backend.compile_def(PROGRAM, "big")
     budget = f"beyond the memory budget of {DEFAULT_BUDGET_MIB} MiB"
-    for n, m in [(10**10, 0), (2**62, 0), (0, 10**10), (0, 2**62)]:  # the C++ arena's; the result's
+    # the C++ arena's; the result arrays'; the result's text (a vector of tuples)
+    for n, m, t in [(10**10, 0, 0), (2**62, 0, 0), (0, 10**10, 0), (0, 2**62, 0), (0, 0, 2**62)]:
         with pytest.raises(KsEvalError) as err:  # were a raw MemoryError and ValueError
-            big(n, m)
+            big(n, m, t)
         assert budget in one_line(err)
-    a, b = big(3, 2)  # still usable after a refusal
-    assert a.tolist() == [0.0, 1.0, 2.0] and b.tolist() == [1.0, 1.0]
+    a, b, c = big(3, 2, 1)  # still usable after a refusal
+    assert a.tolist() == [0.0, 1.0, 2.0] and b.tolist() == [1.0, 1.0] and c == [(1.5, 2)]
     monkeypatch.setenv(BUDGET_VARIABLE, "1")  # as the driver: the environment's budget
     small = cpp_backend.compile_def(PROGRAM, "big")
-    for n, m in [(1 << 18, 0), (0, 1 << 18)]:  # 2 MiB made by the def; 2 MiB of result
+    for n, m, t in [(1 << 18, 0, 0), (0, 1 << 18, 0), (0, 0, 1 << 18)]:  # 2 MiB made; 2 MiB of result; text
         with pytest.raises(KsEvalError, match="beyond the memory budget of 1 MiB"):
-            small(n, m)
-    assert small(1 << 10, 1 << 10)[0].size == 1 << 10
+            small(n, m, t)
+    assert small(1 << 10, 1 << 10, 1 << 10)[0].size == 1 << 10
     with pytest.raises(KsEvalError, match="beyond the memory budget of 4 MiB"):  # the argument wins
-        cpp_backend.compile_def(PROGRAM, "big", budget_mib=4)(0, 1 << 20)  # 8 MiB of result
+        cpp_backend.compile_def(PROGRAM, "big", budget_mib=4)(0, 1 << 20, 0)  # 8 MiB of result
     monkeypatch.setenv(BUDGET_VARIABLE, "lots")
     with pytest.raises(KsUsageError, match=BUDGET_VARIABLE):
         cpp_backend.compile_def(PROGRAM, "big")

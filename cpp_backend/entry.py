@@ -248,6 +248,7 @@ extern "C" KS_PY_EXPORT int ks_py_call_{k}(void* const* in, const std::int64_t* 
     const ks::PySettings settings(threads, budget_bytes);
     ks::PyCall& call = ks_py_state_{k};
     if (call.live) ks::arena().reset(call.mark);
+    ks::arena().shrink_to(static_cast<std::size_t>(budget_bytes));  // after the reset: no chunk in use is freed
     call.mark = ks::arena().mark();
     call.live = true;
     call.texts.assign({len(out_leaves)}, std::string());

@@ -130,6 +130,18 @@ class Arena {
 
     // A budget: an allocation that would make the arena reserve more than `bytes` fails (ks::Error).
     void set_limit(std::size_t bytes) { limit_ = bytes; }
+
+    // Frees unused chunks, last first, until the arena reserves at most `bytes` (or nothing more is
+    // free): memory reserved under a larger budget is not reused under a smaller one.
+    void shrink_to(std::size_t bytes) {
+        while (!chunks_.empty() && bytes_reserved() > bytes) {
+            const bool in_use = chunks_.size() == cur_ + 1 && chunks_[cur_].used > 0;
+            if (in_use) return;
+            std::free(chunks_.back().base);
+            chunks_.pop_back();
+            if (cur_ >= chunks_.size()) cur_ = chunks_.empty() ? 0 : chunks_.size() - 1;
+        }
+    }
     std::size_t limit() const { return limit_; }
 
     std::size_t bytes_reserved() const {

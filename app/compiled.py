@@ -64,16 +64,27 @@ def compile_def(
     depth: int | None = None,
     seconds: float | None = None,
     extra_flags: Sequence[str] = (),
+    budget_mib: int | None = None,
 ) -> CompiledDef:
     """:func:`cpp_backend.compile_def`, the def optimised first when ``optimize`` names a rule set or model."""
     if optimize is None:
-        return _compile_def(path, name, exact_order=exact_order, threads=threads, extra_flags=extra_flags)
+        return _compile_def(
+            path, name, exact_order=exact_order, threads=threads, extra_flags=extra_flags, budget_mib=budget_mib
+        )
     name_ = optimize
 
     def run(program: Program, d: Def) -> Def:
         return optimise_def(program, d, name_, budget=budget, depth=depth, seconds=seconds)
 
-    return _compile_def(path, name, exact_order=exact_order, threads=threads, optimize=run, extra_flags=extra_flags)
+    return _compile_def(
+        path,
+        name,
+        exact_order=exact_order,
+        threads=threads,
+        optimize=run,
+        extra_flags=extra_flags,
+        budget_mib=budget_mib,
+    )
 
 
 __all__ = ["compile_def", "optimise_def"]

@@ -30,6 +30,9 @@ NATIVE_FLAG = "-march=native"
 OPENMP_FLAG = "-fopenmp"
 #: Exact order: Float sums add in index order, as the interpreter's (runtime.h: KS_EXACT_ORDER).
 EXACT_ORDER_FLAG = "-DKS_EXACT_ORDER"
+#: Shared objects export only what is marked so: without it, the runtime's inline statics (the arena)
+#: are GNU unique symbols, one per process for every library loaded, whatever their runtime's version.
+HIDDEN_FLAG = "-fvisibility=hidden"
 #: Seconds one compilation may take.
 COMPILE_TIMEOUT = 900.0
 
@@ -128,7 +131,7 @@ def compile_flags(extra_flags: Sequence[str] = (), shared: bool = False, *, exac
     if exact_order:
         flags.append(EXACT_ORDER_FLAG)
     if shared:
-        flags += ["-shared", "-fPIC"]
+        flags += ["-shared", "-fPIC", HIDDEN_FLAG]
     flags += list(extra_flags)
     return flags
 

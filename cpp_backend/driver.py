@@ -75,7 +75,7 @@ def _case(k: int, d: Def) -> str:
                 const auto t1 = std::chrono::steady_clock::now();
                 times.push_back(std::chrono::duration<double>(t1 - t0).count());
                 done = std::chrono::duration<double>(t1 - start).count() >= seconds;
-                if (done) ks::write_value(value, r);
+                if (done) ks::write_result(value, r);
                 ks::arena().reset(mark);
             }}
             std::sort(times.begin(), times.end());
@@ -86,7 +86,7 @@ def _case(k: int, d: Def) -> str:
             return;
         }}
         const {ret} r = {call};
-        ks::write_value(out, r);
+        ks::write_result(out, r);
         return;
     }}"""
 
@@ -235,7 +235,7 @@ class CompiledProgram:
     defs: list[Def]
     ids: dict[str, int] = field(default_factory=dict)
     #: The memory a call may allocate, in MiB (beyond it, the call's answer is a KsEvalError).
-    budget_mib: int = DEFAULT_BUDGET_MIB
+    budget_mib: int = field(default_factory=lambda: check_budget_mib(None))
     #: Threads for parallel loops (``None``: the machine's cores, :func:`default_threads`).
     threads: int | None = None
 
@@ -275,7 +275,7 @@ class CompiledProgram:
                 check=False,
                 env={
                     **os.environ,
-                    BUDGET_VARIABLE: str(self.budget_mib),
+                    BUDGET_VARIABLE: str(check_budget_mib(self.budget_mib)),
                     "OMP_NUM_THREADS": str(check_threads(self.threads)),
                 },
             )
@@ -341,6 +341,28 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+#: The largest budget in MiB (the driver's main() ignores larger ones): 1 TiB.
+MAX_BUDGET_MIB = (1 << 20) - 1
+
+
+def check_budget_mib(mib: int | None) -> int:
+    """``mib``, or for ``None`` the budget ``$KNOSSOS_CPP_MAX_MIB`` gives (default
+    :data:`DEFAULT_BUDGET_MIB`); anything but a whole number of MiB from 1 to :data:`MAX_BUDGET_MIB` is
+    a one-line error."""
+    if mib is None:
+        text = os.environ.get(BUDGET_VARIABLE, "").strip()
+        if not text:
+            return DEFAULT_BUDGET_MIB
+        if not text.isdigit() or not 1 <= int(text) <= MAX_BUDGET_MIB:
+            raise KsUsageError(
+                f"{BUDGET_VARIABLE} must be a whole number of MiB from 1 to {MAX_BUDGET_MIB}, not {text!r}"
+            )
+        return int(text)
+    if isinstance(mib, bool) or not isinstance(mib, int) or not 1 <= mib <= MAX_BUDGET_MIB:
+        raise KsUsageError(f"the memory budget must be a whole number of MiB from 1 to {MAX_BUDGET_MIB}, not {mib!r}")
+    return mib
 
 
 def check_threads(threads: int | None) -> int:

@@ -210,7 +210,7 @@ NATIVE_CPP: dict[str, list[tuple[tuple[Type, ...], Type, str]]] = {
     "cosh": [((_F,), _F, "std::cosh({0})")],
     "exp": [((_F,), _F, "std::exp({0})")],
     "log": [((_F,), _F, "std::log({0})")],
-    "lgamma": [((_F,), _F, "std::lgamma({0})")],
+    "lgamma": [((_F,), _F, "ks::lgamma_f({0})")],
     "fwd$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
     "rev$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
     "dotv": [((_VF, _VF), _F, "ks::dotv({0}, {1})")],

@@ -130,6 +130,18 @@ class Arena {
 
     // A budget: an allocation that would make the arena reserve more than `bytes` fails (ks::Error).
     void set_limit(std::size_t bytes) { limit_ = bytes; }
+
+    // Frees unused chunks, last first, until the arena reserves at most `bytes` (or nothing more is
+    // free): memory reserved under a larger budget is not reused under a smaller one.
+    void shrink_to(std::size_t bytes) {
+        while (!chunks_.empty() && bytes_reserved() > bytes) {
+            const bool in_use = chunks_.size() == cur_ + 1 && chunks_[cur_].used > 0;
+            if (in_use) return;
+            std::free(chunks_.back().base);
+            chunks_.pop_back();
+            if (cur_ >= chunks_.size()) cur_ = chunks_.empty() ? 0 : chunks_.size() - 1;
+        }
+    }
     std::size_t limit() const { return limit_; }
 
     std::size_t bytes_reserved() const {
@@ -150,9 +162,13 @@ class Arena {
         return alloc_slow(bytes, align);
     }
 
+    [[noreturn]] void over_budget(const std::string& what) const {
+        fail("allocation of " + what + " is beyond the memory budget of " + std::to_string(limit_ >> 20) + " MiB");
+    }
+
    private:
     void* alloc_slow(std::size_t bytes, std::size_t align) {
-        if (bytes > (std::numeric_limits<std::size_t>::max() >> 2)) fail("out of memory: a vector is too large");
+        if (bytes > (std::numeric_limits<std::size_t>::max() >> 2)) over_budget(std::to_string(bytes) + " bytes");
         std::size_t need = bytes + align;
         std::size_t next = chunks_.empty() ? 0 : cur_ + 1;
         if (next < chunks_.size() && chunks_[next].cap < need) {  // too small to reuse: replace it
@@ -161,9 +177,7 @@ class Arena {
         }
         if (next >= chunks_.size() || chunks_[next].cap < need) {
             const std::size_t reserved = bytes_reserved();
-            if (need > limit_ || reserved > limit_ - need)
-                fail("allocation of " + std::to_string(bytes) + " bytes is beyond the memory budget of " +
-                     std::to_string(limit_ >> 20) + " MiB");
+            if (need > limit_ || reserved > limit_ - need) over_budget(std::to_string(bytes) + " bytes");
             std::size_t cap = chunks_.empty() ? kFirstChunk : 2 * chunks_.back().cap;
             cap = std::min(std::max(cap, need), std::max(need, limit_ - reserved));
             cap = (cap + 63) & ~std::size_t(63);
@@ -324,7 +338,7 @@ template <class T>
 T* alloc_array(std::int64_t n) {
     if (n <= 0) return nullptr;
     if (static_cast<std::uint64_t>(n) > std::numeric_limits<std::size_t>::max() / (4 * sizeof(T)))
-        fail("out of memory: a vector of " + std::to_string(n) + " elements is too large");
+        arena().over_budget("a vector of " + std::to_string(n) + " elements");  // its bytes overflow
     constexpr std::size_t align = alignof(T) < 8 ? 8 : alignof(T);  // low pointer bits are tags
     T* p = static_cast<T*>(arena().alloc(static_cast<std::size_t>(n) * sizeof(T), align));
     if constexpr (!std::is_trivially_default_constructible<T>::value) {
@@ -865,6 +879,14 @@ T sum(const Vec<T>& v, const char* type_text) {
 // -- functions of the prelude and of edefs (knossos/natives.py) --------------------------------------
 constexpr double kPi = 3.141592653589793;  // math.pi
 
+// The C library's lgamma, which the interpreter calls too (knossos/libm.py), so that they agree to the
+// bit; through a volatile pointer so that no compiler folds a constant argument with its own lgamma
+// (correctly rounded, where glibc's is not: they differ in the last bit for about a third of [0.5, 20]).
+inline double lgamma_f(double x) {
+    double (*volatile f)(double) = ::lgamma;
+    return f(x);
+}
+
 inline double digamma(double x) {
     if (x <= 0 && x == std::floor(x)) return std::numeric_limits<double>::quiet_NaN();
     double result = 0.0;
@@ -1027,10 +1049,54 @@ void write_value(std::string& out, const T& x) {
     } else if constexpr (is_vec<T>::value) {
         std::snprintf(buf, sizeof buf, " %lld", static_cast<long long>(x.n));
         out += buf;
-        for (std::int64_t k = 0; k < x.n; ++k) write_value(out, x.get(k));
+        for (std::int64_t k = 0; k < x.n; ++k) {
+            write_value(out, x.get(k));
+            if (out.size() > arena().limit()) arena().over_budget("more than " + std::to_string(out.size()) + " bytes of text");
+        }
     } else {
         std::apply([&](const auto&... e) { (write_value(out, e), ...); }, x);
     }
+}
+
+// A lower bound of the bytes write_value writes for x, saturating: it depends on shapes only (" 0x0p+0"
+// is the shortest Float, " 0" the shortest Integer, Bool or size), so a lazy vector costs one element.
+template <class T>
+std::uint64_t text_bytes_at_least(const T& x) {
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+    const auto add = [](std::uint64_t a, std::uint64_t b) { return a > kMax - b ? kMax : a + b; };
+    if constexpr (std::is_same<T, double>::value) {
+        (void)x;
+        return 7;
+    } else if constexpr (std::is_same<T, std::int64_t>::value || std::is_same<T, bool>::value) {
+        (void)x;
+        return 2;
+    } else if constexpr (is_vec<T>::value) {
+        using E = elem_t<T>;
+        const std::uint64_t n = static_cast<std::uint64_t>(x.n);
+        if (n == 0) return 2;
+        if (x.lazy() || !(is_vec<E>::value || is_tuple<E>::value)) {  // every element the same size
+            const std::uint64_t each = text_bytes_at_least(x.get(0));
+            return add(2, each > (kMax - 2) / n ? kMax : each * n);
+        }
+        std::uint64_t total = 2;
+        for (std::int64_t k = 0; k < x.n && total < kMax; ++k) total = add(total, text_bytes_at_least(x.get(k)));
+        return total;
+    } else {
+        std::uint64_t total = 0;
+        std::apply([&](const auto&... e) { ((total = add(total, text_bytes_at_least(e))), ...); }, x);
+        return total;
+    }
+}
+
+// write_value within the arena's budget: the text of a lazy vector (constVec n x) can be far larger
+// than the arena memory the vector took, so it is refused before it is written where its shortest
+// form is beyond the budget, and while it is written once it passes the budget.
+template <class T>
+void write_result(std::string& out, const T& x) {
+    const std::uint64_t least = text_bytes_at_least(x);
+    if (least > arena().limit() - std::min(arena().limit(), out.size()))
+        arena().over_budget("at least " + std::to_string(least) + " bytes of text");
+    write_value(out, x);
 }
 
 // One line of text that cannot break the driver's line protocol.

@@ -13,6 +13,7 @@ import operator
 from collections.abc import Iterable
 from functools import reduce
 
+from knossos import libm
 from knossos.errors import KsEvalError
 
 INF = math.inf
@@ -87,10 +88,8 @@ def fcosh(a: float) -> float:
 
 
 def flgamma(a: float) -> float:
-    try:
-        return math.lgamma(a)
-    except (OverflowError, ValueError):
-        return INF
+    """The C library's lgamma, as the compiled C++ calls it (knossos/libm.py)."""
+    return libm.lgamma(a)
 
 
 def fsum_in_order(terms: Iterable[float]) -> float:

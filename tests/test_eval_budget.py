@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cpp_backend.driver import DEFAULT_BUDGET_MIB, compile_program
+from cpp_backend.driver import BUDGET_VARIABLE, DEFAULT_BUDGET_MIB, compile_program
 from knossos.cli import main
-from knossos.errors import KsEvalError
+from knossos.errors import KsEvalError, KsUsageError
 from knossos.interpreter import DEFAULT_MAX_ELEMENTS, Interpreter
 from knossos.parser import parse_expr, parse_program
 
@@ -126,3 +126,24 @@ def test_the_cpp_driver_refuses_allocations_beyond_its_budget(cpp_cache: Path) -
     with pytest.raises(KsEvalError, match="beyond the memory budget of 1 MiB"):
         small.call("f", [10**6])  # 8 MB of doubles
     assert small.call("f", [1000]) == sum(range(1000))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
+def test_the_cpp_driver_takes_its_budget_from_the_environment(cpp_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUDGET_VARIABLE, "1")  # was overridden by the default budget of every CompiledProgram
+    compiled = compile_program(parse_program(CPP), ["f"])
+    with pytest.raises(KsEvalError, match="beyond the memory budget of 1 MiB"):
+        compiled.call("f", [10**6])
+    monkeypatch.setenv(BUDGET_VARIABLE, "-5")
+    with pytest.raises(KsUsageError, match=f"{BUDGET_VARIABLE} must be a whole number of MiB"):
+        compile_program(parse_program(CPP), ["f"])
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
+def test_the_text_of_a_lazy_result_is_within_the_budget(cpp_cache: Path) -> None:
+    """(constVec n x) takes no arena memory, but its text n elements: refused before it is written."""
+    source = "(def g (Vec (Tuple Float Integer)) ((n : Integer)) (constVec n (tuple 1.5 2)))\n"
+    compiled = compile_program(parse_program(source), ["g"])
+    refused = compiled.run([("g", [10**12]), ("g", [1])])
+    assert isinstance(refused[0], KsEvalError) and refused[1] == [(1.5, 2)]
+    assert f"bytes of text is beyond the memory budget of {DEFAULT_BUDGET_MIB} MiB" in refused[0].message

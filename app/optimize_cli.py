@@ -61,7 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--rules",
         default=None,
         metavar="SET",
-        help=f"rule set ({', '.join(RULE_SETS)}; ml_rules, or the one the model was trained with)",
+        help=f"rule set ({', '.join(RULE_SETS)}; ml_rules, or the one the model was trained with); join "
+        "several with +; strict:SET keeps only the rules that change no value on any input; by default no "
+        "rewrite may overflow an Integer the program did not, unsafe-int:SET lets the rules that regroup "
+        "arithmetic (add_of_muls, assoc_add_add, ...) rewrite Integer arithmetic too (docs/rules.md)",
     )
     add_search_option(p, "cost")
     p.add_argument(

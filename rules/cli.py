@@ -80,6 +80,7 @@ def _describe(r: Rule) -> dict[str, Any]:
         "conditions": list(r.conditions_text),
         "domain": r.domain,
         "strict": r.strict,
+        "int_overflow": r.int_overflow,
     }
 
 

@@ -30,9 +30,9 @@ from knossos.expr import Expr, path_to
 from knossos.ops import Op
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_def, format_expr, format_program
-from knossos.splice import replace_def
 from knossos.program import Def, Param, Program
 from knossos.sized_cost import check_size_levels, parse_sizes
+from knossos.splice import replace_def
 from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set

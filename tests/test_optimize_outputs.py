@@ -312,7 +312,9 @@ def test_a_def_the_search_leaves_alone_is_written_as_it_was(capsys: pytest.Captu
     assert source.read_text() == COMMENTED and "note:" not in text
 
 
-def test_comments_of_a_def_that_shares_its_line_start_a_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_comments_of_a_def_that_shares_its_line_start_a_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     source = tmp_path / "f.ks"
     source.write_text("(edef h Float (Float)) (def f Float ((x : Float)) ; one\n (mul x 1.0)) ; two\n")
     code, _, err = run(capsys, source, "--def", "f", "--rules", "simplify_rules", "--model", "none", "--in-place")

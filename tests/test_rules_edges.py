@@ -295,7 +295,9 @@ def test_the_opt_in_is_a_prefix_of_every_rule_set_name() -> None:
     assert get_rule_set("unsafe-int:ml_rules").rule("add_of_muls") is get_rule_set("unsafe-int:all_rules").rule(
         "add_of_muls"
     )  # one opted-in row, so that opted-in sets combine
-    assert [r.name for r in get_rule_set("strict:unsafe-int:ml_rules")] == [r.name for r in get_rule_set("strict:ml_rules")]
+    assert [r.name for r in get_rule_set("strict:unsafe-int:ml_rules")] == [
+        r.name for r in get_rule_set("strict:ml_rules")
+    ]
     with pytest.raises(KsError, match="unsafe-int:"):
         get_rule_set("unsafe-int:nope")
 

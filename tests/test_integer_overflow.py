@@ -89,3 +89,9 @@ def test_knossos_rules_shows_the_guard_and_the_opt_in(capsys: pytest.CaptureFixt
     assert default["int_overflow"] and unsafe["int_overflow"]
     assert "no_integers(?a)" in default["conditions"] and "no_integers(?a)" not in unsafe["conditions"]
     assert not listed["ml_rules"]["commute_add"]["int_overflow"]
+
+
+def test_optimize_help_names_the_opt_in(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(main, capsys, "--help")
+    assert code == 0
+    assert "unsafe-int:SET" in " ".join(out.split()) and "strict:SET" in out

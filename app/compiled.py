@@ -7,7 +7,8 @@ form lives here, above both; it searches as ``optimize.py FILE --def NAME`` does
     gemm = compile_def("ksdata/programs/blas_test.kso", "gemm", optimize="ml_rules_no_bind")
     gemm = compile_def(path, "gemm", optimize="default")          # a shipped model and its settings
 
-``optimize`` names a rule set (``rules/sets.py``: searched as optimize.py does without --model,
+``optimize`` names a rule set (``rules/sets.py``, with ``+``, ``strict:`` and ``unsafe-int:`` as
+``--rules`` takes them: searched as optimize.py does without --model,
 :func:`app.models.default_pipeline`) or a model (``none``, a shipped model's name or a
 checkpoint: its training's rules, search, depth and budget, as optimize.py --model).  ``budget``,
 ``depth`` and ``seconds`` override the search's.
@@ -38,7 +39,7 @@ def optimise_def(
     seconds: float | None = None,
 ) -> Def:
     """``d`` with its body replaced by the best that the search named by ``optimize`` finds."""
-    kind = "rules" if optimize in RULE_SETS else "model"
+    kind = "rules" if _names_rule_set(optimize) else "model"
     try:
         trained = trained_search(None, start=d.body) if kind == "rules" else trained_search(optimize)
     except KsUsageError as err:
@@ -51,6 +52,15 @@ def optimise_def(
     spec = settings.spec(get_rule_set(rules), trained.value, budget=budget, seconds=seconds)
     result = get_search(settings.algorithm)(d.body, spec)
     return dataclasses.replace(d, body=result.best)
+
+
+def _names_rule_set(name: str) -> bool:
+    """Whether ``name`` is a rule set as every ``--rules`` reads one (a union, ``strict:``, ``unsafe-int:``)."""
+    try:
+        get_rule_set(name)
+    except KsUsageError:
+        return False
+    return True
 
 
 def compile_def(

@@ -32,6 +32,7 @@ from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_def, format_expr, format_program
 from knossos.program import Def, Param, Program
 from knossos.sized_cost import check_size_levels, parse_sizes
+from knossos.splice import replace_def
 from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
@@ -61,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--rules",
         default=None,
         metavar="SET",
-        help=f"rule set ({', '.join(RULE_SETS)}; ml_rules, or the one the model was trained with)",
+        help=f"rule set ({', '.join(RULE_SETS)}; ml_rules, or the one the model was trained with); join "
+        "several with +; strict:SET keeps only the rules that change no value on any input; by default no "
+        "rewrite may overflow an Integer the program did not, unsafe-int:SET lets the rules that regroup "
+        "arithmetic (add_of_muls, assoc_add_add, ...) rewrite Integer arithmetic too (docs/rules.md)",
     )
     add_search_option(p, "cost")
     p.add_argument(
@@ -114,12 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         dest="out",
         metavar="OUT.ks",
-        help="write the whole program, with the optimised def in place of the original (atomically; "
-        "comments are not kept); never over FILE itself unless --in-place, and over another existing file "
-        "only with --force",
+        help="write the whole program, with the optimised def in place of the original (atomically; the "
+        "rest of FILE, comments included, as written; comments inside the def are kept above it); never over "
+        "FILE itself unless --in-place, and over another existing file only with --force",
     )
     out.add_argument(
-        "--in-place", action="store_true", help="write the optimised program over FILE (-o FILE; its comments are lost)"
+        "--in-place", action="store_true", help="write the optimised program over FILE (-o FILE; its comments are kept)"
     )
     out.add_argument("--force", action="store_true", help="let -o and --emit-cpp overwrite an existing file")
     out.add_argument(
@@ -254,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
     messages: list[str] = []
     if d is not None and src.program is not None and outputs.wanted:
         optimised = dataclasses.replace(d, body=result.best)
-        messages = outputs.write(src.program, d, optimised)
+        messages = outputs.write(src.program, d, optimised, src.text)
         if outputs.bench is not None:
             report["bench"], notes = outputs.run_bench(src.program, d, optimised)
             messages += [f"note: {n}" for n in notes]
@@ -417,12 +421,27 @@ class _Outputs:
             )
         self.sizes = [Size({name: v} if named else {}, v, name) for v in values]
 
-    def write(self, program: Program, original: Def, optimised: Def) -> list[str]:
-        """Write -o and --emit-cpp; returns what to tell the user."""
+    def write(self, program: Program, original: Def, optimised: Def, text: str | None = None) -> list[str]:
+        """Write -o and --emit-cpp; returns what to tell the user.  -o keeps ``text``, the program's
+        source, as written but for the def's own form (comments included, see knossos/splice.py)."""
         messages = []
         if self.out is not None:
-            write_atomic(self.out, format_program(program.with_def(optimised)), self.replace_out)
+            moved = 0
+            if text is None:
+                written = format_program(program.with_def(optimised))
+            elif optimised == original:  # nothing to replace: the file as it was, the def's comments too
+                written = text
+            else:
+                assert original.pos is not None  # a def read from text knows where it is
+                spliced = replace_def(text, original.pos, format_def(optimised), self.label)
+                written, moved = spliced.text, spliced.moved_comments
+            write_atomic(self.out, written, self.replace_out)
             messages.append(f"wrote {self.out}: the program with '{original.name}' optimised")
+            if moved:
+                messages.append(
+                    f"note: the {moved} comment(s) inside '{original.name}' cannot follow its rewritten body; "
+                    "they are kept above the def"
+                )
         if self.emit_cpp is not None:
             try:
                 source = emit_program(program.with_def(optimised), [original.name], exact_order=self.exact_order)

@@ -57,7 +57,7 @@ class Replay:
 def write_states(file: str | Path | TextIO, states: Iterable[EnvState]) -> None:
     """Write ``states`` as CSV, with a header, to a path or an open text file."""
     if isinstance(file, str | Path):
-        with open(file, "w", newline="") as f:
+        with open(file, "w", newline="", encoding="utf-8") as f:
             write_states(f, states)
         return
     writer = csv.writer(file, lineterminator="\n")
@@ -67,20 +67,29 @@ def write_states(file: str | Path | TextIO, states: Iterable[EnvState]) -> None:
         writer.writerow([s.benchmark, " ".join(s.actions), f"{float(s.reward):.12g}"])
 
 
+#: A UTF-8 byte order mark, as it reads: a CSV may start with one (as a program file may: knossos.parser).
+BOM = "\ufeff"
+
+
 def read_states(file: str | Path | TextIO) -> list[EnvState]:
-    """The states of a CSV file that :func:`write_states` wrote (a path, an open file or CSV text in a StringIO)."""
+    """The states of a CSV file that :func:`write_states` wrote (a path, an open file or CSV text in a StringIO),
+    in UTF-8; a leading byte order mark is dropped."""
     if isinstance(file, str | Path):
         try:
-            with open(file, newline="") as f:
+            with open(file, newline="", encoding="utf-8") as f:
                 return _read(f, str(file))
         except OSError as e:
             raise StateError(f"cannot read states: {one_line(e.strerror or str(e))}", None, str(file)) from None
+        except UnicodeDecodeError as e:
+            raise StateError(f"not UTF-8 text (bad byte at offset {e.start})", None, str(file)) from None
     return _read(file, getattr(file, "name", "<states>"))
 
 
 def _read(f: TextIO | io.StringIO, name: str) -> list[EnvState]:
     rows = csv.reader(f)
     header = next(rows, None)
+    if header and header[0].startswith(BOM):  # a byte order mark (editors on Windows write one): dropped
+        header[0] = header[0][len(BOM) :]
     if header is None or tuple(h.strip() for h in header) != FIELDS:
         raise StateError(f"the header must be {','.join(FIELDS)}, not {one_line(','.join(header or []))!r}", None, name)
     out = []

@@ -23,7 +23,7 @@ from knossos.atomic import atomic_write_text
 from knossos.errors import KsError, KsEvalError, KsUsageError, Pos, one_line
 from knossos.expr import Expr
 from knossos.interpreter import DEFAULT_MAX_ELEMENTS, Interpreter
-from knossos.parser import load_program, parse_expr, parse_expr_positions, read_source
+from knossos.parser import load_program, parse_expr, parse_expr_positions, parse_program, read_source
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr, format_program
 from knossos.program import Def, Program
@@ -63,6 +63,8 @@ class Source:
     program: Program | None = None
     expr: Expr | None = None
     free: Sequence[Expr] = ()
+    #: The program's source text as read (what writing it back with one def replaced keeps).
+    text: str | None = None
 
 
 def load_source(args: argparse.Namespace) -> Source:
@@ -73,7 +75,8 @@ def load_source(args: argparse.Namespace) -> Source:
         return Source("<expr>", expr=expr, free=free)
     if not getattr(args, "file", None):
         raise KsUsageError('give a FILE or --expr "(...)"')
-    return Source(args.file, program=load_program(args.file))
+    text = read_source(args.file)
+    return Source(args.file, program=parse_program(text, args.file), text=text)
 
 
 def same_file(a: str, b: str) -> bool:

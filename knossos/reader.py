@@ -27,13 +27,16 @@ _BLOCK_MARK = re.compile(r"#\||\|#")
 
 
 class SList(list["Form"]):
-    """A parenthesised form: a list of forms with the position of its ``(``."""
+    """A parenthesised form: a list of forms with the position of its ``(``, and where it is in the
+    text (``start``, the offset of its ``(``; ``end``, just after its ``)``) for editing the text."""
 
-    __slots__ = ("pos",)
+    __slots__ = ("end", "pos", "start")
 
-    def __init__(self, pos: Pos) -> None:
+    def __init__(self, pos: Pos, start: int = 0) -> None:
         super().__init__()
         self.pos = pos
+        self.start = start
+        self.end = start
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,9 @@ class Reader:
         self.file = file
         self._line_starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
         self._scanner = _AtomScanner(text)
+        #: Where each comment is, (start, end) offsets, in order: a ``;`` comment up to its newline, a
+        #: ``#| |#`` block whole (filled by :meth:`read`).
+        self.comments: list[tuple[int, int]] = []
 
     def pos(self, index: int) -> Pos:
         line = bisect.bisect_right(self._line_starts, index) - 1
@@ -89,20 +95,24 @@ class Reader:
                 m = _WHITESPACE.match(text, i)
                 i = m.end() if m else i + 1
             elif c == "(":
-                form = SList(self.pos(i))
+                form = SList(self.pos(i), i)
                 stack[-1].append(form)
                 stack.append(form)
                 i += 1
             elif c == ")":
                 if len(stack) == 1:
                     raise self.error("unbalanced parentheses: ')' without a matching '('", i)
-                stack.pop()
                 i += 1
+                stack.pop().end = i
             elif c == ";":
                 end = text.find("\n", i)
-                i = n if end < 0 else end + 1
+                end = n if end < 0 else end
+                self.comments.append((i, end))
+                i = end
             elif c == "#" and text.startswith("#|", i):
-                i = self._skip_block_comment(i)
+                end = self._skip_block_comment(i)
+                self.comments.append((i, end))
+                i = end
             elif c == "|" and text.startswith("|#", i):
                 raise self.error("'|#' without a matching '#|'", i)
             elif c in "\"'`,[]{}":

@@ -7,7 +7,8 @@ overflows to an infinity (``0 * (b + c)`` with ``b + c`` infinite is NaN), an In
 (``a * b + a * c`` with ``a = 0`` computes ``b + c`` once factored), an infinite or NaN operand.
 Reassociating Floats also rounds differently (up to rounding, relative to the largest intermediate).
 Rules marked ``strict`` change no value on any input.  The division rules hold for Floats only
-(Integer division truncates), and are restricted to them.
+(Integer division truncates), and are restricted to them; the rules that regroup ``add``, ``sub`` and
+``mul`` leave Integers alone unless the rule set opts in (``unsafe-int:``, see ``Rule.int_overflow``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ def _floats_only(hole: str = "?a") -> Condition:
 _FLOAT_LEAVES = frozenset({Kind.FLOAT})
 
 
+def _regrouping(name: str, lhs: str, rhs: str) -> TableRule:
+    """A row that reorders or factors arithmetic: exact but for rounding where every step is finite, and
+    it may overflow an Integer the original did not (``a*b + a*c`` computes ``b + c`` once factored), so
+    it leaves Integers alone unless a set opts in (``unsafe-int:``; ?a's type says which it computes)."""
+    return rule(name, lhs, rhs, domain=FINITE_STEPS, int_overflow="?a")
+
+
 def _scalar(hole: str) -> Condition:
     """A Float or an Integer (``sub`` of a literal and a vector is not in the language)."""
     return condition("scalar", lambda a: a.type.is_number, hole, shallow=True)
@@ -57,16 +65,16 @@ ALGEBRAIC: list[TableRule] = [
     rule("commute_mul", "(mul ?a ?b)", "(mul ?b ?a)", strict=True),
     rule("commute_add", "(add ?a ?b)", "(add ?b ?a)", strict=True),
     rule("sub_self", "(sub ?a ?a)", "0", domain="a is finite (inf - inf is NaN)"),
-    rule("assoc_add_add", "(add (add ?a ?b) ?c)", "(add (add ?a ?c) ?b)", domain=FINITE_STEPS),
-    rule("assoc_sub_add", "(sub (add ?a ?b) ?c)", "(add (sub ?a ?c) ?b)", domain=FINITE_STEPS),
-    rule("assoc_add_sub", "(add (sub ?a ?b) ?c)", "(sub (add ?a ?c) ?b)", domain=FINITE_STEPS),
-    rule("assoc_sub_sub", "(sub (sub ?a ?b) ?c)", "(sub (sub ?a ?c) ?b)", domain=FINITE_STEPS),
-    rule("sub_sub_to_sub_add", "(sub ?a (sub ?b ?c))", "(sub (add ?a ?c) ?b)", domain=FINITE_STEPS),
-    rule("assoc_mul_mul", "(mul (mul ?a ?b) ?c)", "(mul (mul ?a ?c) ?b)", domain=FINITE_STEPS),
-    rule("mul_by_add", "(mul ?a (add ?b ?c))", "(add (mul ?a ?b) (mul ?a ?c))", domain=FINITE_STEPS),
-    rule("mul_by_sub", "(mul ?a (sub ?b ?c))", "(sub (mul ?a ?b) (mul ?a ?c))", domain=FINITE_STEPS),
-    rule("add_of_muls", "(add (mul ?a ?b) (mul ?a ?c))", "(mul ?a (add ?b ?c))", domain=FINITE_STEPS),
-    rule("sub_of_muls", "(sub (mul ?a ?b) (mul ?a ?c))", "(mul ?a (sub ?b ?c))", domain=FINITE_STEPS),
+    _regrouping("assoc_add_add", "(add (add ?a ?b) ?c)", "(add (add ?a ?c) ?b)"),
+    _regrouping("assoc_sub_add", "(sub (add ?a ?b) ?c)", "(add (sub ?a ?c) ?b)"),
+    _regrouping("assoc_add_sub", "(add (sub ?a ?b) ?c)", "(sub (add ?a ?c) ?b)"),
+    _regrouping("assoc_sub_sub", "(sub (sub ?a ?b) ?c)", "(sub (sub ?a ?c) ?b)"),
+    _regrouping("sub_sub_to_sub_add", "(sub ?a (sub ?b ?c))", "(sub (add ?a ?c) ?b)"),
+    _regrouping("assoc_mul_mul", "(mul (mul ?a ?b) ?c)", "(mul (mul ?a ?c) ?b)"),
+    _regrouping("mul_by_add", "(mul ?a (add ?b ?c))", "(add (mul ?a ?b) (mul ?a ?c))"),
+    _regrouping("mul_by_sub", "(mul ?a (sub ?b ?c))", "(sub (mul ?a ?b) (mul ?a ?c))"),
+    _regrouping("add_of_muls", "(add (mul ?a ?b) (mul ?a ?c))", "(mul ?a (add ?b ?c))"),
+    _regrouping("sub_of_muls", "(sub (mul ?a ?b) (mul ?a ?c))", "(mul ?a (sub ?b ?c))"),
 ]
 
 FLOAT_ONLY: list[TableRule] = [

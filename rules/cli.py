@@ -32,13 +32,23 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
         )
 
     p = sub.add_parser("rules", help="list rule sets and their rules")
-    p.add_argument("--set", dest="rule_set", metavar="NAME", help=f"one rule set ({', '.join(RULE_SETS)})")
+    p.add_argument(
+        "--set",
+        dest="rule_set",
+        metavar="NAME",
+        help=f"one rule set ({', '.join(RULE_SETS)}; join with +, strict:SET, unsafe-int:SET as --rules reads them)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_rules)
 
     p = sub.add_parser("actions", help="every (node, rule) rewrite site of a def, with the cost after it")
     target_options(p)
-    p.add_argument("--rules", default="ml_rules", metavar="SET", help="rule set (default ml_rules)")
+    p.add_argument(
+        "--rules",
+        default="ml_rules",
+        metavar="SET",
+        help="rule set (default ml_rules; unsafe-int:SET lets the rules that may overflow an Integer rewrite Integers)",
+    )
     p.add_argument("--json", action="store_true", help='a list of {"node": N, "rule": NAME, "cost": C}')
     p.set_defaults(run=cmd_actions)
 
@@ -80,6 +90,7 @@ def _describe(r: Rule) -> dict[str, Any]:
         "conditions": list(r.conditions_text),
         "domain": r.domain,
         "strict": r.strict,
+        "int_overflow": r.int_overflow,
     }
 
 

@@ -71,6 +71,7 @@ GRADIENT_TABLE = [
         not_free("?y", "?n"),
         condition("distinct_names", lambda x, y: x.data != y.data, "?x", "?y"),
         domain=f"n >= 1 and m >= 1 (a sum of no vectors fails); {SUMS_REORDERED}",
+        int_overflow="?e",  # the partial sums come in another order
     ),
     rule(
         "sumbuild_of_onehot",

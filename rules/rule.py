@@ -26,6 +26,7 @@ generating children matches each pattern once, never a second time to rewrite.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -155,6 +156,15 @@ class Rule:
     #: failure into a value, never a value into another value, an infinity, NaN or a failure (up to the
     #: sign of a zero).  The ``strict:`` rule sets keep only these (see docs/rules.md).
     strict: bool = False
+    #: Whether the rewrite may overflow an Integer where the original did not (it regroups Integer
+    #: arithmetic: ``a*b + a*c`` computes ``b + c`` once factored).  Such a rule leaves Integers alone
+    #: unless a rule set opts in (``unsafe-int:``, :meth:`with_integers`); Floats are not affected.
+    int_overflow: bool = False
+
+    def with_integers(self) -> Rule:
+        """This rule applying to Integers too, where it may overflow one (``unsafe-int:``): itself
+        unless it is an :attr:`int_overflow` rule."""
+        return self
 
     def match(self, site: Site) -> Any:
         """What :meth:`rewrite` needs at ``site`` (never None), or None where the rule does not apply."""
@@ -242,6 +252,13 @@ def all_floats(hole: str) -> Condition:
 _FLOAT_LEAVES = frozenset({Kind.FLOAT})
 
 
+def no_integers(hole: str) -> Condition:
+    """The matched expression holds no Integer (it is a Float, or a vector or tuple without Integers):
+    the guard of an :attr:`Rule.int_overflow` row, on a hole of the arithmetic it regroups (the
+    operands of add/sub/mul/div have the same leaf types, so one hole tells)."""
+    return condition("no_integers", lambda e: Kind.INTEGER not in e.type.leaves, hole, shallow=True)
+
+
 # -- rows: a pattern, conditions, and a right-hand pattern or an applier --------------------------
 class PatternRule(Rule):
     """A rule whose match is a left-hand pattern and side conditions: what it finds is the hole bindings."""
@@ -250,15 +267,28 @@ class PatternRule(Rule):
     needs_scalar = False
 
     def __init__(
-        self, name: str, lhs: str, conditions: tuple[Condition, ...], domain: str | None, strict: bool
+        self,
+        name: str,
+        lhs: str,
+        conditions: tuple[Condition, ...],
+        domain: str | None,
+        strict: bool,
+        int_overflow: str | None = None,
     ) -> None:
         self.name = name
         self.lhs_text = lhs
         self.lhs: Pattern = parse_pattern(lhs)
+        if int_overflow is not None:
+            if strict:
+                raise ValueError(f"rule {name}: a rule that may overflow an Integer is not strict")
+            conditions = (*conditions, no_integers(int_overflow))
         self.conditions = conditions
         self.conditions_text = tuple(c.text for c in conditions)
         self.domain = domain
         self.strict = strict
+        self.int_overflow = int_overflow is not None
+        #: The same row without its Integer guard (made once, so that sets opting in share it).
+        self._with_integers: PatternRule | None = None if self.int_overflow else self
         op = head_op(self.lhs)
         self.heads = None if op is None else frozenset({op})
         bound = set(holes(self.lhs))
@@ -266,6 +296,15 @@ class PatternRule(Rule):
             unknown = [n for n in c.names if n not in bound]
             if unknown:
                 raise ValueError(f"rule {name}: condition {c.text} names unbound hole(s) {unknown}")
+
+    def with_integers(self) -> PatternRule:
+        if self._with_integers is None:
+            unguarded = copy.copy(self)
+            unguarded.conditions = self.conditions[:-1]  # the guard is the last condition
+            unguarded.conditions_text = self.conditions_text[:-1]
+            unguarded._with_integers = unguarded
+            self._with_integers = unguarded
+        return self._with_integers
 
     def match(self, site: Site) -> Bindings | None:
         b = match_pattern(self.lhs, site.node)
@@ -283,9 +322,16 @@ class TableRule(PatternRule):
     """A rule given by a left-hand pattern, a right-hand pattern and side conditions."""
 
     def __init__(
-        self, name: str, lhs: str, rhs: str, conditions: tuple[Condition, ...], domain: str | None, strict: bool
+        self,
+        name: str,
+        lhs: str,
+        rhs: str,
+        conditions: tuple[Condition, ...],
+        domain: str | None,
+        strict: bool,
+        int_overflow: str | None = None,
     ) -> None:
-        super().__init__(name, lhs, conditions, domain, strict)
+        super().__init__(name, lhs, conditions, domain, strict, int_overflow)
         self.rhs_text = rhs
         self.rhs: Pattern = parse_pattern(rhs)
         if needs_applier(self.lhs) or needs_applier(self.rhs):
@@ -320,9 +366,16 @@ class ApplierRule(PatternRule):
     """A rule given by a left-hand pattern, side conditions and an :class:`Applier`."""
 
     def __init__(
-        self, name: str, lhs: str, applier: Applier, conditions: tuple[Condition, ...], domain: str | None, strict: bool
+        self,
+        name: str,
+        lhs: str,
+        applier: Applier,
+        conditions: tuple[Condition, ...],
+        domain: str | None,
+        strict: bool,
+        int_overflow: str | None = None,
     ) -> None:
-        super().__init__(name, lhs, conditions, domain, strict)
+        super().__init__(name, lhs, conditions, domain, strict, int_overflow)
         self.applier = applier
         self.rhs_text = applier.text
 
@@ -343,21 +396,41 @@ def _has_numeric_literal(p: Pattern) -> bool:
 
 @overload
 def rule(
-    name: str, lhs: str, rhs: str, *conditions: Condition, domain: str | None = None, strict: bool = False
+    name: str,
+    lhs: str,
+    rhs: str,
+    *conditions: Condition,
+    domain: str | None = None,
+    strict: bool = False,
+    int_overflow: str | None = None,
 ) -> TableRule: ...
 
 
 @overload
 def rule(
-    name: str, lhs: str, rhs: Applier, *conditions: Condition, domain: str | None = None, strict: bool = False
+    name: str,
+    lhs: str,
+    rhs: Applier,
+    *conditions: Condition,
+    domain: str | None = None,
+    strict: bool = False,
+    int_overflow: str | None = None,
 ) -> ApplierRule: ...
 
 
 def rule(
-    name: str, lhs: str, rhs: str | Applier, *conditions: Condition, domain: str | None = None, strict: bool = False
+    name: str,
+    lhs: str,
+    rhs: str | Applier,
+    *conditions: Condition,
+    domain: str | None = None,
+    strict: bool = False,
+    int_overflow: str | None = None,
 ) -> TableRule | ApplierRule:
     """One row of a rule table: the right side a pattern, or an :class:`Applier` (``strict``: see
-    :attr:`Rule.strict`)."""
+    :attr:`Rule.strict`; ``int_overflow``, a hole of the arithmetic the row regroups: the row may
+    overflow an Integer where the original did not, and applies where that hole holds no Integer
+    unless a set opts in, see :attr:`Rule.int_overflow`)."""
     if isinstance(rhs, Applier):
-        return ApplierRule(name, lhs, rhs, conditions, domain, strict)
-    return TableRule(name, lhs, rhs, conditions, domain, strict)
+        return ApplierRule(name, lhs, rhs, conditions, domain, strict, int_overflow)
+    return TableRule(name, lhs, rhs, conditions, domain, strict, int_overflow)

@@ -84,6 +84,9 @@ RULE_SETS: dict[str, RuleSet] = {
 
 #: ``strict:NAME`` is the set NAME (or union) without the rules that may change a value (Rule.strict).
 STRICT_PREFIX = "strict:"
+#: ``unsafe-int:NAME`` is the set NAME whose Integer-overflow rules (Rule.int_overflow) also rewrite
+#: Integer arithmetic, where they may overflow an Integer the original did not: the opt-in.
+UNSAFE_INT_PREFIX = "unsafe-int:"
 
 
 def strict(rule_set: RuleSet) -> RuleSet:
@@ -92,11 +95,23 @@ def strict(rule_set: RuleSet) -> RuleSet:
     return RuleSet(STRICT_PREFIX + rule_set.name, [r for r in rule_set if r.strict])
 
 
+def unsafe_int(rule_set: RuleSet) -> RuleSet:
+    """``rule_set`` with its Integer-overflow rules applying to Integers too (by default they apply
+    where the arithmetic they regroup holds no Integer, so that no Integer overflows that did not)."""
+    return RuleSet(UNSAFE_INT_PREFIX + rule_set.name, [r.with_integers() for r in rule_set])
+
+
+_PREFIXES = {STRICT_PREFIX: strict, UNSAFE_INT_PREFIX: unsafe_int}
+
+
 def get_rule_set(name: str) -> RuleSet:
     """A rule set by name, or the union of several joined by ``+`` (``ml_rules_no_bind+zero_tensor_rules``),
-    ``strict:`` before either for its strict rules only; a one-line error listing the names otherwise."""
-    if name.strip().startswith(STRICT_PREFIX):
-        return strict(get_rule_set(name.strip()[len(STRICT_PREFIX) :]))
+    ``strict:`` before either for its strict rules only, ``unsafe-int:`` for its Integer-overflow rules
+    on Integers too; a one-line error listing the names otherwise."""
+    stripped = name.strip()
+    for prefix, make in _PREFIXES.items():
+        if stripped.startswith(prefix):
+            return make(get_rule_set(stripped[len(prefix) :]))
     found: RuleSet | None = None
     for part in name.split("+"):
         one = RULE_SETS.get(part.strip())
@@ -105,7 +120,8 @@ def get_rule_set(name: str) -> RuleSet:
             known = ", ".join(RULE_SETS)
             raise KsUsageError(
                 f"unknown rule set '{part.strip()}'{where} (known: {known}; join names with +, "
-                f"put {STRICT_PREFIX} first for the strict rules only)"
+                f"put {STRICT_PREFIX} first for the strict rules only, {UNSAFE_INT_PREFIX} to let the rules "
+                "that may overflow an Integer rewrite Integer arithmetic)"
             )
         found = one if found is None else found + one
     assert found is not None

@@ -67,6 +67,7 @@ VECTOR_RULES: list[Rule] = [
         not_free("?x", "?m"),
         not_free("?x", "?i"),
         domain=f"n >= 1; {SUMS_REORDERED}; where i is out of range, the sum of v is now computed",
+        int_overflow="?v",  # the sum of v, computed where i is out of range
     ),
     rule(
         "sumbuild_of_deltavec",
@@ -128,12 +129,14 @@ VECTOR_RULES: list[Rule] = [
         "(deltaVec ?n ?i (add ?e1 ?e2))",
         condition("same type", lambda e1, e2: e1.type is e2.type, "?e1", "?e2", shallow=True),
         domain="i is within the vector, or e1 + e2 does not overflow (it is now computed)",
+        int_overflow="?e1",
     ),
     rule(
         "sumbuild_of_sum",
         "(sumbuild ?n (lam ?x (add ?a ?b)))",
         "(add (sumbuild ?n (lam ?x ?a)) (sumbuild ?n (lam ?x ?b)))",
         domain=f"n >= 1; {SUMS_REORDERED}",
+        int_overflow="?a",
     ),
     rule(
         "sumbuild_of_build",

@@ -275,6 +275,27 @@ def test_bad_state_files_are_one_line_errors(text: str, message: str) -> None:
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_byte_order_mark_is_dropped(tmp_path: Any) -> None:
+    """A states CSV saved with a UTF-8 BOM (as Windows editors do) reads as without one, from a path or a
+    text stream (issue 44, item 8a); a BOM anywhere else is data."""
+    path = tmp_path / "states.csv"
+    state = EnvState(EXPR, ("0:mul_one",), 1.5)
+    write_states(path, [state])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert read_states(path) == [state]
+    assert read_states(io.StringIO("\ufeff" + path.read_text(encoding="utf-8-sig"))) == [state]
+    with pytest.raises(StateError, match="the header must be"):
+        read_states(io.StringIO("\ufeff\ufeffbenchmark,actions,reward\n"))
+
+
+def test_a_state_file_that_is_not_utf8_is_a_one_line_error(tmp_path: Any) -> None:
+    path = tmp_path / "states.csv"
+    path.write_bytes(b"benchmark,actions,reward\n\xff,,1\n")
+    with pytest.raises(StateError, match="not UTF-8 text") as caught:
+        read_states(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_a_missing_state_file_is_a_one_line_error(tmp_path: Any) -> None:
     with pytest.raises(StateError, match="cannot read states: No such file"):
         read_states(tmp_path / "none.csv")

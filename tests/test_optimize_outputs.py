@@ -262,3 +262,61 @@ def test_bench_says_what_it_is_doing_unless_quiet(capsys: pytest.CaptureFixture[
     )
     code, _, err = run(capsys, *argv, "--bench", "n=8", "--json", "--quiet")
     assert code == 0 and "bench:" not in err
+
+
+# -- -o and --in-place keep the file as written but for the def (issue 44, item 8b) ---------------------
+COMMENTED = """\
+; my program
+#| a block comment, with a form in it: (def f Float ((x : Float)) x) |#
+(def g Float ((x : Float)) (mul x 1.0)) ; g stays as written, mul x 1.0 and all
+
+;; f: the one to optimise
+(def f Float ((x : Float) (y : Float))
+  ; scale first
+  (add (mul x y)   ; the product
+       (mul x 0.0))) ; after f's closing parenthesis
+; the end
+"""
+#: f optimised (by add_of_muls, add_zero): only f's form changes; its two inner comments go above it.
+COMMENTED_OPTIMISED = """\
+; my program
+#| a block comment, with a form in it: (def f Float ((x : Float)) x) |#
+(def g Float ((x : Float)) (mul x 1.0)) ; g stays as written, mul x 1.0 and all
+
+;; f: the one to optimise
+; scale first
+; the product
+(def f Float ((x : Float) (y : Float)) (mul x y)) ; after f's closing parenthesis
+; the end
+"""
+COMMENTS = ["--def", "f", "--rules", "ml_rules", "--model", "none", "--budget", "2000"]
+
+
+@pytest.mark.parametrize("how", ["-o", "--in-place"])
+def test_writing_the_program_keeps_its_comments(capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str) -> None:
+    source = tmp_path / "f.ks"
+    source.write_text(COMMENTED)
+    out = tmp_path / "out.ks" if how == "-o" else source
+    code, text, err = run(capsys, source, *COMMENTS, *(["-o", out] if how == "-o" else ["--in-place"]))
+    assert code == 0, err
+    assert out.read_text() == COMMENTED_OPTIMISED
+    assert "note: the 2 comment(s) inside 'f' cannot follow its rewritten body; they are kept above the def" in text
+    assert load_program(out).defs["g"] == load_program(tmp_path / "f.ks" if how == "-o" else out).defs["g"]
+
+
+def test_a_def_the_search_leaves_alone_is_written_as_it_was(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "f.ks"
+    source.write_text(COMMENTED)
+    code, text, err = run(capsys, source, "--def", "f", "--rules", "binding_rules", "--model", "none", "--in-place")
+    assert code == 0, err
+    assert source.read_text() == COMMENTED and "note:" not in text
+
+
+def test_comments_of_a_def_that_shares_its_line_start_a_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "f.ks"
+    source.write_text("(edef h Float (Float)) (def f Float ((x : Float)) ; one\n (mul x 1.0)) ; two\n")
+    code, _, err = run(capsys, source, "--def", "f", "--rules", "simplify_rules", "--model", "none", "--in-place")
+    assert code == 0, err
+    assert source.read_text() == "(edef h Float (Float))\n; one\n(def f Float ((x : Float)) x) ; two\n"

@@ -37,7 +37,7 @@ from rules.arithmetic import ALGEBRAIC, CONSTANT_FOLDING, DIV_BY_SELF, FLOAT_ONL
 from rules.log_exp import LOG_EXP_RULES
 from rules.rule import FoldRule, Rule, TableRule
 from rules.rule_set import RuleSet
-from rules.sets import RULE_SETS, all_rules, get_rule_set
+from rules.sets import RULE_SETS, all_rules, get_rule_set, unsafe_int
 
 from conftest import ROOT
 
@@ -90,8 +90,10 @@ def _case(rule: TableRule, type_name: str) -> Case | None:
 
 @cache
 def grid_cases() -> list[Case]:
+    """The cases of every table rule, the Integer-overflow rules with the opt-in (``unsafe-int:``): the
+    grid checks what each says of its domain, Integers included."""
     cases = []
-    for r in all_rules:
+    for r in unsafe_int(all_rules):
         if isinstance(r, TableRule):
             cases += [c for t in ("Float", "Integer") if (c := _case(r, t)) is not None]
     return cases
@@ -212,11 +214,16 @@ REPRODUCERS = [
 ]
 
 
-def _reproducer(rule: str, type_name: str, text: str) -> tuple[Expr, Action]:
+def _reproducer(rule: str, type_name: str, text: str, rules: str = "unsafe-int:ml_rules") -> tuple[Expr, Action]:
     program = parse_program(f"(def target {type_name} ((a : {type_name}) (b : {type_name}) (c : {type_name})) {text})")
     root = program.defs["target"].body
-    (action,) = [a for a in actions(root, get_rule_set("ml_rules")) if a.rule.name == rule and a.node == 0]
+    (action,) = [a for a in actions(root, get_rule_set(rules)) if a.rule.name == rule and a.node == 0]
     return root, action
+
+
+def _root(type_name: str, text: str) -> Expr:
+    program = parse_program(f"(def target {type_name} ((a : {type_name}) (b : {type_name}) (c : {type_name})) {text})")
+    return program.defs["target"].body
 
 
 @pytest.mark.parametrize(("rule", "type_name", "text", "inputs", "before", "after"), REPRODUCERS)
@@ -251,6 +258,50 @@ def test_strict_rule_sets_leave_the_reproducers_alone(
         assert ev(apply(root, action), env) == before
 
 
+@pytest.mark.parametrize("name", sorted(RULE_SETS))
+def test_no_named_set_overflows_an_integer_by_default(name: str) -> None:
+    """Issue 44, item 7: without the opt-in, no rule of any named set rewrites Integer arithmetic it may
+    overflow (the Integer reproducers get no action of theirs); Floats keep the rules (the Float reproducer
+    still does), and ``unsafe-int:`` gives them back on Integers."""
+    rules = get_rule_set(name)
+    for rule, type_name, text, *_ in REPRODUCERS:
+        at_root = {a.rule.name for a in actions(_root(type_name, text), rules) if a.node == 0}
+        if type_name == "Integer":
+            assert rule not in at_root
+        elif rule in rules:
+            assert rule in at_root
+        if rule in rules:
+            unsafe = {a.rule.name for a in actions(_root(type_name, text), get_rule_set(f"unsafe-int:{name}"))}
+            assert rule in unsafe
+
+
+def test_every_integer_overflow_rule_leaves_integers_alone_by_default() -> None:
+    """Every grid case on Integers of an Integer-overflow rule (found with the opt-in) has no action of the
+    rule without it; on Floats the rule acts as before; the opt-in changes nothing else."""
+    guarded = [r for r in all_rules if r.int_overflow]
+    assert {r.name for r in guarded} >= {"add_of_muls", "assoc_add_add", "sumbuild_of_sum", "sumbuild_swap"}
+    for case in grid_cases():
+        default = all_rules.rule(case.rule.name)
+        found = [a for a in actions(case.root, RuleSet("one", [default])) if a.node == 0]
+        assert bool(found) == (case.type_name == "Float" or not default.int_overflow), (case.rule.name, case.type_name)
+    assert [r.name for r in unsafe_int(all_rules) if r is not all_rules.rule(r.name)] == [r.name for r in guarded]
+    assert all(not r.strict and r.domain for r in guarded)
+
+
+def test_the_opt_in_is_a_prefix_of_every_rule_set_name() -> None:
+    unsafe = get_rule_set("unsafe-int:ml_rules_no_bind+zero_tensor_rules")
+    assert unsafe.name == "unsafe-int:ml_rules_no_bind+zero_tensor_rules"
+    assert [r.name for r in unsafe] == [r.name for r in get_rule_set("ml_rules_no_bind+zero_tensor_rules")]
+    assert get_rule_set("unsafe-int:ml_rules").rule("add_of_muls") is get_rule_set("unsafe-int:all_rules").rule(
+        "add_of_muls"
+    )  # one opted-in row, so that opted-in sets combine
+    assert [r.name for r in get_rule_set("strict:unsafe-int:ml_rules")] == [
+        r.name for r in get_rule_set("strict:ml_rules")
+    ]
+    with pytest.raises(KsError, match="unsafe-int:"):
+        get_rule_set("unsafe-int:nope")
+
+
 def test_strict_sets_keep_only_strict_rules_and_the_named_sets_are_whole() -> None:
     for name, full in RULE_SETS.items():
         strict = get_rule_set(f"strict:{name}")
@@ -273,10 +324,14 @@ def test_constant_folding_is_strict() -> None:
 
 
 def test_docs_table_is_the_rules() -> None:
-    """docs/rules.md lists every rule with its strictness and domain, as the code states them."""
+    """docs/rules.md lists every rule with its strictness, whether it rewrites Integers by default and its
+    domain, as the code states them."""
     text = (ROOT / "docs" / "rules.md").read_text()
     rows = dict(re.findall(r"^\| `(\w+)` \| ((?:yes|no) \| .*) \|$", text, re.MULTILINE))
-    expected = {r.name: f"{'yes' if r.strict else 'no'} | {r.domain or 'every input'}" for r in all_rules}
+    expected = {
+        r.name: f"{'yes' if r.strict else 'no'} | {'opt-in' if r.int_overflow else 'yes'} | {r.domain or 'every input'}"
+        for r in all_rules
+    }
     assert rows == expected
 
 

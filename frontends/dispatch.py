@@ -17,6 +17,7 @@ and ops whose output shape depends on the data (``x[x > 0]``).
 
 from __future__ import annotations
 
+import operator
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -64,8 +65,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.inputs: list[str] = []
 
     def track(self, t: torch.Tensor, node: torch.fx.Node) -> None:
-        # its shape and dtype now (an in-place op may change the tensor's own later)
-        node.meta["val"] = torch.empty(t.shape, dtype=t.dtype, device="meta")
+        node.meta["val"] = _meta(t)
         self.nodes[id(t)] = node
         self.alive.append(t)
 
@@ -74,10 +74,12 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.inputs.append(node.name)
         self.track(t, node)
 
-    def node_of(self, t: torch.Tensor) -> torch.fx.Node:
+    def node_of(self, t: torch.Tensor, stack: str = "") -> torch.fx.Node:
+        """``t``'s node; a tensor not traced becomes a constant, read first at ``stack``."""
         node = self.nodes.get(id(t))
-        if node is None:  # a tensor the function read from elsewhere (a global, a closure)
+        if node is None:  # a tensor the function read from elsewhere (a global, a closure, numpy)
             node = self.graph.placeholder(f"const{len(self.constants)}")
+            node.meta["stack_trace"] = stack  # an error about the constant names the line that reads it
             self.constants[node.name] = t.detach().clone()
             self.track(t, node)
         return node
@@ -113,14 +115,26 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         flat_out, _ = tree_flatten(out)
         if not any(isinstance(t, torch.Tensor) for t in flat_out):
             return out  # prim.device and the like: facts about the tensors, not computation
-        to_node = lambda a: self.node_of(a) if isinstance(a, torch.Tensor) else a  # noqa: E731
+        stack = _stack()
+        to_node = lambda a: self.node_of(a, stack) if isinstance(a, torch.Tensor) else a  # noqa: E731
         node = self.graph.call_function(func, tree_map(to_node, tuple(args)), tree_map(to_node, dict(kwargs)))
-        node.meta["stack_trace"] = _stack()
+        node.meta["stack_trace"] = stack
+        self.track_results(out, node)
+        return out
+
+    def track_results(self, out: Any, node: torch.fx.Node) -> None:
+        """``out`` (a tensor, or a tuple or list of them, nested) as ``node``'s value: each tensor of
+        several results through an ``operator.getitem`` node, as torch.export writes them, so that
+        every result an op gives is traced (an untracked one would become a constant)."""
         if isinstance(out, torch.Tensor):
             self.track(out, node)
-        else:  # several results: the node's value is the tuple (lowering refuses it, naming the op)
-            node.meta["val"] = out
-        return out
+            return
+        node.meta["val"] = tree_map(_meta, out)
+        for k, item in enumerate(out if isinstance(out, list | tuple) else ()):
+            if isinstance(item, torch.Tensor | list | tuple):
+                part = self.graph.call_function(operator.getitem, (node, k))
+                part.meta["stack_trace"] = node.meta["stack_trace"]
+                self.track_results(item, part)
 
     def in_place(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
         """An in-place op (``x.add_(y)``, the ``squeeze_`` in matmul's own definition) as its
@@ -145,6 +159,11 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return True
         storage = t.untyped_storage().data_ptr()
         return any(u is not t and u.untyped_storage().data_ptr() == storage for u in self.alive)
+
+
+def _meta(t: Any) -> Any:
+    """A tensor's shape and dtype now (an in-place op may change the tensor's own later)."""
+    return torch.empty(t.shape, dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else t
 
 
 def _has_mask(args: Any) -> bool:

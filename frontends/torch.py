@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import inspect
 import linecache
+import operator
 import os
 import re
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
+from frontends.aten_several import SEVERAL, Results
 from frontends.dispatch import TraceError, trace
 from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
 from knossos import expr as E
@@ -47,11 +49,12 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>[0-9]+), in (?P<fn>\S+)')
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_T = TypeVar("_T")
 
 
 def supported_ops() -> list[str]:
     """The core ATen ops that have a lowering (``aten.NAME.OVERLOAD``)."""
-    return sorted(f"aten.{k}" for k in LOWERINGS)
+    return sorted(f"aten.{k}" for k in [*LOWERINGS, *SEVERAL])
 
 
 def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = None, tracer: str = "dispatch") -> Program:
@@ -168,7 +171,7 @@ def _dispatch_trace(
     fn: Callable[..., Any], args: tuple[torch.Tensor, ...]
 ) -> tuple[torch.fx.Graph, list[str], dict[str, torch.Tensor]]:
     try:
-        return trace(fn, args, keep=lambda key: key in LOWERINGS)
+        return trace(fn, args, keep=lambda key: key in LOWERINGS or key in SEVERAL)
     except TraceError as err:
         raise _error_at(err.message, err.stack) from None
     except KsUsageError:
@@ -292,7 +295,12 @@ def _lower(
         elif node.op == "call_function":
             if not node.users and _op_name(node).startswith("aten._assert"):
                 continue  # a check torch adds (of a dtype, say): shapes and dtypes are checked here anyway
-            values[node] = _call(block, node, values)
+            if node.target is operator.getitem:
+                values[node] = _result_of(block, node, values)
+            elif isinstance(node.meta.get("val"), list | tuple):
+                values[node] = _call_several(block, node, values)
+            else:
+                values[node] = _call(block, node, values)
         elif node.op == "output":
             output = torch.fx.node.map_arg(node.args[0], lambda n: values[n])
         else:
@@ -313,16 +321,56 @@ def _call(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -
         raise _node_error(node, f"unsupported op {name}")
     if dtype not in (torch.float64, torch.bool):
         raise _node_error(node, f"{name} gives a {dtype} tensor (only float64 is translated)")
+    t = _lowered(node, lambda: lower(_call_of(block, node, values, shape)))
+    _agree(node, t, shape, dtype)
+    return block.cheap(t) if _uses(node) > 1 else t
+
+
+def _call_several(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Results:
+    """An op with several results: a lowering of :data:`SEVERAL`, its results read by getitem nodes."""
+    name = _op_name(node)
+    lower = SEVERAL.get(name.removeprefix("aten.")) if name.startswith("aten.") else None
+    if lower is None:
+        raise _node_error(node, f"unsupported op {name}")
+    first = next((v for v in node.meta["val"] if isinstance(v, torch.Tensor)), None)
+    shape = tuple(int(d) for d in first.shape) if first is not None else ()
+    return _lowered(node, lambda: lower(_call_of(block, node, values, shape)))
+
+
+def _result_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Any:
+    """``results[k]`` of an op with several results (``operator.getitem``)."""
+    parent, k = node.args
+    name = _op_name(parent) if isinstance(parent, torch.fx.Node) else "an op"
+    val = node.meta.get("val")
+    if isinstance(val, list | tuple):  # a list inside the results: its parts are read by getitem nodes
+        return values[parent][k]  # type: ignore[index]
+    shape, dtype = _shape(node)
+    if dtype not in (torch.float64, torch.bool):
+        raise _node_error(node, f"{name} gives a {dtype} tensor as its result {k} (only float64 is translated)")
+    t = values[parent][k]  # type: ignore[index]
+    if t is None:
+        raise _node_error(node, f"result {k} of {name} has no lowering")
+    _agree(node, t, shape, dtype)
+    return block.cheap(t) if _uses(node) > 1 else t
+
+
+def _call_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any], shape: tuple[int, ...]) -> Call:
     args = torch.fx.node.map_arg(node.args, lambda n: values[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
+    return Call(block, tuple(args), dict(kwargs), shape)
+
+
+def _lowered(node: torch.fx.Node, lower: Callable[[], _T]) -> _T:
     try:
-        t = lower(Call(block, tuple(args), dict(kwargs), shape))
+        return lower()
     except Unsupported as err:
-        raise _node_error(node, f"{name} with {err}") from None
+        raise _node_error(node, f"{_op_name(node)} with {err}") from None
+
+
+def _agree(node: torch.fx.Node, t: Tensor, shape: tuple[int, ...], dtype: Any) -> None:
     want = BOOL if dtype == torch.bool else FLOAT
     if t.shape != shape or t.elem is not want:
-        raise AssertionError(f"{name} lowered to shape {t.shape} {t.elem}, torch says {shape} {want}")
-    return block.cheap(t) if _uses(node) > 1 else t
+        raise AssertionError(f"{_op_name(node)} lowered to shape {t.shape} {t.elem}, torch says {shape} {want}")
 
 
 def _result(block: Block, output: Any) -> Expr:

@@ -22,11 +22,13 @@ the line of the user's code it comes from.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
 import operator
 import os
 import re
+import sys
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
@@ -36,7 +38,9 @@ import torch
 
 from frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
 from frontends.aten_several import SEVERAL, Results
+from frontends.check import check_def, fresh_inputs
 from frontends.dispatch import TraceError, trace
+from frontends.provenance import first_difference
 from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
 from knossos import expr as E
 from knossos.errors import KsUsageError, Pos, one_line
@@ -57,10 +61,18 @@ def supported_ops() -> list[str]:
     return sorted(f"aten.{k}" for k in [*LOWERINGS, *SEVERAL])
 
 
-def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = None, tracer: str = "dispatch") -> Program:
+def translate(
+    fn: Callable[..., Any],
+    *example_args: Any,
+    name: str | None = None,
+    tracer: str = "dispatch",
+    check: bool = True,
+) -> Program:
     """A program of one def computing ``fn`` on arguments of the examples' shapes (float64 tensors,
     or Python numbers, which become Floats).  ``tracer`` is ``"dispatch"`` (the default,
-    :mod:`frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower)."""
+    :mod:`frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower).  With
+    ``check`` (the default), the def is evaluated on fresh inputs by the interpreter and compared with
+    torch (:mod:`frontends.check`); a disagreement is an error."""
     if tracer not in ("dispatch", "export"):
         raise KsUsageError(f"unknown tracer '{tracer}': expected dispatch or export")
     if isinstance(fn, torch.nn.Module) or not callable(fn):
@@ -68,8 +80,18 @@ def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = Non
     args = tuple(_example(a, k) for k, a in enumerate(example_args))
     params = _param_names(fn, len(args))
     def_name = _knossos_name(str(name or getattr(fn, "__name__", "f")), set(), "f")
-    graph, inputs, constants = _export(fn, args) if tracer == "export" else _dispatch_trace(fn, args)
-    return _lower(graph, inputs, constants, params, def_name)
+    fresh = fresh_inputs(args)
+    if tracer == "export":
+        graph, inputs, constants = _export(fn, args)
+    else:
+        graph, inputs, constants = found = _dispatch_trace(fn, args)
+        difference = first_difference(found, _dispatch_trace(fn, fresh))
+        if difference is not None:
+            raise _node_error(*difference)
+    program = _lower(graph, inputs, constants, params, def_name)
+    if check:
+        check_def(program.defs[def_name], fn, fresh, _error_at)
+    return program
 
 
 def _example(a: Any, k: int) -> torch.Tensor:
@@ -140,11 +162,13 @@ def _export(
     added = {(f.__code__.co_filename, f.__code__.co_name) for f in _user_functions(fn)} - anchors
     anchors.update(added)  # record the user's frames in the graph's stack traces, not only forward's
     try:
-        with warnings.catch_warnings():  # torch's own deprecation notices, not the user's business
-            warnings.simplefilter("ignore", FutureWarning)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+            warnings.simplefilter("ignore", FutureWarning)  # torch's own deprecation notices, not the user's
             exported = torch.export.export(_Wrapper(fn), args, strict=False).run_decompositions()
     except KsUsageError:
         raise
+    except SystemExit as err:
+        raise _error_at(f"the function called sys.exit({err.code!r})", _formatted(err)) from None
     except Exception as err:  # torch's many errors: data-dependent control flow, unsupported Python...
         raise KsUsageError(f"torch.export failed: {_first_line(err)}") from None
     finally:
@@ -171,14 +195,20 @@ def _dispatch_trace(
     fn: Callable[..., Any], args: tuple[torch.Tensor, ...]
 ) -> tuple[torch.fx.Graph, list[str], dict[str, torch.Tensor]]:
     try:
-        return trace(fn, args, keep=lambda key: key in LOWERINGS or key in SEVERAL)
+        with contextlib.redirect_stdout(sys.stderr):  # the program may be going to stdout
+            return trace(fn, args, keep=lambda key: key in LOWERINGS or key in SEVERAL)
     except TraceError as err:
         raise _error_at(err.message, err.stack) from None
     except KsUsageError:
         raise
+    except SystemExit as err:  # not a reason to end the caller's process without a word
+        raise _error_at(f"the function called sys.exit({err.code!r})", _formatted(err)) from None
     except Exception as err:  # the function itself failed on its examples (a shape mismatch...)
-        stack = "".join(traceback.format_exception(err))
-        raise _error_at(f"the function failed on its examples: {_first_line(err)}", stack) from None
+        raise _error_at(f"the function failed on its examples: {_first_line(err)}", _formatted(err)) from None
+
+
+def _formatted(err: BaseException) -> str:
+    return "".join(traceback.format_exception(err))
 
 
 def _first_line(err: Exception) -> str:

@@ -25,13 +25,16 @@ import numpy as np
 import torch
 
 from knossos.errors import KsError, KsEvalError, KsUsageError
+from knossos.expr import Expr
 from knossos.interpreter import Interpreter
+from knossos.ops import Op
 from knossos.program import Def
 
 #: Largest difference allowed, relative to the largest magnitude of the result.
 TOLERANCE = 1e-6
-#: The most nodes the interpreter evaluates for the check (about 1.5 million a second here).
-MAX_STEPS = 15_000_000
+#: The most nodes the interpreter evaluates for the check (about a million a second here: a few
+#: seconds).  A def estimated above it is refused at once (:func:`estimated_steps`).
+MAX_STEPS = 4_000_000
 _BUDGET = re.compile(r"evaluation took more than|past its budget")
 #: The seed of the fresh inputs.
 SEED = 20261128
@@ -56,15 +59,15 @@ def check_def(
 ) -> None:
     """Raise ``error(message, stack)`` unless ``d`` equals ``fn`` on ``inputs`` (``stack``: where in
     the function the message is about, or empty)."""
+    estimate = estimated_steps(d.body)
+    if estimate is not None and estimate > MAX_STEPS:
+        raise _too_big(f"about {estimate:,}")
     want = _run_torch(fn, inputs, error)
     try:
         got = Interpreter(max_steps=MAX_STEPS).call(d, [t.numpy() if t.dim() else float(t) for t in inputs])
     except KsEvalError as err:
         if _BUDGET.search(str(err)):
-            raise KsUsageError(
-                f"checking the translation would take the interpreter more than {MAX_STEPS:,} steps at these "
-                "shapes: translate at smaller shapes to check it, or skip the check (--no-check, check=False)"
-            ) from None
+            raise _too_big(f"more than {MAX_STEPS:,}") from None
         raise error(f"the translation fails on other inputs of the same shapes: {err}", "") from None
     gots = list(got) if len(want) > 1 else [got]
     for k, (g, w) in enumerate(zip(gots, want, strict=True)):
@@ -76,6 +79,41 @@ def check_def(
                 "please report it (--no-check, check=False skip this check)",
                 "",
             )
+
+
+def _too_big(steps: str) -> KsUsageError:
+    return KsUsageError(
+        f"checking the translation would take the interpreter {steps} steps at these shapes (at most "
+        f"{MAX_STEPS:,}): translate at smaller shapes to check it, or skip the check (--no-check, check=False)"
+    )
+
+
+def estimated_steps(root: Expr) -> int | None:
+    """The nodes the interpreter evaluates for ``root``: each node once per iteration of the loops
+    around it (loop sizes are literals in a translation), both branches of an ``if`` counted as the
+    larger; None where a loop's size is not a literal.  Shared subexpressions are walked once."""
+    counts: dict[Expr, int | None] = {}
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in counts:
+            continue
+        if not ready:
+            stack.append((node, True))
+            stack.extend((a, False) for a in node.args if a not in counts)
+            continue
+        parts = [counts[a] for a in node.args]
+        if any(p is None for p in parts):
+            counts[node] = None
+        elif node.op in (Op.BUILD, Op.SUMBUILD):
+            size = node.args[0]
+            n = size.data if size.op is Op.CONST and isinstance(size.data, int) else None
+            counts[node] = None if n is None else 1 + parts[0] + n * (1 + parts[2])  # type: ignore[operator]
+        elif node.op is Op.IF:
+            counts[node] = 1 + parts[0] + max(parts[1], parts[2])  # type: ignore[operator, type-var]
+        else:  # a variable or a literal is no step of its own
+            counts[node] = 1 + sum(parts) if node.args else 0  # type: ignore[arg-type]
+    return counts[root]
 
 
 def disagreement(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> str:

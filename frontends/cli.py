@@ -13,6 +13,7 @@ one line, and nothing is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -86,7 +87,8 @@ def load_function(path: str, name: str) -> Any:
     folder = str(file.resolve().parent)
     sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(sys.stderr):  # the program may be going to stdout
+            spec.loader.exec_module(module)
     except Exception as err:  # whatever the user's code raises on import
         raise KsUsageError(f"importing it failed: {type(err).__name__}: {err}", None, path) from None
     except SystemExit:

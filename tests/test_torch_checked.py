@@ -6,6 +6,8 @@ inputs against torch, and one that disagrees is refused, by ``translate`` and by
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,11 @@ from knossos.interpreter import call_def  # noqa: E402
 from knossos.ops import Op  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 
+# It prints on import (to stderr under `knossos import`: each error below is the second line of stderr).
 CELLS = """\
 import sys
+
+print("importing cells")
 
 import numpy as np
 import torch
@@ -116,10 +121,11 @@ def test_import_of_cells_and_layer_norm_computes_them_on_new_inputs(
     code, stdout, err = run(
         capsys, str(cells), "--function", function, "--shapes", CELL_SHAPES[function], "-o", str(out)
     )
-    assert (code, stdout, err) == (0, "", "")
+    assert (code, stdout, err) == (0, "", "importing cells\n")
     d = load_program(str(out)).defs[function]
     namespace: dict[str, Any] = {}
-    exec(compile(CELLS, str(cells), "exec"), namespace)
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(CELLS, str(cells), "exec"), namespace)
     shapes = [tuple(int(n) for n in item.split("=")[1].split("x")) for item in CELL_SHAPES[function].split(",")]
     for seed in (5, 6):
         args = examples(shapes, seed)
@@ -153,7 +159,7 @@ def test_import_refuses_sort_with_one_line_and_writes_nothing(cells: Path, capsy
     code, stdout, err = run(capsys, str(cells), "--function", "sorted_values", "--shapes", "x=3x4", "-o", str(out))
     assert code == 1 and not stdout and not out.exists()
     assert (
-        err.count("\n") == 1
+        err.count("\n") == 2
         and f"cells.py:{line_of('return torch.sort(x).values * 2.0')}: error: unsupported op aten.sort.default" in err
     )
 
@@ -187,7 +193,7 @@ def test_constants_that_do_not_depend_on_the_inputs_are_kept() -> None:
 
 def test_import_refuses_numpy_made_constants(cells: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, stdout, err = run(capsys, str(cells), "--function", "via_numpy", "--shapes", "x=4")
-    assert code == 1 and not stdout and err.count("\n") == 1
+    assert code == 1 and not stdout and err.count("\n") == 2
     assert f"cells.py:{line_of('return y + x')}: error: a tensor made from the inputs outside torch's ops" in err
 
 
@@ -219,11 +225,29 @@ def test_import_refuses_a_wrong_translation_unless_no_check(tmp_path: Path, caps
     assert out.exists()
 
 
-def test_a_def_too_big_to_check_is_refused_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_def_too_big_to_check_is_refused_at_once_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(check_module, "MAX_STEPS", 50)
-    with pytest.raises(KsUsageError, match=r"more than 50 steps at these shapes: .*--no-check, check=False"):
-        translate(lambda a, b: a @ b, *examples([(4, 4), (4, 4)]))
-    translate(lambda a, b: a @ b, *examples([(4, 4), (4, 4)]), check=False)
+    args = examples([(4, 4), (4, 4)])
+    hint = r"at these shapes \(at most 50\): translate at smaller shapes to check it, or skip the check \(--no-check"
+    with pytest.raises(KsUsageError, match=r"would take the interpreter about [0-9,]+ steps " + hint):
+        translate(lambda a, b: a @ b, *args)
+    translate(lambda a, b: a @ b, *args, check=False)
+    monkeypatch.setattr(check_module, "estimated_steps", lambda root: None)  # the interpreter's own limit
+    with pytest.raises(KsUsageError, match=r"would take the interpreter more than 50 steps " + hint):
+        translate(lambda a, b: a @ b, *args)
+
+
+def test_the_estimate_of_the_interpreter_s_steps_is_close_above() -> None:
+    from knossos.errors import KsEvalError
+    from knossos.interpreter import Interpreter
+
+    args = examples([(6, 5), (6,), (3, 6), (2, 5)])
+    (d,) = translate(lambda w, b, v, x: (torch.tanh(x @ w.T + b) @ v.T).sum(), *args, check=False).defs.values()
+    estimate = check_module.estimated_steps(d.body)
+    assert estimate is not None
+    Interpreter(max_steps=estimate).call(d, [a.numpy() for a in args])
+    with pytest.raises(KsEvalError, match="steps"):
+        Interpreter(max_steps=int(estimate / 1.3)).call(d, [a.numpy() for a in args])
 
 
 def test_fresh_inputs_differ_from_the_examples_within_their_range() -> None:
@@ -257,6 +281,7 @@ def test_print_in_the_function_goes_to_stderr_not_into_the_program(
 ) -> None:
     code, stdout, err = run(capsys, str(cells), "--function", "chatty", "--shapes", "x=3")
     assert code == 0 and "tracing" not in stdout and "tracing torch.Size([3])" in err
+    assert "importing cells" in err and stdout.startswith("; knossos import cells.py")
     program = cells.parent / "chatty.ks"
     program.write_text(stdout)
     assert call_def(load_program(str(program)).defs["chatty"], np.array([1.0, 2.0, 3.0])) == [2.0, 4.0, 6.0]
@@ -266,6 +291,6 @@ def test_sys_exit_in_the_function_is_one_error_line(cells: Path, capsys: pytest.
     code, stdout, err = run(capsys, str(cells), "--function", "quits", "--shapes", "x=3")
     assert code == 1 and not stdout
     assert (
-        err.count("\n") == 1
+        err.count("\n") == 2
         and f"cells.py:{line_of('sys.exit(3)')}: error: the function called sys.exit(3) in `sys.exit(3)`" in err
     )

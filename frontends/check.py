@@ -148,7 +148,7 @@ def _run_torch(
             f"the function failed on other inputs of the same shapes: {type(err).__name__}: {_first(err)}", _stack(err)
         ) from None
     items = list(out) if isinstance(out, list | tuple) else [out]
-    return [t.detach().numpy() for t in items]
+    return [t.detach().to(torch.float64).numpy() for t in items]
 
 
 def _first(err: BaseException) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,22 @@ def test_a_tensor_made_from_the_inputs_through_numpy_is_refused_where_it_is_read
         translate(lambda x: torch.from_numpy(x.numpy() * 2), *examples([(4,)]), check=False)  # returned as it is
 
 
+MADE_OUTSIDE = {
+    "tolist": (lambda x: torch.tensor(x.tolist(), dtype=torch.float64) + x, "a tensor made from the inputs"),
+    "as_tensor of numpy": (lambda x: torch.as_tensor(x.numpy() + 1) * x, "a tensor made from the inputs"),
+    "a numpy number": (lambda x: x * x.numpy()[0], "an argument of aten.mul.Tensor changes with the inputs' values"),
+    "random numpy": (lambda x: x + torch.from_numpy(np.random.rand(3)), "or random, would be baked into the program"),
+}
+
+
+@pytest.mark.parametrize("case", MADE_OUTSIDE)
+def test_values_made_outside_torch_s_ops_are_refused_naming_the_line(case: str) -> None:
+    fn, message = MADE_OUTSIDE[case]
+    with pytest.raises(KsUsageError, match=re.escape(message)) as info:
+        translate(fn, *examples([(3,)]), check=False)
+    assert info.value.file == __file__ and f'"{case}"' in info.value.render()
+
+
 def test_constants_that_do_not_depend_on_the_inputs_are_kept() -> None:
     (x,) = examples([(3, 4)], 3)
     d = translate(reads_a_global, *examples([(3, 4)])).defs["reads_a_global"]
@@ -294,3 +311,10 @@ def test_sys_exit_in_the_function_is_one_error_line(cells: Path, capsys: pytest.
         err.count("\n") == 2
         and f"cells.py:{line_of('sys.exit(3)')}: error: the function called sys.exit(3) in `sys.exit(3)`" in err
     )
+
+
+def test_bool_and_tuple_results_are_checked() -> None:
+    args = examples([(4,)])
+    (d,) = translate(lambda x: (x > 0, x * 2.0), *args).defs.values()
+    got = call_def(d, np.array([-1.0, 2.0, 0.0, 3.0]))
+    assert list(got[0]) == [False, True, False, True] and list(got[1]) == [-2.0, 4.0, 0.0, 6.0]

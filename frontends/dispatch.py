@@ -3,7 +3,8 @@
 ``trace(fn, args)`` runs ``fn`` on the examples under a dispatch mode that records every ATen call
 into a ``torch.fx.Graph`` of the form :func:`frontends.torch.translate` lowers: placeholders
 for the arguments and for the tensor constants the function reads, one ``call_function`` node per
-op with its value in ``meta["val"]`` and the Python stack in ``meta["stack_trace"]``.  An op with a
+op with its value in ``meta["val"]`` and the Python stack in ``meta["stack_trace"]`` (an op with
+several results has one ``operator.getitem`` node per tensor result, so every result is traced).  An op with a
 lowering is recorded as it is; any other is replaced by its core ATen decomposition (the table
 ``run_decompositions()`` uses) when it has one, and recorded otherwise (lowering names it).
 

@@ -17,7 +17,10 @@ arguments in order: a tensor of rank k is a ``Vec`` nested k deep of Floats, a 0
 number a Float.  Shapes are the examples', read from the traced graph: the def is for those shapes
 only.  An op without a lowering, a dtype other than float64 (or Bool, from comparisons), a shape or a
 branch that depends on data are one-line :class:`~knossos.errors.KsUsageError`\\ s naming the op and
-the line of the user's code it comes from.
+the line of the user's code it comes from.  So that no value of the examples is baked in, the function
+is traced again on fresh inputs and must give the same graph and constants
+(:mod:`frontends.provenance`), and the def is checked on those inputs against torch
+(:mod:`frontends.check`; ``check=False`` skips it).
 """
 
 from __future__ import annotations

@@ -11,10 +11,12 @@ refused by name.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from frontends.aten import Call, Unsupported, amax_over, as_tensor, dim_of, elementwise, moments, moments_over, unary
 from frontends.tensor import Index, Tensor, iadd, ic, view
 from knossos import expr as E
+from knossos.expr import Expr
 from knossos.ops import Op
 
 Results = Sequence[Tensor | None]
@@ -84,6 +86,31 @@ def _layer_norm(c: Call) -> Results:
     return (out, mean, rstd)
 
 
+def _batch_norm_eval(c: Call) -> Results:
+    """``_native_batch_norm_legit_no_training`` (``F.batch_norm`` with ``training=False``): the
+    running statistics of dimension 1, ``(x - mean) / sqrt(var + eps) * weight + bias``; its other two
+    results are empty tensors."""
+    x = as_tensor(c.args[0])
+    weight, bias, mean, var = c.args[1], c.args[2], as_tensor(c.args[3]), as_tensor(c.args[4])
+    eps = float(c.arg(6, "eps"))
+    if x.rank < 2:
+        raise Unsupported(f"an input of rank {x.rank} (expected batch and channels)")
+    per_channel = (x.shape[1],) + (1,) * (x.rank - 2)  # dimension 1, broadcast against x
+
+    def channel(t: Any) -> Tensor:
+        t = as_tensor(t)
+        return view(t, per_channel, lambda idx: (idx[0],))
+
+    def normalise(a: Expr, m: Expr, v: Expr) -> Expr:
+        return E.op(Op.DIV, E.op(Op.SUB, a, m), E.op(Op.SQRT, E.op(Op.ADD, v, E.const(eps))))
+
+    out = elementwise(c.block, x.shape, [x, channel(mean), channel(var)], normalise)
+    for param, o in ((weight, Op.MUL), (bias, Op.ADD)):
+        if param is not None:
+            out = elementwise(c.block, x.shape, [out, channel(param)], lambda a, p, o=o: E.op(o, a, p))
+    return (out, None, None)
+
+
 SEVERAL: dict[str, SeveralLowering] = {
     "split.Tensor": _split,
     "split_with_sizes.default": _split_with_sizes,
@@ -91,4 +118,5 @@ SEVERAL: dict[str, SeveralLowering] = {
     "min.dim": _extremum(largest=False),
     "var_mean.correction": moments,
     "native_layer_norm.default": _layer_norm,
+    "_native_batch_norm_legit_no_training.default": _batch_norm_eval,
 }

@@ -161,6 +161,12 @@ CASES: dict[str, tuple[Callable[..., Any], list[Shape]]] = {
     "var_mean": (lambda a: torch.var_mean(a, dim=0, keepdim=True), [(3, 4)]),
     "layer_norm": (lambda x, w, b: F.layer_norm(x, (4,), w, b), [(3, 4), (4,), (4,)]),
     "layer_norm 2-d, no affine": (lambda x: F.layer_norm(x, (3, 4), eps=1e-3), [(2, 3, 4)]),
+    "batch_norm eval": (
+        lambda x, w, b: F.batch_norm(
+            x, torch.full((3,), 0.5, dtype=torch.float64), torch.full((3,), 2.0, dtype=torch.float64), w, b
+        ),
+        [(2, 3, 4), (3,), (3,)],
+    ),
     "0-d argument": (lambda s, a: s * a, [(), (3,)]),
     "returns a tuple": (lambda a, b: (a + b, a * b), [(3,), (3,)]),
 }

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from torch._decomp import core_aten_decompositions
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -37,6 +38,12 @@ DATA_DEPENDENT_SHAPES = frozenset(
 )
 #: Ops that read a tensor's value into Python (control flow or a number on the data).
 VALUE_READS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "equal"})
+
+
+#: Tensor methods that hand a tensor's values to numpy or Python, where the tracer cannot follow them.
+VALUE_EXPORTS = frozenset({"numpy", "tolist", "__array__", "__dlpack__"})
+#: The key of ``node.meta`` that says a node's value is computed from the function's arguments.
+FROM_INPUTS = "from_inputs"
 
 
 class TraceError(KsUsageError):
@@ -73,8 +80,14 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def input(self, t: torch.Tensor) -> None:
         node = self.graph.placeholder(f"arg{len(self.inputs)}")
+        node.meta[FROM_INPUTS] = True
         self.inputs.append(node.name)
         self.track(t, node)
+
+    def from_inputs(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is traced and computed from an argument (a global weight is not)."""
+        node = self.nodes.get(id(t))
+        return node is not None and bool(node.meta.get(FROM_INPUTS))
 
     def node_of(self, t: torch.Tensor, stack: str = "") -> torch.fx.Node:
         """``t``'s node; a tensor not traced becomes a constant, read first at ``stack``."""
@@ -121,6 +134,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         to_node = lambda a: self.node_of(a, stack) if isinstance(a, torch.Tensor) else a  # noqa: E731
         node = self.graph.call_function(func, tree_map(to_node, tuple(args)), tree_map(to_node, dict(kwargs)))
         node.meta["stack_trace"] = stack
+        node.meta[FROM_INPUTS] = any(n.meta.get(FROM_INPUTS) for n in node.all_input_nodes)
         self.track_results(out, node)
         return out
 
@@ -136,6 +150,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if isinstance(item, torch.Tensor | list | tuple):
                 part = self.graph.call_function(operator.getitem, (node, k))
                 part.meta["stack_trace"] = node.meta["stack_trace"]
+                part.meta[FROM_INPUTS] = node.meta.get(FROM_INPUTS, False)
                 self.track_results(item, part)
 
     def in_place(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
@@ -169,6 +184,27 @@ def _decompositions() -> Any:
     return core_aten_decompositions()
 
 
+class _Exports(TorchFunctionMode):
+    """Refuses a tensor computed from the arguments leaving torch (``x.numpy()``, ``x.tolist()``,
+    ``np.asarray(x)``): what the function makes of the values there (numpy arithmetic, a Python
+    branch) is invisible to the tracer and would be baked into the program with the examples'
+    values.  Provenance is the graph's: a node is from the inputs when one of its arguments is."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in VALUE_EXPORTS and any(isinstance(a, torch.Tensor) and self.recorder.from_inputs(a) for a in args):
+            raise TraceError(
+                f"the function takes the values of a tensor computed from its arguments out of torch "
+                f"(Tensor.{name}): what it makes of them cannot be traced and would be baked into the program",
+                _stack(),
+            )
+        return func(*args, **(kwargs or {}))
+
+
 def _meta(t: Any) -> Any:
     """A tensor's shape and dtype now (an in-place op may change the tensor's own later)."""
     return torch.empty(t.shape, dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else t
@@ -198,7 +234,7 @@ def trace(
     inputs = [a.detach().clone() for a in args]  # the function must not see (or change) the caller's tensors
     for a in inputs:
         recorder.input(a)
-    with torch.no_grad(), recorder:
+    with torch.no_grad(), _Exports(recorder), recorder:
         out = fn(*inputs)
     results = []
     for item in _outputs(out):

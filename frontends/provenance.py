@@ -1,14 +1,15 @@
-"""Which traced constants depend on the inputs: the function traced twice, on its examples and on
-fresh inputs of the same shapes, must give the same graph and the same constants.
+"""The second line of defence against constants that depend on the inputs: the function traced
+twice, on its examples and on fresh inputs of the same shapes, must give the same graph and the
+same constants.
 
-The dispatch tracer sees every tensor that torch's ops make, but a tensor made outside them from the
-inputs' values (``torch.from_numpy(x.numpy() * 2)``, ``torch.tensor(x.tolist())``) reaches it as a
-tensor "read from elsewhere", like a global weight, and would become a constant: the examples' values
-baked into the program.  No flag on a tensor survives a trip through numpy or Python lists, but its
-value does change with the inputs, so the second trace finds it: a constant (or a number argument of
-an op) that differs between the two traces is refused where it is first read.  A global weight or a
-``torch.tensor([...])`` literal is the same both times.  Random constants differ too, and are refused
-for the same reason (their value would be the one of the trace).
+The dispatch tracer sees every tensor that torch's ops make; a tensor made outside them reaches it
+as a tensor "read from elsewhere", like a global weight, and becomes a constant.  The first line
+(:mod:`frontends.dispatch`) refuses a tensor computed from the arguments leaving torch (``.numpy()``,
+``.tolist()``, ``np.asarray``), which is how values usually get out; what escapes it (a random
+constant, memory read through ``data_ptr``, a global changed by the function) still changes its
+value between two traces, and is refused here where it is first read.  A global weight or a
+``torch.tensor([...])`` literal is the same both times.  This is a test on one other input: a Python
+branch on values that left torch unseen is caught only when the fresh inputs take the other branch.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ def first_difference(a: Trace, b: Trace) -> tuple[torch.fx.Node, str] | None:
         if x.op == "placeholder" and x.name in consts_a:
             if not _same_tensor(consts_a[x.name], consts_b.get(y.name)):
                 return x, (
-                    "a tensor made from the inputs outside torch's ops (through numpy or Python lists), or "
-                    "random, would be baked into the program as a constant"
+                    "a constant tensor changes when the function is traced again on other inputs (it is random, "
+                    "or made from them out of torch's sight): it would be baked into the program"
                 )
         elif not _same_args((x.args, x.kwargs), (y.args, y.kwargs), position):
-            return x, f"an argument of {_name(x)} changes with the inputs' values (made from them outside torch's ops)"
+            return x, f"an argument of {_name(x)} changes when the function is traced again on other inputs"
     if len(nodes_a) != len(nodes_b):
         node = nodes_a[min(len(nodes_a), len(nodes_b)) - 1]
         return node, "the traced ops change with the inputs' values"

@@ -3,10 +3,12 @@
 ``trace(fn, args)`` runs ``fn`` on the examples under a dispatch mode that records every ATen call
 into a ``torch.fx.Graph`` of the form :func:`frontends.torch.translate` lowers: placeholders
 for the arguments and for the tensor constants the function reads, one ``call_function`` node per
-op with its value in ``meta["val"]`` and the Python stack in ``meta["stack_trace"]`` (an op with
-several results has one ``operator.getitem`` node per tensor result, so every result is traced).  An op with a
-lowering is recorded as it is; any other is replaced by its core ATen decomposition (the table
-``run_decompositions()`` uses) when it has one, and recorded otherwise (lowering names it).
+op with its value in ``meta["val"]`` and the Python stack in ``meta["stack_trace"]``; an op with
+several results has one ``operator.getitem`` node per tensor result, so that every result is traced.
+An op with a lowering is recorded as it is; any other is replaced by its core ATen decomposition
+(the table ``run_decompositions()`` uses) when it has one, and recorded otherwise (lowering names
+it).  A tensor computed from the arguments may not leave torch (``.numpy()``, ``.tolist()``): what
+the function made of its values outside would be baked in.
 
 Why not ``torch.export``: it imports ``torch._dynamo`` (1.5-1.8 s here, more than the import of
 torch itself), while this tracer runs the function's own CPU kernels and stays within what

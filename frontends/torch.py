@@ -17,10 +17,10 @@ arguments in order: a tensor of rank k is a ``Vec`` nested k deep of Floats, a 0
 number a Float.  Shapes are the examples', read from the traced graph: the def is for those shapes
 only.  An op without a lowering, a dtype other than float64 (or Bool, from comparisons), a shape or a
 branch that depends on data are one-line :class:`~knossos.errors.KsUsageError`\\ s naming the op and
-the line of the user's code it comes from.  So that no value of the examples is baked in, the function
-is traced again on fresh inputs and must give the same graph and constants
-(:mod:`frontends.provenance`), and the def is checked on those inputs against torch
-(:mod:`frontends.check`; ``check=False`` skips it).
+the line of the user's code it comes from.  So that no value of the examples is baked in, a tensor
+computed from the arguments may not leave torch (:mod:`frontends.dispatch`), the function is traced
+again on fresh inputs and must give the same graph and constants (:mod:`frontends.provenance`), and
+the def is checked on those inputs against torch (:mod:`frontends.check`; ``check=False`` skips it).
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def translate(
     if tracer == "export":
         graph, inputs, constants = _export(fn, args)
     else:
-        graph, inputs, constants = found = _dispatch_trace(fn, args)
-        difference = first_difference(found, _dispatch_trace(fn, fresh))
+        graph, inputs, constants = found = _dispatch_trace(fn, args, "its examples")
+        difference = first_difference(found, _dispatch_trace(fn, fresh, "other inputs of the same shapes"))
         if difference is not None:
             raise _node_error(*difference)
     program = _lower(graph, inputs, constants, params, def_name)
@@ -195,7 +195,7 @@ def _export(
 
 
 def _dispatch_trace(
-    fn: Callable[..., Any], args: tuple[torch.Tensor, ...]
+    fn: Callable[..., Any], args: tuple[torch.Tensor, ...], what: str
 ) -> tuple[torch.fx.Graph, list[str], dict[str, torch.Tensor]]:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the program may be going to stdout
@@ -207,7 +207,7 @@ def _dispatch_trace(
     except SystemExit as err:  # not a reason to end the caller's process without a word
         raise _error_at(f"the function called sys.exit({err.code!r})", _formatted(err)) from None
     except Exception as err:  # the function itself failed on its examples (a shape mismatch...)
-        raise _error_at(f"the function failed on its examples: {_first_line(err)}", _formatted(err)) from None
+        raise _error_at(f"the function failed on {what}: {_first_line(err)}", _formatted(err)) from None
 
 
 def _formatted(err: BaseException) -> str:

@@ -234,6 +234,32 @@ def _amax(c: Call) -> Tensor:
     return amax_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
 
 
+def moments(c: Call) -> tuple[Tensor, Tensor]:
+    """``(var, mean)`` of ``var``/``var_mean.correction`` (the correction 1 unless given)."""
+    x = _float(as_tensor(c.args[0]))
+    correction = c.kwargs.get("correction")
+    corr = 1.0 if correction is None else float(correction)
+    return moments_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), corr, bool(c.kwargs.get("keepdim", False)))
+
+
+def moments_over(block: Block, x: Tensor, red: list[int], correction: float, keepdim: bool) -> tuple[Tensor, Tensor]:
+    """``(var, mean)`` over ``red``: ``sum((x - mean)^2) / (n - correction)``, the mean computed first,
+    as torch does (not the one-pass ``E[x^2] - E[x]^2``, which loses digits)."""
+    x = block.cheap(_float(x))
+    kept = tuple(1 if d in red else k for d, k in enumerate(x.shape))
+    shape = kept if keepdim else tuple(k for d, k in enumerate(x.shape) if d not in red)
+    n = float(_count(x, red))
+    mean = block.materialise(unary(sum_over(block, x, red, True, kept), lambda e: E.op(Op.DIV, e, E.const(n))), "mean")
+
+    def square(a: Expr, b: Expr) -> Expr:
+        return block.share(E.op(Op.SUB, a, b), lambda v: E.op(Op.MUL, v, v))
+
+    dev = elementwise(block, x.shape, [x, mean], square)
+    count = E.const(n - correction)
+    var = unary(sum_over(block, dev, red, keepdim, shape), lambda e: E.op(Op.DIV, e, count))
+    return var, (mean if keepdim else view(mean, shape, reshape_index(kept, shape)))
+
+
 def softmax(block: Block, x: Tensor, dim: int, log: bool) -> Tensor:
     """torch's decomposition: ``exp(x - max) / sum(exp(x - max))``, or ``(x - max) - log(sum(exp(x - max)))``."""
     x = block.cheap(_float(x))
@@ -473,6 +499,7 @@ LOWERINGS: dict[str, Lowering] = {
     "mean.dim": _mean,
     "amax.default": _amax,
     "max.default": _amax,
+    "var.correction": lambda c: moments(c)[0],
     "_softmax.default": _softmax(log=False),
     "_log_softmax.default": _softmax(log=True),
     # products

@@ -2,7 +2,8 @@
 
 Imports FILE.py as a module (``importlib``; its folder is searched first for its own imports, as
 ``python FILE.py`` would), makes seeded float64 example tensors of the given shapes and translates
-the function with :func:`frontends.torch.translate`.  ``NAME=`` (or ``NAME=()``) is a 0-d
+the function with :func:`frontends.torch.translate`, which checks the program on fresh inputs
+against torch unless ``--no-check`` is given.  ``NAME=`` (or ``NAME=()``) is a 0-d
 tensor, a Float; a parameter left out of --shapes is a Float when it is annotated ``float`` or has a
 number as its default.  Without ``-o`` the program is printed; ``-o`` follows optimize.py's rules
 (never over FILE, over another existing file only with ``--force``, atomically).  Every failure is
@@ -12,6 +13,7 @@ one line, and nothing is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -42,6 +44,11 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
     )
     p.add_argument("-o", dest="out", metavar="OUT.ks", help="write the program here instead of to stdout")
     p.add_argument("--force", action="store_true", help="let -o overwrite an existing file")
+    p.add_argument(
+        "--no-check",
+        action="store_true",
+        help="do not evaluate the program on fresh inputs against torch before writing it",
+    )
     p.set_defaults(run=cmd_import)
 
 
@@ -80,7 +87,8 @@ def load_function(path: str, name: str) -> Any:
     folder = str(file.resolve().parent)
     sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(sys.stderr):  # the program may be going to stdout
+            spec.loader.exec_module(module)
     except Exception as err:  # whatever the user's code raises on import
         raise KsUsageError(f"importing it failed: {type(err).__name__}: {err}", None, path) from None
     except SystemExit:
@@ -142,7 +150,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     examples = example_args(fn, shapes, args.file)
     try:
-        program = translate(fn, *examples, name=args.function)
+        program = translate(fn, *examples, name=args.function, check=not args.no_check)
     except KsError as err:
         raise err.located(None, args.file) from None
     given = ",".join(f"{k}={'x'.join(map(str, v))}" for k, v in shapes.items())

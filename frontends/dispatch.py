@@ -3,9 +3,12 @@
 ``trace(fn, args)`` runs ``fn`` on the examples under a dispatch mode that records every ATen call
 into a ``torch.fx.Graph`` of the form :func:`frontends.torch.translate` lowers: placeholders
 for the arguments and for the tensor constants the function reads, one ``call_function`` node per
-op with its value in ``meta["val"]`` and the Python stack in ``meta["stack_trace"]``.  An op with a
-lowering is recorded as it is; any other is replaced by its core ATen decomposition (the table
-``run_decompositions()`` uses) when it has one, and recorded otherwise (lowering names it).
+op with its value in ``meta["val"]`` and the Python stack in ``meta["stack_trace"]``; an op with
+several results has one ``operator.getitem`` node per tensor result, so that every result is traced.
+An op with a lowering is recorded as it is; any other is replaced by its core ATen decomposition
+(the table ``run_decompositions()`` uses) when it has one, and recorded otherwise (lowering names
+it).  A tensor computed from the arguments may not leave torch (``.numpy()``, ``.tolist()``): what
+the function made of its values outside would be baked in.
 
 Why not ``torch.export``: it imports ``torch._dynamo`` (1.5-1.8 s here, more than the import of
 torch itself), while this tracer runs the function's own CPU kernels and stays within what
@@ -17,12 +20,15 @@ and ops whose output shape depends on the data (``x[x > 0]``).
 
 from __future__ import annotations
 
+import functools
+import operator
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch._decomp import core_aten_decompositions
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -34,6 +40,12 @@ DATA_DEPENDENT_SHAPES = frozenset(
 )
 #: Ops that read a tensor's value into Python (control flow or a number on the data).
 VALUE_READS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "equal"})
+
+
+#: Tensor methods that hand a tensor's values to numpy or Python, where the tracer cannot follow them.
+VALUE_EXPORTS = frozenset({"numpy", "tolist", "__array__", "__dlpack__"})
+#: The key of ``node.meta`` that says a node's value is computed from the function's arguments.
+FROM_INPUTS = "from_inputs"
 
 
 class TraceError(KsUsageError):
@@ -56,7 +68,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(self, keep: Callable[[str], bool]) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.keep = keep
-        self.decompositions = core_aten_decompositions()
+        self.decompositions = _decompositions()
         self.graph = torch.fx.Graph()
         self.nodes: dict[int, torch.fx.Node] = {}  # id of a tensor -> its node
         self.alive: list[torch.Tensor] = []  # the tracked tensors, so that their ids are not reused
@@ -64,20 +76,27 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.inputs: list[str] = []
 
     def track(self, t: torch.Tensor, node: torch.fx.Node) -> None:
-        # its shape and dtype now (an in-place op may change the tensor's own later)
-        node.meta["val"] = torch.empty(t.shape, dtype=t.dtype, device="meta")
+        node.meta["val"] = _meta(t)
         self.nodes[id(t)] = node
         self.alive.append(t)
 
     def input(self, t: torch.Tensor) -> None:
         node = self.graph.placeholder(f"arg{len(self.inputs)}")
+        node.meta[FROM_INPUTS] = True
         self.inputs.append(node.name)
         self.track(t, node)
 
-    def node_of(self, t: torch.Tensor) -> torch.fx.Node:
+    def from_inputs(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is traced and computed from an argument (a global weight is not)."""
         node = self.nodes.get(id(t))
-        if node is None:  # a tensor the function read from elsewhere (a global, a closure)
+        return node is not None and bool(node.meta.get(FROM_INPUTS))
+
+    def node_of(self, t: torch.Tensor, stack: str = "") -> torch.fx.Node:
+        """``t``'s node; a tensor not traced becomes a constant, read first at ``stack``."""
+        node = self.nodes.get(id(t))
+        if node is None:  # a tensor the function read from elsewhere (a global, a closure, numpy)
             node = self.graph.placeholder(f"const{len(self.constants)}")
+            node.meta["stack_trace"] = stack  # an error about the constant names the line that reads it
             self.constants[node.name] = t.detach().clone()
             self.track(t, node)
         return node
@@ -113,14 +132,28 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         flat_out, _ = tree_flatten(out)
         if not any(isinstance(t, torch.Tensor) for t in flat_out):
             return out  # prim.device and the like: facts about the tensors, not computation
-        to_node = lambda a: self.node_of(a) if isinstance(a, torch.Tensor) else a  # noqa: E731
+        stack = _stack()
+        to_node = lambda a: self.node_of(a, stack) if isinstance(a, torch.Tensor) else a  # noqa: E731
         node = self.graph.call_function(func, tree_map(to_node, tuple(args)), tree_map(to_node, dict(kwargs)))
-        node.meta["stack_trace"] = _stack()
+        node.meta["stack_trace"] = stack
+        node.meta[FROM_INPUTS] = any(n.meta.get(FROM_INPUTS) for n in node.all_input_nodes)
+        self.track_results(out, node)
+        return out
+
+    def track_results(self, out: Any, node: torch.fx.Node) -> None:
+        """``out`` (a tensor, or a tuple or list of them, nested) as ``node``'s value: each tensor of
+        several results through an ``operator.getitem`` node, as torch.export writes them, so that
+        every result an op gives is traced (an untracked one would become a constant)."""
         if isinstance(out, torch.Tensor):
             self.track(out, node)
-        else:  # several results: the node's value is the tuple (lowering refuses it, naming the op)
-            node.meta["val"] = out
-        return out
+            return
+        node.meta["val"] = tree_map(_meta, out)
+        for k, item in enumerate(out if isinstance(out, list | tuple) else ()):
+            if isinstance(item, torch.Tensor | list | tuple):
+                part = self.graph.call_function(operator.getitem, (node, k))
+                part.meta["stack_trace"] = node.meta["stack_trace"]
+                part.meta[FROM_INPUTS] = node.meta.get(FROM_INPUTS, False)
+                self.track_results(item, part)
 
     def in_place(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
         """An in-place op (``x.add_(y)``, the ``squeeze_`` in matmul's own definition) as its
@@ -147,6 +180,38 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return any(u is not t and u.untyped_storage().data_ptr() == storage for u in self.alive)
 
 
+@functools.cache
+def _decompositions() -> Any:
+    """torch's table, made once: making it collects every composite op (0.06 s a trace here)."""
+    return core_aten_decompositions()
+
+
+class _Exports(TorchFunctionMode):
+    """Refuses a tensor computed from the arguments leaving torch (``x.numpy()``, ``x.tolist()``,
+    ``np.asarray(x)``): what the function makes of the values there (numpy arithmetic, a Python
+    branch) is invisible to the tracer and would be baked into the program with the examples'
+    values.  Provenance is the graph's: a node is from the inputs when one of its arguments is."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in VALUE_EXPORTS and any(isinstance(a, torch.Tensor) and self.recorder.from_inputs(a) for a in args):
+            raise TraceError(
+                f"the function takes the values of a tensor computed from its arguments out of torch "
+                f"(Tensor.{name}): what it makes of them cannot be traced and would be baked into the program",
+                _stack(),
+            )
+        return func(*args, **(kwargs or {}))
+
+
+def _meta(t: Any) -> Any:
+    """A tensor's shape and dtype now (an in-place op may change the tensor's own later)."""
+    return torch.empty(t.shape, dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else t
+
+
 def _has_mask(args: Any) -> bool:
     """Whether ``aten.index``'s indices include a Boolean mask (``x[x > 0]``)."""
     indices = args[1] if len(args) > 1 else []
@@ -171,7 +236,7 @@ def trace(
     inputs = [a.detach().clone() for a in args]  # the function must not see (or change) the caller's tensors
     for a in inputs:
         recorder.input(a)
-    with torch.no_grad(), recorder:
+    with torch.no_grad(), _Exports(recorder), recorder:
         out = fn(*inputs)
     results = []
     for item in _outputs(out):

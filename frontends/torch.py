@@ -17,24 +17,33 @@ arguments in order: a tensor of rank k is a ``Vec`` nested k deep of Floats, a 0
 number a Float.  Shapes are the examples', read from the traced graph: the def is for those shapes
 only.  An op without a lowering, a dtype other than float64 (or Bool, from comparisons), a shape or a
 branch that depends on data are one-line :class:`~knossos.errors.KsUsageError`\\ s naming the op and
-the line of the user's code it comes from.
+the line of the user's code it comes from.  So that no value of the examples is baked in, a tensor
+computed from the arguments may not leave torch (:mod:`frontends.dispatch`), the function is traced
+again on fresh inputs and must give the same graph and constants (:mod:`frontends.provenance`), and
+the def is checked on those inputs against torch (:mod:`frontends.check`; ``check=False`` skips it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
+import operator
 import os
 import re
+import sys
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
+from frontends.aten_several import SEVERAL, Results
+from frontends.check import check_def, fresh_inputs
 from frontends.dispatch import TraceError, trace
+from frontends.provenance import first_difference
 from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
 from knossos import expr as E
 from knossos.errors import KsUsageError, Pos, one_line
@@ -47,17 +56,26 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>[0-9]+), in (?P<fn>\S+)')
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_T = TypeVar("_T")
 
 
 def supported_ops() -> list[str]:
     """The core ATen ops that have a lowering (``aten.NAME.OVERLOAD``)."""
-    return sorted(f"aten.{k}" for k in LOWERINGS)
+    return sorted(f"aten.{k}" for k in [*LOWERINGS, *SEVERAL])
 
 
-def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = None, tracer: str = "dispatch") -> Program:
+def translate(
+    fn: Callable[..., Any],
+    *example_args: Any,
+    name: str | None = None,
+    tracer: str = "dispatch",
+    check: bool = True,
+) -> Program:
     """A program of one def computing ``fn`` on arguments of the examples' shapes (float64 tensors,
     or Python numbers, which become Floats).  ``tracer`` is ``"dispatch"`` (the default,
-    :mod:`frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower)."""
+    :mod:`frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower).  With
+    ``check`` (the default), the def is evaluated on fresh inputs by the interpreter and compared with
+    torch (:mod:`frontends.check`); a disagreement is an error."""
     if tracer not in ("dispatch", "export"):
         raise KsUsageError(f"unknown tracer '{tracer}': expected dispatch or export")
     if isinstance(fn, torch.nn.Module) or not callable(fn):
@@ -65,8 +83,18 @@ def translate(fn: Callable[..., Any], *example_args: Any, name: str | None = Non
     args = tuple(_example(a, k) for k, a in enumerate(example_args))
     params = _param_names(fn, len(args))
     def_name = _knossos_name(str(name or getattr(fn, "__name__", "f")), set(), "f")
-    graph, inputs, constants = _export(fn, args) if tracer == "export" else _dispatch_trace(fn, args)
-    return _lower(graph, inputs, constants, params, def_name)
+    fresh = fresh_inputs(args)
+    if tracer == "export":
+        graph, inputs, constants = _export(fn, args)
+    else:
+        graph, inputs, constants = found = _dispatch_trace(fn, args, "its examples")
+        difference = first_difference(found, _dispatch_trace(fn, fresh, "other inputs of the same shapes"))
+        if difference is not None:
+            raise _node_error(*difference)
+    program = _lower(graph, inputs, constants, params, def_name)
+    if check:
+        check_def(program.defs[def_name], fn, fresh, _error_at)
+    return program
 
 
 def _example(a: Any, k: int) -> torch.Tensor:
@@ -137,11 +165,13 @@ def _export(
     added = {(f.__code__.co_filename, f.__code__.co_name) for f in _user_functions(fn)} - anchors
     anchors.update(added)  # record the user's frames in the graph's stack traces, not only forward's
     try:
-        with warnings.catch_warnings():  # torch's own deprecation notices, not the user's business
-            warnings.simplefilter("ignore", FutureWarning)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+            warnings.simplefilter("ignore", FutureWarning)  # torch's own deprecation notices, not the user's
             exported = torch.export.export(_Wrapper(fn), args, strict=False).run_decompositions()
     except KsUsageError:
         raise
+    except SystemExit as err:
+        raise _error_at(f"the function called sys.exit({err.code!r})", _formatted(err)) from None
     except Exception as err:  # torch's many errors: data-dependent control flow, unsupported Python...
         raise KsUsageError(f"torch.export failed: {_first_line(err)}") from None
     finally:
@@ -165,17 +195,23 @@ def _export(
 
 
 def _dispatch_trace(
-    fn: Callable[..., Any], args: tuple[torch.Tensor, ...]
+    fn: Callable[..., Any], args: tuple[torch.Tensor, ...], what: str
 ) -> tuple[torch.fx.Graph, list[str], dict[str, torch.Tensor]]:
     try:
-        return trace(fn, args, keep=lambda key: key in LOWERINGS)
+        with contextlib.redirect_stdout(sys.stderr):  # the program may be going to stdout
+            return trace(fn, args, keep=lambda key: key in LOWERINGS or key in SEVERAL)
     except TraceError as err:
         raise _error_at(err.message, err.stack) from None
     except KsUsageError:
         raise
+    except SystemExit as err:  # not a reason to end the caller's process without a word
+        raise _error_at(f"the function called sys.exit({err.code!r})", _formatted(err)) from None
     except Exception as err:  # the function itself failed on its examples (a shape mismatch...)
-        stack = "".join(traceback.format_exception(err))
-        raise _error_at(f"the function failed on its examples: {_first_line(err)}", stack) from None
+        raise _error_at(f"the function failed on {what}: {_first_line(err)}", _formatted(err)) from None
+
+
+def _formatted(err: BaseException) -> str:
+    return "".join(traceback.format_exception(err))
 
 
 def _first_line(err: Exception) -> str:
@@ -292,7 +328,12 @@ def _lower(
         elif node.op == "call_function":
             if not node.users and _op_name(node).startswith("aten._assert"):
                 continue  # a check torch adds (of a dtype, say): shapes and dtypes are checked here anyway
-            values[node] = _call(block, node, values)
+            if node.target is operator.getitem:
+                values[node] = _result_of(block, node, values)
+            elif isinstance(node.meta.get("val"), list | tuple):
+                values[node] = _call_several(block, node, values)
+            else:
+                values[node] = _call(block, node, values)
         elif node.op == "output":
             output = torch.fx.node.map_arg(node.args[0], lambda n: values[n])
         else:
@@ -313,16 +354,56 @@ def _call(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -
         raise _node_error(node, f"unsupported op {name}")
     if dtype not in (torch.float64, torch.bool):
         raise _node_error(node, f"{name} gives a {dtype} tensor (only float64 is translated)")
+    t = _lowered(node, lambda: lower(_call_of(block, node, values, shape)))
+    _agree(node, t, shape, dtype)
+    return block.cheap(t) if _uses(node) > 1 else t
+
+
+def _call_several(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Results:
+    """An op with several results: a lowering of :data:`SEVERAL`, its results read by getitem nodes."""
+    name = _op_name(node)
+    lower = SEVERAL.get(name.removeprefix("aten.")) if name.startswith("aten.") else None
+    if lower is None:
+        raise _node_error(node, f"unsupported op {name}")
+    first = next((v for v in node.meta["val"] if isinstance(v, torch.Tensor)), None)
+    shape = tuple(int(d) for d in first.shape) if first is not None else ()
+    return _lowered(node, lambda: lower(_call_of(block, node, values, shape)))
+
+
+def _result_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Any:
+    """``results[k]`` of an op with several results (``operator.getitem``)."""
+    parent, k = node.args
+    name = _op_name(parent) if isinstance(parent, torch.fx.Node) else "an op"
+    val = node.meta.get("val")
+    if isinstance(val, list | tuple):  # a list inside the results: its parts are read by getitem nodes
+        return values[parent][k]  # type: ignore[index]
+    shape, dtype = _shape(node)
+    if dtype not in (torch.float64, torch.bool):
+        raise _node_error(node, f"{name} gives a {dtype} tensor as its result {k} (only float64 is translated)")
+    t = values[parent][k]  # type: ignore[index]
+    if t is None:
+        raise _node_error(node, f"result {k} of {name} has no lowering")
+    _agree(node, t, shape, dtype)
+    return block.cheap(t) if _uses(node) > 1 else t
+
+
+def _call_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any], shape: tuple[int, ...]) -> Call:
     args = torch.fx.node.map_arg(node.args, lambda n: values[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
+    return Call(block, tuple(args), dict(kwargs), shape)
+
+
+def _lowered(node: torch.fx.Node, lower: Callable[[], _T]) -> _T:
     try:
-        t = lower(Call(block, tuple(args), dict(kwargs), shape))
+        return lower()
     except Unsupported as err:
-        raise _node_error(node, f"{name} with {err}") from None
+        raise _node_error(node, f"{_op_name(node)} with {err}") from None
+
+
+def _agree(node: torch.fx.Node, t: Tensor, shape: tuple[int, ...], dtype: Any) -> None:
     want = BOOL if dtype == torch.bool else FLOAT
     if t.shape != shape or t.elem is not want:
-        raise AssertionError(f"{name} lowered to shape {t.shape} {t.elem}, torch says {shape} {want}")
-    return block.cheap(t) if _uses(node) > 1 else t
+        raise AssertionError(f"{_op_name(node)} lowered to shape {t.shape} {t.elem}, torch says {shape} {want}")
 
 
 def _result(block: Block, output: Any) -> Expr:

@@ -149,6 +149,24 @@ CASES: dict[str, tuple[Callable[..., Any], list[Shape]]] = {
         [(3, 4)],
     ),
     "zeros_like ones_like": (lambda a: a + torch.zeros_like(a) + torch.ones_like(a) * 2.0, [(3, 4)]),
+    "chunk": (lambda a: a.chunk(3, 1)[1] * 2.0, [(3, 6)]),
+    "chunk uneven, all pieces": (lambda a: sum(p.sum() for p in torch.chunk(a, 3, dim=0)), [(5, 2)]),
+    "split": (lambda a: a.split(2, dim=1)[2] + 1.0, [(3, 6)]),
+    "split sizes": (lambda a: torch.split(a, [1, 3], dim=-1)[1].exp(), [(2, 4)]),
+    "unbind": (lambda a: a.unbind(0)[1] + a.unbind(0)[2], [(3, 4)]),
+    "max dim values": (lambda a: torch.max(a, 0).values * 1.0, [(3, 4)]),
+    "min dim keepdim values": (lambda a: a.min(dim=1, keepdim=True)[0] + a, [(3, 4)]),
+    "var": (lambda a: a.var(1), [(3, 4)]),
+    "var all, no correction": (lambda a: torch.var(a, correction=0), [(3, 4)]),
+    "var_mean": (lambda a: torch.var_mean(a, dim=0, keepdim=True), [(3, 4)]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (4,), w, b), [(3, 4), (4,), (4,)]),
+    "layer_norm 2-d, no affine": (lambda x: F.layer_norm(x, (3, 4), eps=1e-3), [(2, 3, 4)]),
+    "batch_norm eval": (
+        lambda x, w, b: F.batch_norm(
+            x, torch.full((3,), 0.5, dtype=torch.float64), torch.full((3,), 2.0, dtype=torch.float64), w, b
+        ),
+        [(2, 3, 4), (3,), (3,)],
+    ),
     "0-d argument": (lambda s, a: s * a, [(), (3,)]),
     "returns a tuple": (lambda a, b: (a + b, a * b), [(3,), (3,)]),
 }

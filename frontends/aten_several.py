@@ -1,0 +1,122 @@
+"""Core ATen ops with several results (``split``, ``max.dim``, ``var_mean``...).
+
+A lowering here gives one entry per result of the op, in torch's order: a :class:`Tensor`, or None
+for a result that has no lowering (``max.dim``'s indices: an int64 tensor, refused where it is used).
+The tracer reads each result through an ``operator.getitem`` node, as ``torch.export`` does, so an op
+whose results are not all expressible is refused only when the function uses the missing one.
+Ops with several results and no lowering here (``sort``, ``topk``, ``cummax``, ``kthvalue``...) are
+refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from frontends.aten import Call, Unsupported, amax_over, as_tensor, dim_of, elementwise, moments, moments_over, unary
+from frontends.tensor import Index, Tensor, iadd, ic, view
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import Op
+
+Results = Sequence[Tensor | None]
+SeveralLowering = Callable[[Call], Results]
+
+
+def _pieces(x: Tensor, sizes: Sequence[int], dim: int) -> list[Tensor]:
+    """``x`` cut along ``dim`` into consecutive pieces of these sizes (views)."""
+    d = dim_of(dim, x.rank)
+    if sum(sizes) != x.shape[d] or any(n < 0 for n in sizes):
+        raise Unsupported(f"pieces of sizes {list(sizes)} of a dimension of size {x.shape[d]}")
+    out: list[Tensor] = []
+    start = 0
+    for n in sizes:
+
+        def in_index(idx: Index, s: int = start) -> Index:
+            return (*idx[:d], iadd(idx[d], ic(s)), *idx[d + 1 :])
+
+        out.append(view(x, (*x.shape[:d], n, *x.shape[d + 1 :]), in_index))
+        start += n
+    return out
+
+
+def _split(c: Call) -> Results:
+    x = as_tensor(c.args[0])
+    size, dim = int(c.arg(1, "split_size")), int(c.arg(2, "dim", 0))
+    n = x.shape[dim_of(dim, x.rank)]
+    if size <= 0:
+        raise Unsupported(f"a split size of {size}")
+    return _pieces(x, [min(size, n - s) for s in range(0, n, size)] or [0], dim)
+
+
+def _split_with_sizes(c: Call) -> Results:
+    x = as_tensor(c.args[0])
+    return _pieces(x, [int(n) for n in c.arg(1, "split_sizes")], int(c.arg(2, "dim", 0)))
+
+
+def _extremum(largest: bool) -> SeveralLowering:
+    """``max.dim``/``min.dim``: the values (``amax``; ``min`` as ``-amax(-x)``); no indices."""
+
+    def lower(c: Call) -> Results:
+        x = as_tensor(c.args[0])
+        red, keepdim = [dim_of(int(c.args[1]), x.rank)], bool(c.arg(2, "keepdim", False))
+        if largest:
+            return (amax_over(c.block, x, red, keepdim, c.shape), None)
+        negated = c.block.materialise(unary(x, lambda e: E.op(Op.NEG, e)), "neg")
+        top = amax_over(c.block, negated, red, keepdim, c.shape)
+        return (unary(top, lambda e: E.op(Op.NEG, e)), None)
+
+    return lower
+
+
+def _layer_norm(c: Call) -> Results:
+    """``native_layer_norm``: ``(x - mean) * rsqrt(var + eps) * weight + bias`` over the last
+    dimensions (variance without correction), and the mean and ``rsqrt(var + eps)`` kept."""
+    x = c.block.cheap(as_tensor(c.args[0]))
+    normalized, weight, bias, eps = c.args[1], c.arg(2, "weight"), c.arg(3, "bias"), float(c.arg(4, "eps"))
+    red = list(range(x.rank - len(normalized), x.rank))
+    var, mean = moments_over(c.block, x, red, 0.0, True)
+    rstd = c.block.materialise(
+        unary(var, lambda e: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, E.op(Op.ADD, e, E.const(eps))))), "rstd"
+    )
+    out = elementwise(c.block, x.shape, [x, mean, rstd], lambda a, m, r: E.op(Op.MUL, E.op(Op.SUB, a, m), r))
+    for param, o in ((weight, Op.MUL), (bias, Op.ADD)):
+        if param is not None:
+            out = elementwise(c.block, x.shape, [out, param], lambda a, p, o=o: E.op(o, a, p))
+    return (out, mean, rstd)
+
+
+def _batch_norm_eval(c: Call) -> Results:
+    """``_native_batch_norm_legit_no_training`` (``F.batch_norm`` with ``training=False``): the
+    running statistics of dimension 1, ``(x - mean) / sqrt(var + eps) * weight + bias``; its other two
+    results are empty tensors."""
+    x = as_tensor(c.args[0])
+    weight, bias, mean, var = c.args[1], c.args[2], as_tensor(c.args[3]), as_tensor(c.args[4])
+    eps = float(c.arg(6, "eps"))
+    if x.rank < 2:
+        raise Unsupported(f"an input of rank {x.rank} (expected batch and channels)")
+    per_channel = (x.shape[1],) + (1,) * (x.rank - 2)  # dimension 1, broadcast against x
+
+    def channel(t: Any) -> Tensor:
+        t = as_tensor(t)
+        return view(t, per_channel, lambda idx: (idx[0],))
+
+    def normalise(a: Expr, m: Expr, v: Expr) -> Expr:
+        return E.op(Op.DIV, E.op(Op.SUB, a, m), E.op(Op.SQRT, E.op(Op.ADD, v, E.const(eps))))
+
+    out = elementwise(c.block, x.shape, [x, channel(mean), channel(var)], normalise)
+    for param, o in ((weight, Op.MUL), (bias, Op.ADD)):
+        if param is not None:
+            out = elementwise(c.block, x.shape, [out, channel(param)], lambda a, p, o=o: E.op(o, a, p))
+    return (out, None, None)
+
+
+SEVERAL: dict[str, SeveralLowering] = {
+    "split.Tensor": _split,
+    "split_with_sizes.default": _split_with_sizes,
+    "max.dim": _extremum(largest=True),
+    "min.dim": _extremum(largest=False),
+    "var_mean.correction": moments,
+    "native_layer_norm.default": _layer_norm,
+    "_native_batch_norm_legit_no_training.default": _batch_norm_eval,
+}

@@ -50,12 +50,19 @@ def _abs(x: Value) -> Value:
 
 
 def digamma(x: float) -> float:
-    """The derivative of lgamma (for fwd$lgamma and rev$lgamma)."""
-    if x <= 0 and x == math.floor(x):
+    """The derivative of lgamma (for fwd$lgamma and rev$lgamma), with scipy's ``psi`` at the edges:
+    NaN at the poles (the negative integers), at -inf and at NaN; ``-1/x``'s infinity at a zero;
+    +inf at +inf."""
+    if math.isnan(x) or x == -math.inf:
         return math.nan
+    if x == 0.0:
+        return math.copysign(math.inf, -x)
+    if x < 0:
+        offset = x - round(x)  # exact, and tan(pi * x) has period 1 where pi * x is inexact for large x
+        if offset == 0.0:
+            return math.nan
+        return digamma(1 - x) - math.pi / math.tan(math.pi * offset)  # reflection
     result = 0.0
-    if x < 0:  # reflection
-        return digamma(1 - x) - math.pi / math.tan(math.pi * x)
     while x < 6:
         result -= 1 / x
         x += 1

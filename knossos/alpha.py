@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from knossos.node import Expr, Position
+from knossos import hamt
+from knossos.node import Expr, Position, PositionMap
 from knossos.ops import BINDERS, Op
 from knossos.stable_hash import stable_hash
 
@@ -62,13 +63,27 @@ def position_in(root: Expr, name: str) -> Position:
     """(position, number of occurrences) of the free ``name`` in ``root``; (0, 0) if it has none.
 
     Memoised per node and name.  Summed over the free names with their name weights they give
-    ``root.free_weight`` and ``root.occurrence_weight``.
+    ``root.free_weight`` and ``root.occurrence_weight``.  A small node walks down to the
+    occurrences; a large one reads its position map, so that binding each variable of a long let
+    chain does not walk the rest of the chain again (which made building one quadratic).
     """
     if name not in root.free:
         return _NOWHERE
     if root.op is Op.VAR:
         return _HERE
-    return _position_near(root, name, 0)
+    if root.size <= WALK_MAX_SIZE and root._position_map is None:
+        return _position_near(root, name, 0)
+    memo = root._positions
+    if memo is not None:
+        found = memo.get(name)
+        if found is not None:
+            return found
+    result = position_from_map(position_map(root), name)
+    if memo is None:  # memoised as the walk does: the C loop of knossos.rebuild reads it first
+        _set(root, "_positions", {name: result})
+    else:
+        memo[name] = result
+    return result
 
 
 def occurrences(root: Expr, name: str) -> int:
@@ -79,6 +94,93 @@ def occurrences(root: Expr, name: str) -> int:
 _NOWHERE: Final = (0, 0)
 _HERE: Final = (1, 1)
 _RECURSION_BUDGET: Final = 200  # deeper walks continue on an explicit stack
+#: Nodes up to this size find a variable by walking to it; larger ones build position maps.
+WALK_MAX_SIZE: Final = 128
+
+
+def position_map(root: Expr) -> PositionMap:
+    """The positions of all of ``root``'s free variables (memoised per node, built bottom up).
+
+    ``(trie, a, b, 1 / a)``: the leaf ``(name, hash, p, n)`` of :mod:`knossos.hamt` stands for the
+    position ``(a * p + b * n, n)``.  Positions are linear in the children's, so a node takes its largest
+    child's trie as it is, composes its edge into ``(a, b)``, and only adds the other children's
+    variables (and removes a bound one): small into large, so a chain costs its length.
+    """
+    found = root._position_map
+    if found is not None:
+        return found
+    stack = [root]
+    while stack:  # children first, on an explicit stack: chains are deep
+        node = stack[-1]
+        if node._position_map is not None:
+            stack.pop()
+            continue
+        pending = [a for _, a in _map_children(node) if a._position_map is None]
+        if pending:
+            stack.extend(pending)
+            continue
+        _set(node, "_position_map", _merged(node))
+        stack.pop()
+    return root._position_map  # type: ignore[return-value]
+
+
+def _map_children(node: Expr) -> list[tuple[int, Expr]]:
+    """The children (with their index) that have free variables, the bound variable left out."""
+    binder = BINDERS.get(node.op)
+    return [(i, a) for i, a in enumerate(node.args) if a.free and (binder is None or i != binder[0])]
+
+
+def _merged(node: Expr) -> PositionMap:
+    if node.op is Op.VAR:
+        name = node.data
+        return (hamt.put(None, (name, hamt.key_hash(name), 1, 1)), 1, 0, 1)
+    children = _map_children(node)
+    if not children:  # closed
+        return (None, 1, 0, 1)
+    binder = BINDERS.get(node.op)
+    bound, scope_index = (node.args[binder[0]].data, binder[1]) if binder is not None else (None, -1)
+    big_index, big = max(children, key=lambda c: len(c[1].free))
+    trie, a, b, inverse = big._position_map  # type: ignore[misc]
+    r, sh = edge(node.op, big_index)
+    a, b, inverse = r * a % PRIME, (r * b + sh) % PRIME, _inverse(r) * inverse % PRIME
+    if big_index == scope_index and bound in big.free:
+        trie = hamt.remove(trie, bound, hamt.key_hash(bound))  # type: ignore[arg-type]
+    for i, child in children:
+        if i == big_index:
+            continue
+        ct, ca, cb, _ = child._position_map  # type: ignore[misc]
+        r, sh = edge(node.op, i)
+        for name, h, cp, cn in hamt.leaves(ct):
+            if i == scope_index and name == bound:
+                continue
+            p = r * (ca * cp + cb * cn) + sh * cn  # the position seen from node
+            n = cn
+            leaf = hamt.get(trie, name, h)
+            if leaf is not None:
+                p += a * leaf[2] + b * leaf[3]
+                n += leaf[3]
+            trie = hamt.put(trie, (name, h, inverse * (p - b * n) % PRIME, n))
+    return (trie, a, b, inverse)
+
+
+inverses: dict[int, int] = {}
+
+
+def _inverse(r: int) -> int:
+    """``1 / r`` modulo the prime, for the few edge multipliers ``r``."""
+    found = inverses.get(r)
+    if found is None:
+        found = inverses[r] = pow(r, -1, PRIME)
+    return found
+
+
+def position_from_map(positions: PositionMap, name: str) -> Position:
+    """``name``'s position in the node whose :func:`position_map` is ``positions``; (0, 0) if none."""
+    trie, a, b, _ = positions
+    leaf = hamt.get(trie, name, hamt.key_hash(name))
+    if leaf is None:
+        return _NOWHERE
+    return ((a * leaf[2] + b * leaf[3]) % PRIME, leaf[3] % PRIME)
 
 
 def _position_near(node: Expr, name: str, depth: int) -> Position:

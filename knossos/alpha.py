@@ -7,9 +7,12 @@ affine map per edge (two multipliers per op and child index) from the node down 
 composition does not commute, so different places give different numbers.  Being linear in the
 children, weights take constant time per node, and a binder's weight is its scope's weight minus the
 bound variable's term, so bound names leave no trace.  The positions of a bound variable are found
-lazily and memoised per node (its ``_positions`` slot); after a rewrite, :mod:`knossos.rebuild`
-carries the positions of the rebuilt ancestors over with a linear update instead of walking the new
-path.  Hash equality is confirmed by :func:`alpha_equal` before :mod:`knossos.interning` shares a
+lazily and memoised per node and name (its ``_positions`` slot): in a small node by walking down to
+the occurrences, in a large one from its *position map*, every free variable's position in a trie
+shared with its largest child (its ``_position_map`` slot), so that binding the n variables of a
+long let chain costs n, not n**2 (the walks would go down the rest of the chain each time).  After a
+rewrite, :mod:`knossos.rebuild` carries the positions of the rebuilt ancestors over with a linear
+update instead of asking again.  Hash equality is confirmed by :func:`alpha_equal` before :mod:`knossos.interning` shares a
 binder with an alpha-variant.  Nothing here recurses on the depth of an expression without a bound.
 """
 
@@ -72,7 +75,7 @@ def position_in(root: Expr, name: str) -> Position:
     if root.op is Op.VAR:
         return _HERE
     if root.size <= WALK_MAX_SIZE and root._position_map is None:
-        return _position_near(root, name, 0)
+        return _position_near(root, name)
     memo = root._positions
     if memo is not None:
         found = memo.get(name)
@@ -93,8 +96,8 @@ def occurrences(root: Expr, name: str) -> int:
 
 _NOWHERE: Final = (0, 0)
 _HERE: Final = (1, 1)
-_RECURSION_BUDGET: Final = 200  # deeper walks continue on an explicit stack
-#: Nodes up to this size find a variable by walking to it; larger ones build position maps.
+#: Nodes up to this size find a variable by walking to it (recursion no deeper than this); larger
+#: ones read their position maps.
 WALK_MAX_SIZE: Final = 128
 
 
@@ -183,15 +186,13 @@ def position_from_map(positions: PositionMap, name: str) -> Position:
     return ((a * leaf[2] + b * leaf[3]) % PRIME, leaf[3] % PRIME)
 
 
-def _position_near(node: Expr, name: str, depth: int) -> Position:
-    """``position_in`` by plain recursion (several times faster) for the first levels of the walk."""
+def _position_near(node: Expr, name: str) -> Position:
+    """``position_in`` by walking down to the occurrences (in a node of at most WALK_MAX_SIZE)."""
     memo = node._positions
     if memo is not None:
         found = memo.get(name)
         if found is not None:
             return found
-    if depth > _RECURSION_BUDGET:
-        return _position_far(node, name)
     binder = BINDERS.get(node.op)
     shadowed = binder is not None and node.args[binder[0]].data == name
     p = n = 0
@@ -199,7 +200,7 @@ def _position_near(node: Expr, name: str, depth: int) -> Position:
         if binder is not None and (i == binder[0] or (shadowed and i == binder[1])):
             continue
         if name in a.free:
-            ap, an = _HERE if a.op is Op.VAR else _position_near(a, name, depth + 1)
+            ap, an = _HERE if a.op is Op.VAR else _position_near(a, name)
             r, sh = edge(node.op, i)
             p += r * ap + sh * an
             n += an
@@ -209,52 +210,6 @@ def _position_near(node: Expr, name: str, depth: int) -> Position:
     else:
         memo[name] = result
     return result
-
-
-def _position_far(root: Expr, name: str) -> Position:
-    """``position_in`` on an explicit stack, for walks deeper than the recursion budget."""
-    memo = root._positions
-    if memo is not None and name in memo:
-        return memo[name]
-    stack = [root]
-    while stack:
-        node = stack[-1]
-        memo = node._positions
-        if memo is not None and name in memo:
-            stack.pop()
-            continue
-        pending = False
-        children = _occurrence_children(node, name)
-        for _, a in children:
-            if a.op is not Op.VAR and (a._positions is None or name not in a._positions):
-                stack.append(a)
-                pending = True
-        if pending:
-            continue
-        p = n = 0
-        for i, a in children:
-            ap, an = _HERE if a.op is Op.VAR else a._positions[name]  # type: ignore[index]
-            r, sh = edge(node.op, i)
-            p += r * ap + sh * an
-            n += an
-        if memo is None:
-            memo = {}
-            _set(node, "_positions", memo)
-        memo[name] = (p % PRIME, n % PRIME)
-        stack.pop()
-    return root._positions[name]  # type: ignore[index]
-
-
-def _occurrence_children(node: Expr, name: str) -> list[tuple[int, Expr]]:
-    """The children (with their index) in which ``name`` occurs free as seen from ``node``."""
-    binder = BINDERS.get(node.op)
-    out = []
-    for i, a in enumerate(node.args):
-        if binder is not None and (i == binder[0] or (i == binder[1] and node.args[binder[0]].data == name)):
-            continue
-        if name in a.free:
-            out.append((i, a))
-    return out
 
 
 def alpha_equal(a: Expr, b: Expr) -> bool:

@@ -50,18 +50,13 @@ def _abs(x: Value) -> Value:
 
 
 def digamma(x: float) -> float:
-    """The derivative of lgamma (for fwd$lgamma and rev$lgamma), with scipy's ``psi`` at the edges:
-    NaN at the poles (the negative integers), at -inf and at NaN; ``-1/x``'s infinity at a zero;
-    +inf at +inf."""
-    if math.isnan(x) or x == -math.inf:
+    """The derivative of lgamma (for fwd$lgamma and rev$lgamma), step for step as ``ks::digamma`` in
+    cpp_backend/runtime.h computes it, so that the interpreter and C++ agree: NaN at the poles (zero
+    and the negative integers), at -inf and at NaN, +inf at +inf."""
+    if x <= 0 and (x == -math.inf or x == math.floor(x)):  # floor(-inf) raises in Python; C gives -inf
         return math.nan
-    if x == 0.0:
-        return math.copysign(math.inf, -x)
-    if x < 0:
-        offset = x - round(x)  # exact, and tan(pi * x) has period 1 where pi * x is inexact for large x
-        if offset == 0.0:
-            return math.nan
-        return digamma(1 - x) - math.pi / math.tan(math.pi * offset)  # reflection
+    if x < 0:  # reflection
+        return digamma(1 - x) - math.pi / math.tan(math.pi * x)
     result = 0.0
     while x < 6:
         result -= 1 / x

@@ -53,11 +53,13 @@ enum {
     F_OCCURRENCE_WEIGHT,
     F_ALPHA_HASH,
     F_POSITIONS,
+    F_POSITION_MAP,
     N_FIELDS
 };
 static const char *field_names[N_FIELDS] = {"op",   "args",       "data",        "type",
                                             "cost", "size",       "free",        "shape_hash",
-                                            "free_weight", "occurrence_weight", "alpha_hash", "_positions"};
+                                            "free_weight", "occurrence_weight", "alpha_hash", "_positions",
+                                            "_position_map"};
 static Py_ssize_t offsets[N_FIELDS];
 static Py_ssize_t key_offset;
 static PyObject *str_h;
@@ -224,7 +226,7 @@ static PyObject *new_registered_node(PyObject *op, PyObject *args, PyObject *dat
                                      PyObject *h, PyObject *table_, PyObject *callback, PyObject *key) {
     PyObject *node = Expr_Type->tp_alloc(Expr_Type, 0);
     if (node == NULL) return NULL;
-    PyObject *values[N_FIELDS] = {op, args, data, t, cost, size, free, s, w, c, h, Py_None};
+    PyObject *values[N_FIELDS] = {op, args, data, t, cost, size, free, s, w, c, h, Py_None, Py_None};
     for (int f = 0; f < N_FIELDS; f++) {
         Py_INCREF(values[f]);
         FIELD(node, f) = values[f];
@@ -600,7 +602,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "knossos._climb", NUL
 
 /* Raised whenever init's arguments or the meaning of climb change, so that knossos.rebuild can tell a
  * stale build from the current one. */
-#define CLIMB_VERSION 4
+#define CLIMB_VERSION 5
 
 PyMODINIT_FUNC PyInit__climb(void) {
     PyObject *m = PyModule_Create(&module);

@@ -166,6 +166,7 @@ def new_node(
     node.occurrence_weight = c
     node.alpha_hash = h
     node._positions = None
+    node._position_map = None
     node.__class__ = Expr  # type: ignore[assignment]
     return node
 

@@ -50,12 +50,14 @@ def _abs(x: Value) -> Value:
 
 
 def digamma(x: float) -> float:
-    """The derivative of lgamma (for fwd$lgamma and rev$lgamma)."""
-    if x <= 0 and x == math.floor(x):
+    """The derivative of lgamma (for fwd$lgamma and rev$lgamma), step for step as ``ks::digamma`` in
+    cpp_backend/runtime.h computes it, so that the interpreter and C++ agree: NaN at the poles (zero
+    and the negative integers), at -inf and at NaN, +inf at +inf."""
+    if x <= 0 and (x == -math.inf or x == math.floor(x)):  # floor(-inf) raises in Python; C gives -inf
         return math.nan
-    result = 0.0
     if x < 0:  # reflection
         return digamma(1 - x) - math.pi / math.tan(math.pi * x)
+    result = 0.0
     while x < 6:
         result -= 1 / x
         x += 1

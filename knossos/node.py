@@ -22,6 +22,7 @@ from knossos.types import Type
 
 Value = Union[bool, int, float]
 Position = tuple[int, int]  # (position polynomial, number of occurrences), modulo the prime
+PositionMap = tuple[Any, int, int, int]  # (a knossos.hamt trie, a, b, 1 / a): see knossos.alpha
 
 
 class Expr:
@@ -29,6 +30,7 @@ class Expr:
 
     __slots__ = (
         "__weakref__",
+        "_position_map",
         "_positions",
         "alpha_hash",
         "args",
@@ -64,6 +66,9 @@ class Expr:
     occurrence_weight: int
     #: Memo of (position, number of occurrences) of free variables, by name, kept by :mod:`knossos.alpha`.
     _positions: dict[str, Position] | None
+    #: Every free variable's position at once, for large nodes (:mod:`knossos.alpha`): a persistent trie
+    #: shared with the largest child, and the linear map ``(a, b)`` from its entries to positions.
+    _position_map: PositionMap | None
 
     def __hash__(self) -> int:
         return self.alpha_hash

@@ -143,7 +143,7 @@ def _rebuild_binder(parent: Expr, i: int, old: Expr, new: Expr, position: Positi
     return intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
 
 
-_CLIMB_VERSION: Final = 4  # CLIMB_VERSION of knossos/_climb.c
+_CLIMB_VERSION: Final = 5  # CLIMB_VERSION of knossos/_climb.c
 
 
 def _load_climb() -> Callable[[list[tuple[Expr, int]], Expr, Expr, dict[str, Position] | None], Expr]:

@@ -14,6 +14,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 
 #: The most rewrites in a sequence: each evaluated state keeps a value per number of steps left,
 #: so the depth multiplies memory (the paper's deepest searches are 40 steps).
@@ -27,6 +28,28 @@ DEFAULT_MAX_STATES = 1_000_000
 DEFAULT_MEMORY_SHARE = 0.5
 #: How often, in seconds, a search looks at its memory.
 MEMORY_CHECK_INTERVAL = 0.25
+
+
+#: A limit to look at now and then from a loop inside a search (building or extracting an e-graph,
+#: tidying, featurising): the note once a limit is reached, else None.
+Stop = Callable[[], str | None]
+
+
+class LimitReached(Exception):
+    """A loop deep inside a search stopped because ``stop`` said a limit was reached; ``note`` says which.
+    Whoever called into the loop catches it and keeps the best it had before."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__(note)
+        self.note = note
+
+
+def check(stop: Stop | None) -> None:
+    """Raise :class:`LimitReached` if ``stop`` says a limit is reached."""
+    if stop is not None:
+        note = stop()
+        if note is not None:
+            raise LimitReached(note)
 
 
 def check_depth(depth: int) -> int:
@@ -116,3 +139,7 @@ class Limits:
             if used > self.max_memory_mib:
                 self.note = f"stopped at the memory limit of {self.max_memory_mib:,.0f} MiB ({used:,.0f} MiB in use)"
         return self.note is not None
+
+    def stop(self) -> str | None:
+        """The note once the time or memory limit is reached, else None (a :data:`Stop`)."""
+        return self.note if self.reached(0) else None

@@ -93,9 +93,12 @@ class Transitions:
                 found = self._lazy_successors(e, None if stop is None else check)
             else:
                 made = children(e, self.rules, None if stop is None else check)
-                for kept in self.filters:
-                    made = [(a, c) for a, c in made if kept.keep(e, a, c)]
-                found = [(a, c) for a, c in made]
+                found = []
+                for a, c in made:  # a filter costs each child: the limits are looked at after each
+                    if all(kept.keep(e, a, c) for kept in self.filters):
+                        found.append((a, c))
+                    if stopped or check(c):
+                        break
             if not stopped:
                 self._children[e] = found
             self.expanded += 1

@@ -146,8 +146,17 @@ class SearchRun:
         return children
 
     def expand(self, e: State, steps_left: int) -> list[State]:
-        """Expand ``e`` reached with ``steps_left``: the children that are new or now have more steps left."""
-        return [child for action, child in self.successors(e) if self.graph.reach(child, steps_left - 1, e, action)]
+        """Expand ``e`` reached with ``steps_left``: the children that are new or now have more steps left.
+
+        Reaching a child costs it (under the alloc cost model, a walk of the program): the limits are
+        looked at after each, and the children left when one is reached are not reached."""
+        out: list[State] = []
+        for action, child in self.successors(e):
+            if self.graph.reach(child, steps_left - 1, e, action):
+                out.append(child)
+            if self.stop():
+                break
+        return out
 
     def evaluate_waiting(self, waiting: list[tuple[State, int]]) -> list[tuple[float, int, State]]:
         """Send what the budget still affords of ``waiting`` (states with their steps left; emptied)

@@ -124,22 +124,43 @@ class Limits:
         self.max_memory_mib = max_memory_mib
         self._next_memory_check = self.started
         self.note: str | None = None
+        self._states_note: str | None = None
 
     def reached(self, states: int) -> bool:
         if self.note is not None:
             return True
-        now = time.perf_counter()
-        if self.deadline is not None and now > self.deadline:
-            self.note = f"stopped at the time limit of {self.seconds:g} s"
-        elif states >= self.max_states:
-            self.note = f"stopped at the state limit of {self.max_states:,} distinct expressions"
-        elif self.max_memory_mib is not None and now >= self._next_memory_check:
-            self._next_memory_check = now + MEMORY_CHECK_INTERVAL
-            used = resident_mib()
-            if used > self.max_memory_mib:
-                self.note = f"stopped at the memory limit of {self.max_memory_mib:,.0f} MiB ({used:,.0f} MiB in use)"
+        self.note = self._time()
+        if self.note is None and states >= self.max_states:
+            self.note = self._states_note = f"stopped at the state limit of {self.max_states:,} distinct expressions"
+        elif self.note is None:
+            self.note = self._memory()
         return self.note is not None
 
     def stop(self) -> str | None:
-        """The note once the time or memory limit is reached, else None (a :data:`Stop`)."""
+        """The note once a limit is reached, else None (a :data:`Stop`; it counts no states)."""
         return self.note if self.reached(0) else None
+
+    def out_of_time_or_memory(self) -> bool:
+        """Whether the time or memory limit is reached, even after the state limit was: what a search
+        still does after its state limit stopped it (reaching the children made so far) stops here."""
+        if self.note is None:
+            self.note = self._clock_or_memory()
+            return self.note is not None
+        return self.note != self._states_note or self._clock_or_memory() is not None
+
+    def _clock_or_memory(self) -> str | None:
+        return self._time() or self._memory()
+
+    def _time(self) -> str | None:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            return f"stopped at the time limit of {self.seconds:g} s"
+        return None
+
+    def _memory(self) -> str | None:
+        now = time.perf_counter()
+        if self.max_memory_mib is not None and now >= self._next_memory_check:
+            self._next_memory_check = now + MEMORY_CHECK_INTERVAL
+            used = resident_mib()
+            if used > self.max_memory_mib:
+                return f"stopped at the memory limit of {self.max_memory_mib:,.0f} MiB ({used:,.0f} MiB in use)"
+        return None

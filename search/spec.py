@@ -128,8 +128,9 @@ class SearchRun:
         new: set[State] = set()
 
         def reached(child: State) -> bool:
-            if child not in states:
-                new.add(child)
+            if child in states or child in new:  # counted already: only time and memory can stop it
+                return self.limits.out_of_time_or_memory()
+            new.add(child)
             return self.limits.reached(len(states) + len(new))
 
         return reached
@@ -154,7 +155,7 @@ class SearchRun:
         for action, child in self.successors(e):
             if self.graph.reach(child, steps_left - 1, e, action):
                 out.append(child)
-            if self.stop():
+            if self.limits.out_of_time_or_memory():
                 break
         return out
 

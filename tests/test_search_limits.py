@@ -20,7 +20,7 @@ from rules.sets import get_rule_set
 from search.limits import MAX_BUDGET, MAX_DEPTH, Limits, resident_mib
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
-from search.spec import SearchSpec, ctrl_c_stops_searches
+from search.spec import SearchRun, SearchSpec, ctrl_c_stops_searches
 
 from conftest import ROOT, run_cli
 
@@ -221,3 +221,47 @@ def test_every_search_stops_at_the_time_limit_within_an_expansion(
     code, out, _ = run(capsys, str(deep_chain(tmp_path, 4000)), *CHAIN, "--search", name, "--seconds", "0.5")
     assert time.perf_counter() - began < 0.5 + SLACK_S
     assert code == 0 and "time limit of 0.5 s" in json.loads(out)["notes"][0]
+
+
+def test_the_default_pipeline_stops_at_the_time_limit_on_a_deep_chain(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 44: optimize.py's default pipeline (no model: saturate-astar here) on the 20,000-deep chain
+    with ``--seconds 2`` ran 29 s at 7.2 GiB, its first pass's e-graph extraction looking at no limit.
+    Now building, rebuilding and extracting the e-graph stop at the limit and keep the chain."""
+    chain = str(deep_chain(tmp_path, 20000))
+    began = time.perf_counter()
+    code, out, err = run(capsys, chain, "--seconds", "0.5", "--max-memory", "1000", "--json", "--quiet")
+    assert time.perf_counter() - began < 0.5 + SLACK_S
+    assert code == 0 and err == ""
+    report = json.loads(out)
+    assert report["search"] == "saturate-astar" and report["expanded"] == 0  # the search never started
+    (first,) = [n for n in report["notes"] if n.startswith("saturation before the search")]
+    assert first.endswith("stopped at the time limit of 0.5 s, the best found so far")
+    assert report["best_cost"] == report["start_cost"] == 20000
+
+
+def test_an_expansion_stops_filtering_and_reaching_children_at_the_time_limit() -> None:
+    """Each child is costed by the idle-inline filter and again when reached (under the alloc cost
+    model, a walk of the program each: one expansion of a 6,000-line gradient took 108 s, past its
+    --seconds 60).  The limits are looked at after each child in both loops: once the clock passes
+    the limit, at most one more child is costed."""
+    e = start()
+    calls: list[Expr] = []
+    run: SearchRun | None = None
+
+    def cost(x: Expr) -> float:
+        calls.append(x)
+        if len(calls) == 8:  # the clock passes the limit now
+            assert run is not None
+            run.limits.deadline = 0.0
+        return x.cost
+
+    spec = SearchSpec(rules=RULES, depth=10, budget=100, cost=cost, seconds=1000.0, prune_inlines=True)
+    run = SearchRun(e, spec)
+    before = len(calls)
+    full = SearchRun(e, replace(spec, cost=lambda x: x.cost)).expand(e, 10)
+    reached = run.expand(e, 10)
+    assert len(full) > 10 and len(reached) < len(full)
+    assert len(calls) <= max(before, 8) + 1
+    assert run.limits.note == "stopped at the time limit of 1000 s"

@@ -228,17 +228,21 @@ def test_the_default_pipeline_stops_at_the_time_limit_on_a_deep_chain(
 ) -> None:
     """Issue 44: optimize.py's default pipeline (no model: saturate-astar here) on the 20,000-deep chain
     with ``--seconds 2`` ran 29 s at 7.2 GiB, its first pass's e-graph extraction looking at no limit.
-    Now building, rebuilding and extracting the e-graph stop at the limit and keep the chain."""
+    Now building, rebuilding and extracting the e-graph stop at the limit, the first pass at half of
+    it (the chain's part is kept as it is if its extraction was not done by then), and the search
+    gets the rest."""
     chain = str(deep_chain(tmp_path, 20000))
     began = time.perf_counter()
-    code, out, err = run(capsys, chain, "--seconds", "0.5", "--max-memory", "1000", "--json", "--quiet")
-    assert time.perf_counter() - began < 0.5 + SLACK_S
+    code, out, err = run(capsys, chain, "--seconds", "2", "--max-memory", "1000", "--json", "--quiet")
+    assert time.perf_counter() - began < 2 + SLACK_S
     assert code == 0 and err == ""
     report = json.loads(out)
-    assert report["search"] == "saturate-astar" and report["expanded"] == 0  # the search never started
-    (first,) = [n for n in report["notes"] if n.startswith("saturation before the search")]
-    assert first.endswith("stopped at the time limit of 0.5 s, the best found so far")
-    assert report["best_cost"] == report["start_cost"] == 20000
+    assert report["search"] == "saturate-astar" and report["evaluations"] >= 1  # the search had its turn
+    first = report["notes"][0]
+    assert first.startswith("saturation before the search"), report["notes"]
+    assert "the saturation time limit of 1 s" in first or "stopped" not in first
+    assert any(n.startswith("stopped at the time limit of 2 s") for n in report["notes"]), report["notes"]
+    assert report["best_cost"] <= report["start_cost"] == 20000
 
 
 def test_an_expansion_stops_filtering_and_reaching_children_at_the_time_limit() -> None:

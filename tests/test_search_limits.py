@@ -7,11 +7,14 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import search.spec as spec_module
 from app.optimize_cli import main
 from knossos.expr import Expr
 from knossos.parser import load_program
@@ -269,3 +272,27 @@ def test_an_expansion_stops_filtering_and_reaching_children_at_the_time_limit() 
     assert len(full) > 10 and len(reached) < len(full)
     assert len(calls) <= max(before, 8) + 1
     assert run.limits.note == "stopped at the time limit of 1000 s"
+
+
+def test_a_value_batch_of_large_states_is_evaluated_in_runs_that_look_at_the_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A value function's batch is cut into runs of at most EVALUATION_NODES nodes (here 1: a state a
+    run), and the limits are looked at before each: once the clock passes the limit, no more runs."""
+    monkeypatch.setattr(spec_module, "EVALUATION_NODES", 1)
+    asked: list[int] = []
+    run: SearchRun | None = None
+
+    class Value:
+        def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
+            asked.append(len(exprs))
+            assert run is not None
+            run.limits.deadline = 0.0  # the clock passes the limit during the first run
+            return np.zeros((len(exprs), depth + 1))
+
+    e = start()
+    run = SearchRun(e, SearchSpec(rules=RULES, depth=10, budget=100, value=Value(), seconds=1000.0))
+    children = [child for _, child in run.successors(e)][:5]
+    assert len(children) == 5
+    out = run.evaluate_waiting([(c, 9) for c in children])
+    assert asked == [1] and [x[2] for x in out] == children[:1] and run.evaluator.evaluations == 1

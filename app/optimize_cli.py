@@ -17,7 +17,7 @@ from pathlib import Path
 
 from app.models import DEFAULT_COST, trained_search
 from app.search_options import add_search_option, settings_from_args
-from app.tidy import tidy
+from app.tidy import tidy_until
 from cpp_backend.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from cpp_backend.driver import check_threads, serializable
 from cpp_backend.emit import emit_program
@@ -36,7 +36,7 @@ from knossos.splice import replace_def
 from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
-from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, default_max_memory_mib
+from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, Limits, Stop, default_max_memory_mib
 from search.registry import get_search
 from search.result import SearchResult
 from search.state import State, expr_of
@@ -235,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
         max_memory_mib=args.max_memory if args.max_memory is not None else default_max_memory_mib(),
         progress=bar.update if bar is not None else None,
     )
+    limits = Limits(spec.seconds, spec.max_states, spec.max_memory_mib, spec.clock_started)  # tidying's too
     try:
         result = search(start, spec)
     finally:
@@ -243,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
     searched_best = result.best
     tidied: list[Expr] = []  # the subexpression each tidying step rewrote
     if not args.no_tidy:
-        result, tidied = _tidied(result, cost)
+        result, tidied = _tidied(result, cost, limits.stop)
     report = {
         "rules": rule_set,
         "cost_model": settings.cost,
@@ -541,14 +542,16 @@ def _progress_bar(budget: int, disabled: bool) -> _Bar | None:
     return None if disabled else _Bar(budget)
 
 
-def _tidied(result: SearchResult, cost: CostFunction) -> tuple[SearchResult, list[Expr]]:
-    """``result`` with its best tidied (:mod:`app.tidy`): the tidying steps follow the search's, and a
-    note says what they did; and the subexpression each tidying step rewrote."""
-    best, steps = tidy(result.best, cost)
+def _tidied(result: SearchResult, cost: CostFunction, stop: Stop) -> tuple[SearchResult, list[Expr]]:
+    """``result`` with its best tidied (:mod:`app.tidy`) until the search's limits (``stop``): the
+    tidying steps follow the search's, and a note says what they did; and the subexpression each
+    tidying step rewrote."""
+    best, steps, stopped = tidy_until(result.best, cost, stop)
+    cut = "" if stopped is None else f"; tidying {stopped}"
     if not steps:
-        return result, []
+        return (result if not cut else dataclasses.replace(result, notes=[*result.notes, f"not tidied{cut}"])), []
     lets = sum(1 for s, _ in steps if s.rule != "inline_let")
-    note = f"tidied: {lets} identity or dead let(s) removed in {len(steps)} steps, cost {result.best_cost:g} -> {cost(best):g}"
+    note = f"tidied: {lets} identity or dead let(s) removed in {len(steps)} steps, cost {result.best_cost:g} -> {cost(best):g}{cut}"
     # a result without a rewrite sequence (saturation) stays without one
     tail = [s for s, _ in steps] if result.steps or result.best is result.start else []
     tidied = dataclasses.replace(

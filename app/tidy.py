@@ -11,7 +11,8 @@ from the start with the search's steps, and keeps the meaning on every input: th
   occurrence, after which the let is dead.
 
 Each step lowers the cost or keeps it (a variable for a variable), and removes a let or an occurrence
-of one, so tidying ends.
+of one, so tidying ends; :func:`tidy_until` also ends at the search's time or memory limit, with the
+steps made so far.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from knossos.ops import Op
 from rules.actions import Action, actions, apply
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
+from search.limits import Stop
 from search.mdp import Step
 
 #: Tidying gives up on expressions larger than this (each step walks the expression).
@@ -36,9 +38,24 @@ _RULES = RuleSet("tidy", [_ALL.rule(n) for n in ("let_recover", "delete_let", "i
 def tidy(e: Expr, cost: CostFunction) -> tuple[Expr, list[tuple[Step, Expr]]]:
     """``e`` without identity, variable-valued and dead lets, and the steps that made it, each with
     the subexpression it rewrote."""
+    out, steps, _ = tidy_until(e, cost, None)
+    return out, steps
+
+
+def tidy_until(e: Expr, cost: CostFunction, stop: Stop | None) -> tuple[Expr, list[tuple[Step, Expr]], str | None]:
+    """:func:`tidy`, stopping with the steps made so far once ``stop`` (the search's time and memory
+    limits, looked at before each action tried: trying one walks the expression) gives a note, which
+    is returned third (None: not stopped)."""
     steps: list[tuple[Step, Expr]] = []
     while e.size <= MAX_NODES and len(steps) < MAX_STEPS:
-        action = next((a for a in actions(e, _RULES) if _tidies(e, a)), None)
+        action = None
+        for a in actions(e, _RULES):
+            note = stop() if stop is not None else None
+            if note is not None:
+                return e, steps, note
+            if _tidies(e, a):
+                action = a
+                break
         if action is None:
             break
         after = apply(e, action)
@@ -46,7 +63,7 @@ def tidy(e: Expr, cost: CostFunction) -> tuple[Expr, list[tuple[Step, Expr]]]:
             break
         steps.append((Step(action.node, action.rule.name, cost(after)), path_to(e, action.node)[1]))
         e = after
-    return e, steps
+    return e, steps, None
 
 
 def _tidies(e: Expr, action: Action) -> bool:

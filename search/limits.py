@@ -14,6 +14,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 
 #: The most rewrites in a sequence: each evaluated state keeps a value per number of steps left,
 #: so the depth multiplies memory (the paper's deepest searches are 40 steps).
@@ -27,6 +28,28 @@ DEFAULT_MAX_STATES = 1_000_000
 DEFAULT_MEMORY_SHARE = 0.5
 #: How often, in seconds, a search looks at its memory.
 MEMORY_CHECK_INTERVAL = 0.25
+
+
+#: A limit to look at now and then from a loop inside a search (building or extracting an e-graph,
+#: tidying, featurising): the note once a limit is reached, else None.
+Stop = Callable[[], str | None]
+
+
+class LimitReached(Exception):
+    """A loop deep inside a search stopped because ``stop`` said a limit was reached; ``note`` says which.
+    Whoever called into the loop catches it and keeps the best it had before."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__(note)
+        self.note = note
+
+
+def check(stop: Stop | None) -> None:
+    """Raise :class:`LimitReached` if ``stop`` says a limit is reached."""
+    if stop is not None:
+        note = stop()
+        if note is not None:
+            raise LimitReached(note)
 
 
 def check_depth(depth: int) -> int:
@@ -101,18 +124,43 @@ class Limits:
         self.max_memory_mib = max_memory_mib
         self._next_memory_check = self.started
         self.note: str | None = None
+        self._states_note: str | None = None
 
     def reached(self, states: int) -> bool:
         if self.note is not None:
             return True
+        self.note = self._time()
+        if self.note is None and states >= self.max_states:
+            self.note = self._states_note = f"stopped at the state limit of {self.max_states:,} distinct expressions"
+        elif self.note is None:
+            self.note = self._memory()
+        return self.note is not None
+
+    def stop(self) -> str | None:
+        """The note once a limit is reached, else None (a :data:`Stop`; it counts no states)."""
+        return self.note if self.reached(0) else None
+
+    def out_of_time_or_memory(self) -> bool:
+        """Whether the time or memory limit is reached, even after the state limit was: what a search
+        still does after its state limit stopped it (reaching the children made so far) stops here."""
+        if self.note is None:
+            self.note = self._clock_or_memory()
+            return self.note is not None
+        return self.note != self._states_note or self._clock_or_memory() is not None
+
+    def _clock_or_memory(self) -> str | None:
+        return self._time() or self._memory()
+
+    def _time(self) -> str | None:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            return f"stopped at the time limit of {self.seconds:g} s"
+        return None
+
+    def _memory(self) -> str | None:
         now = time.perf_counter()
-        if self.deadline is not None and now > self.deadline:
-            self.note = f"stopped at the time limit of {self.seconds:g} s"
-        elif states >= self.max_states:
-            self.note = f"stopped at the state limit of {self.max_states:,} distinct expressions"
-        elif self.max_memory_mib is not None and now >= self._next_memory_check:
+        if self.max_memory_mib is not None and now >= self._next_memory_check:
             self._next_memory_check = now + MEMORY_CHECK_INTERVAL
             used = resident_mib()
             if used > self.max_memory_mib:
-                self.note = f"stopped at the memory limit of {self.max_memory_mib:,.0f} MiB ({used:,.0f} MiB in use)"
-        return self.note is not None
+                return f"stopped at the memory limit of {self.max_memory_mib:,.0f} MiB ({used:,.0f} MiB in use)"
+        return None

@@ -86,16 +86,21 @@ class Transitions:
 
             def check(child: State) -> bool:
                 nonlocal stopped
-                stopped = stop is not None and stop(child)
-                return stopped
+                if stop is not None and stop(child):
+                    stopped = True
+                    return True
+                return False
 
             if isinstance(e, LazyState):
                 found = self._lazy_successors(e, None if stop is None else check)
             else:
                 made = children(e, self.rules, None if stop is None else check)
-                for kept in self.filters:
-                    made = [(a, c) for a, c in made if kept.keep(e, a, c)]
-                found = [(a, c) for a, c in made]
+                found = []
+                for a, c in made:  # a filter costs each child: the limits are looked at after each
+                    if all(kept.keep(e, a, c) for kept in self.filters):
+                        found.append((a, c))
+                    if check(c):
+                        break
             if not stopped:
                 self._children[e] = found
             self.expanded += 1

@@ -11,7 +11,10 @@
 
 The result is the cheapest of the four expressions.  Each saturation pass has at most
 :data:`SATURATION_NODES` e-nodes per part (``max_states`` too, where lower) and
-:data:`SATURATION_ITERATIONS` iterations per part; the time and memory limits cover the whole run.
+:data:`SATURATION_ITERATIONS` iterations per part; the time and memory limits cover the whole run,
+and the first pass may take at most :data:`FIRST_PASS_SHARE` of the time limit, so that the search
+gets the rest whatever the pass meets (a part whose extraction takes minutes: writing out hundreds
+of shared subexpressions as lets).
 No rewrite sequence is kept when a saturation pass changed the expression (the e-graph keeps none):
 ``steps`` is then empty and a note says so; otherwise ``steps`` are the inner search's.  The graph is
 the inner search's (the states it visited, from the saturated start).
@@ -40,6 +43,8 @@ Search = Callable[[Expr, SearchSpec], SearchResult]
 SATURATION_NODES = 5000
 #: The most iterations of one part's saturation (the e-graph search's default depth).
 SATURATION_ITERATIONS = 10
+#: The share of the time limit the first pass may take.
+FIRST_PASS_SHARE = 0.5
 
 
 def saturated(inner: Search, after: bool = True) -> Search:
@@ -51,21 +56,22 @@ def saturated(inner: Search, after: bool = True) -> Search:
             spec = replace(spec, clock_started=began)  # one time limit for the passes and the search
         limits = Limits(spec.seconds, spec.max_states, spec.max_memory_mib, spec.clock_started)
         part_limits = PartLimits(min(SATURATION_NODES, spec.max_states), SATURATION_ITERATIONS)
-
-        def stop() -> str | None:
-            return limits.note if limits.reached(0) else None
-
+        share = None if spec.seconds is None else FIRST_PASS_SHARE * spec.seconds
+        stop = limits.stop
         notes: list[str] = []
         interrupted = False
         try:
-            first, report = saturate_parts_report(start, spec.rules, part_limits, spec.cost, stop)
+            first, report = saturate_parts_report(
+                start, spec.rules, replace(part_limits, seconds=share), spec.cost, stop
+            )
         except KeyboardInterrupt:
             if not ctrl_c_returns_best():
                 raise
             first, report, interrupted = start, PartsReport(stopped="interrupted"), True
         notes.append(_say("before the search", spec.cost(start), spec.cost(first), report))
-        if report.stopped is not None:
+        if interrupted or (report.stopped is not None and stop() is not None):  # not only its share of the time
             return _result(start, first, spec, None, notes, began, interrupted, complete=False)
+        cut = report.stopped is not None
         found = inner(first, spec)
         notes.extend(found.notes)
         best = found.best
@@ -80,7 +86,8 @@ def saturated(inner: Search, after: bool = True) -> Search:
                 again, report, interrupted = best, PartsReport(stopped="interrupted"), True
             notes.append(_say("after the search", spec.cost(best), spec.cost(again), report))
             best = again
-        return _result(start, best, spec, found, notes, began, interrupted, complete=report.stopped is None)
+        complete = report.stopped is None and not cut
+        return _result(start, best, spec, found, notes, began, interrupted, complete=complete)
 
     return search
 

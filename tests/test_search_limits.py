@@ -7,11 +7,14 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import search.spec as spec_module
 from app.optimize_cli import main
 from knossos.expr import Expr
 from knossos.parser import load_program
@@ -20,7 +23,7 @@ from rules.sets import get_rule_set
 from search.limits import MAX_BUDGET, MAX_DEPTH, Limits, resident_mib
 from search.registry import SEARCHES, get_search
 from search.result import SearchResult
-from search.spec import SearchSpec, ctrl_c_stops_searches
+from search.spec import SearchRun, SearchSpec, ctrl_c_stops_searches
 
 from conftest import ROOT, run_cli
 
@@ -221,3 +224,75 @@ def test_every_search_stops_at_the_time_limit_within_an_expansion(
     code, out, _ = run(capsys, str(deep_chain(tmp_path, 4000)), *CHAIN, "--search", name, "--seconds", "0.5")
     assert time.perf_counter() - began < 0.5 + SLACK_S
     assert code == 0 and "time limit of 0.5 s" in json.loads(out)["notes"][0]
+
+
+def test_the_default_pipeline_stops_at_the_time_limit_on_a_deep_chain(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 44: optimize.py's default pipeline (no model: saturate-astar here) on the 20,000-deep chain
+    with ``--seconds 2`` ran 29 s at 7.2 GiB, its first pass's e-graph extraction looking at no limit.
+    Now building, rebuilding and extracting the e-graph stop at the limit, the first pass at half of
+    it (the chain's part is kept as it is if its extraction was not done by then), and the search
+    gets the rest."""
+    chain = str(deep_chain(tmp_path, 20000))
+    began = time.perf_counter()
+    code, out, err = run(capsys, chain, "--seconds", "2", "--max-memory", "1000", "--json", "--quiet")
+    assert time.perf_counter() - began < 2 + SLACK_S
+    assert code == 0 and err == ""
+    report = json.loads(out)
+    assert report["search"] == "saturate-astar" and report["evaluations"] >= 1  # the search had its turn
+    first = report["notes"][0]
+    assert first.startswith("saturation before the search"), report["notes"]
+    assert "the saturation time limit of 1 s" in first or "stopped" not in first
+    assert any(n.startswith("stopped at the time limit of 2 s") for n in report["notes"]), report["notes"]
+    assert report["best_cost"] <= report["start_cost"] == 20000
+
+
+def test_an_expansion_stops_filtering_and_reaching_children_at_the_time_limit() -> None:
+    """Each child is costed by the idle-inline filter and again when reached (under the alloc cost
+    model, a walk of the program each: one expansion of a 6,000-line gradient took 108 s, past its
+    --seconds 60).  The limits are looked at after each child in both loops: once the clock passes
+    the limit, at most one more child is costed."""
+    e = start()
+    calls: list[Expr] = []
+    run: SearchRun | None = None
+
+    def cost(x: Expr) -> float:
+        calls.append(x)
+        if len(calls) == 8:  # the clock passes the limit now
+            assert run is not None
+            run.limits.deadline = 0.0
+        return x.cost
+
+    spec = SearchSpec(rules=RULES, depth=10, budget=100, cost=cost, seconds=1000.0, prune_inlines=True)
+    run = SearchRun(e, spec)
+    before = len(calls)
+    full = SearchRun(e, replace(spec, cost=lambda x: x.cost)).expand(e, 10)
+    reached = run.expand(e, 10)
+    assert len(full) > 10 and len(reached) < len(full)
+    assert len(calls) <= max(before, 8) + 1
+    assert run.limits.note == "stopped at the time limit of 1000 s"
+
+
+def test_a_value_batch_of_large_states_is_evaluated_in_runs_that_look_at_the_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A value function's batch is cut into runs of at most EVALUATION_NODES nodes (here 1: a state a
+    run), and the limits are looked at before each: once the clock passes the limit, no more runs."""
+    monkeypatch.setattr(spec_module, "EVALUATION_NODES", 1)
+    asked: list[int] = []
+    run: SearchRun | None = None
+
+    class Value:
+        def values(self, exprs: Sequence[Expr], depth: int) -> np.ndarray:
+            asked.append(len(exprs))
+            assert run is not None
+            run.limits.deadline = 0.0  # the clock passes the limit during the first run
+            return np.zeros((len(exprs), depth + 1))
+
+    e = start()
+    run = SearchRun(e, SearchSpec(rules=RULES, depth=10, budget=100, value=Value(), seconds=1000.0))
+    children = [child for _, child in run.successors(e)][:5]
+    assert len(children) == 5
+    out = run.evaluate_waiting([(c, 9) for c in children])
+    assert asked == [1] and [x[2] for x in out] == children[:1] and run.evaluator.evaluations == 1

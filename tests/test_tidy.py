@@ -9,7 +9,7 @@ import random
 import pytest
 
 from app.optimize_cli import main
-from app.tidy import tidy
+from app.tidy import tidy, tidy_until
 from knossos.cost_models import reference_cost
 from knossos.interpreter import evaluate
 from knossos.parser import parse_expr
@@ -61,3 +61,20 @@ def test_optimize_tidies_its_result_with_steps_that_replay(capsys: pytest.Captur
     assert format_expr(e) == report["best"] and report["steps"][-1]["cost"] == report["best_cost"]
     code, out, _ = run_cli(main, capsys, *argv, "--quiet", "--no-tidy")
     assert json.loads(out)["best"] != "(add x 1.0)"
+
+
+def test_tidying_stops_at_the_limit_with_the_steps_made_so_far() -> None:
+    """Each step tried walks the expression: tidying looks at the search's limits before each."""
+    e = parse_expr("(let (a x) (let (b y) (let (c z) (add a (add b c)))))")[0]
+    whole, steps = tidy(e, reference_cost)
+    looks = 0
+
+    def stop() -> str | None:
+        nonlocal looks
+        looks += 1
+        return "stopped at the time limit of 1 s" if looks > 1 else None
+
+    out, some, note = tidy_until(e, reference_cost, stop)
+    assert note == "stopped at the time limit of 1 s" and looks == 2
+    assert len(some) == 1 < len(steps) and out is not e and out.cost <= e.cost
+    assert tidy_until(out, reference_cost, None)[0] is whole  # the rest of the way, unstopped

@@ -7,13 +7,22 @@ Two choices of one e-node per e-class are made, then each is written out as an e
   reference cost, iterated to a fixed point (optimal for the cost of a tree, since the cost of a node
   grows with its children's);
 * **greedy DAG** (extraction-gym's ``greedy-dag``): the e-node whose sub-DAG, each e-class counted
-  once, has the lowest sum of own costs, so that a subexpression used twice is paid for once.
+  once, has the lowest sum of own costs, so that a subexpression used twice is paid for once.  The
+  sub-DAG of an e-class is kept as a set of e-classes up to :data:`SHARING_HORIZON` of them; a larger
+  one is folded into a single entry (the e-class, at its sub-DAG's total), so that sharing is seen
+  within that horizon and beyond it counted as a tree's.  Exact sets would make a chain ``n`` deep
+  cost ``n**2 / 2`` entries (a 20,000-deep chain: 200 million, 7 GB); folded, at most
+  ``n * SHARING_HORIZON``.
 
 Writing a choice out binds with a ``let`` every e-class it uses more than once and evaluates
 unconditionally (never one only under an ``if`` branch or the second operand of ``and``/``or``,
 which a let would evaluate where the original did not), then drops the lets that do not lower the
 reference cost.  The lower of the two is the result; its cost is the built expression's own
 ``.cost``, so the reported cost is exactly the reference model's.
+
+Every loop here looks at ``stop`` (the search's time and memory limits) every :data:`CHECK_EVERY`
+steps and raises :class:`search.limits.LimitReached` once it says a limit is reached; the drop-let
+loop of :func:`write_out` instead returns the expression it has (every one it tries is whole).
 """
 
 from __future__ import annotations
@@ -27,8 +36,13 @@ from knossos.expr import Expr
 from knossos.ops import Op
 from rules.substitution import fresh_name
 from search.egraph.graph import EGraph, ENode, node_term
+from search.limits import LimitReached, Stop, check
 
 Choice = dict[int, ENode]
+#: The most e-classes a sub-DAG's set holds before it is folded into one entry (see above).
+SHARING_HORIZON = 256
+#: Look at ``stop`` after this many e-nodes offered or e-classes written.
+CHECK_EVERY = 256
 #: Children evaluated only under a condition: the branches of an if, the second operand of and/or.
 CONDITIONAL: dict[Op, frozenset[int]] = {Op.IF: frozenset({1, 2}), Op.AND: frozenset({1}), Op.OR: frozenset({1})}
 
@@ -37,15 +51,19 @@ def _parents_of(g: EGraph, cls: int) -> set[int]:
     return {g.find(p) for _, p in g.classes[cls].parents}
 
 
-def _relax(g: EGraph, ready: Callable[[int], bool], improve: Callable[[int, ENode], bool]) -> None:
+def _relax(g: EGraph, ready: Callable[[int], bool], improve: Callable[[int, ENode], bool], stop: Stop | None) -> None:
     """Offer every e-node whose children are all ``ready`` to ``improve`` (which says whether it
     bettered its e-class), revisiting the parents of each bettered e-class, until nothing changes."""
     todo = set(g.classes)
+    offered = 0
     while todo:
         after: set[int] = set()
         for cls in sorted(todo):
             improved = False
             for node in g.classes[cls].nodes:
+                offered += 1
+                if offered % CHECK_EVERY == 0:
+                    check(stop)
                 if all(ready(k) for k in node[2]) and improve(cls, node):
                     improved = True
             if improved:
@@ -53,7 +71,7 @@ def _relax(g: EGraph, ready: Callable[[int], bool], improve: Callable[[int, ENod
         todo = after
 
 
-def tree_choice(g: EGraph) -> tuple[Choice, dict[int, Expr]]:
+def tree_choice(g: EGraph, stop: Stop | None = None) -> tuple[Choice, dict[int, Expr]]:
     """Per e-class, the e-node with the cheapest tree, and that tree."""
     best: dict[int, Expr] = {}
     choice: Choice = {}
@@ -66,12 +84,13 @@ def tree_choice(g: EGraph) -> tuple[Choice, dict[int, Expr]]:
             return True
         return False
 
-    _relax(g, best.__contains__, improve)
+    _relax(g, best.__contains__, improve, stop)
     return choice, best
 
 
-def dag_choice(g: EGraph, trees: dict[int, Expr]) -> Choice:
-    """Per e-class, the e-node whose sub-DAG has the lowest sum of own costs (each e-class once).
+def dag_choice(g: EGraph, trees: dict[int, Expr], stop: Stop | None = None) -> Choice:
+    """Per e-class, the e-node whose sub-DAG has the lowest sum of own costs (each e-class once, within
+    :data:`SHARING_HORIZON`).
 
     An e-node's own cost is its cost over its children's best trees less theirs (exact for the
     arithmetic ops, whose cost is their own plus their children's)."""
@@ -92,17 +111,22 @@ def dag_choice(g: EGraph, trees: dict[int, Expr]) -> Choice:
         merged[cls] = own[node]
         total = math.fsum(merged.values())
         if total < totals.get(cls, math.inf) - 1e-12:
+            if len(merged) > SHARING_HORIZON:
+                merged = {cls: total}
             sets[cls], totals[cls], choice[cls] = merged, total, node
             return True
         return False
 
-    _relax(g, sets.__contains__, improve)
+    _relax(g, sets.__contains__, improve, stop)
     return choice
 
 
-def write_out(root: int, choice: Choice, avoid: frozenset[str], cost: Callable[[Expr], float]) -> Expr | None:
+def write_out(
+    root: int, choice: Choice, avoid: frozenset[str], cost: Callable[[Expr], float], stop: Stop | None = None
+) -> Expr | None:
     """The expression of ``choice`` from ``root``, with lets where they lower ``cost``; None if the
-    choice has a cycle."""
+    choice has a cycle (which a folded sub-DAG, see :data:`SHARING_HORIZON`, can hide from
+    :func:`dag_choice`).  Stopped while dropping lets, the expression with the lets not yet tried."""
     order, uses, always = _walk(root, choice)
     if order is None:
         return None
@@ -114,7 +138,9 @@ def write_out(root: int, choice: Choice, avoid: frozenset[str], cost: Callable[[
     def build(bound: set[int]) -> Expr:
         term: dict[int, Expr] = {}
         lets: list[tuple[Expr, Expr]] = []
-        for c in order:  # children first
+        for i, c in enumerate(order):  # children first
+            if i % CHECK_EVERY == CHECK_EVERY - 1:
+                check(stop)
             node = choice[c]
             e = node_term(node, tuple(term[k] for k in node[2]))
             if c in bound:
@@ -130,7 +156,12 @@ def write_out(root: int, choice: Choice, avoid: frozenset[str], cost: Callable[[
     bound = set(shared)
     best = build(bound)
     for c in shared:  # drop each let that does not pay for itself
-        trial = build(bound - {c})
+        if stop is not None and stop() is not None:
+            break
+        try:
+            trial = build(bound - {c})
+        except LimitReached:
+            break
         if cost(trial) <= cost(best):
             best, bound = trial, bound - {c}
     return best

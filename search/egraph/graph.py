@@ -8,7 +8,10 @@ of its members is a literal, that literal: the constant analysis that constant f
 
 Unions are cheap and leave the hash-cons stale; :meth:`EGraph.rebuild` restores the invariants
 (canonical e-nodes, congruent e-nodes in one e-class, constants folded upwards), as egg does.
-Nothing here recurses on the depth of an expression.
+Nothing here recurses on the depth of an expression.  Adding an expression and rebuilding look at
+an optional ``stop`` (the search's time and memory limits) every :data:`CHECK_EVERY` steps and raise
+:class:`search.limits.LimitReached` once it says a limit is reached (the e-graph is then left as it
+is, not rebuilt: its caller gives it up).
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.ops import NAMES, Op
 from knossos.types import Type
+from search.limits import Stop, check
 
 ENode = tuple[Op, Any, tuple[int, ...]]
+#: Look at ``stop`` after this many nodes added or e-classes repaired.
+CHECK_EVERY = 1024
 
 
 def node_term(node: ENode, kids: tuple[Expr, ...]) -> Expr:
@@ -118,7 +124,7 @@ class EGraph:
     def add_leaf(self, leaf: Expr) -> int:
         return self.add((leaf.op, leaf, ()))
 
-    def add_expr(self, root: Expr) -> int:
+    def add_expr(self, root: Expr, stop: Stop | None = None) -> int:
         """The e-class of ``root``, its lets inlined (a let-bound variable is its value's e-class).
 
         Raises a one-line KsUsageError for a binder the e-graph cannot hold (lam, build, sumbuild).
@@ -126,7 +132,11 @@ class EGraph:
         # frames: (expression, let-bound names -> e-class, ids of the children done so far)
         done: list[int] = []
         stack: list[tuple[Expr, dict[str, int], list[int] | None]] = [(root, {}, None)]
+        steps = 0
         while stack:
+            steps += 1
+            if steps % CHECK_EVERY == 0:
+                check(stop)
             e, env, kids = stack.pop()
             if e.op in UNSUPPORTED:
                 raise KsUsageError(
@@ -202,8 +212,9 @@ class EGraph:
         self.merges += 1
         return True
 
-    def rebuild(self) -> None:
+    def rebuild(self, stop: Stop | None = None) -> None:
         """Restore congruence: canonical e-nodes, congruent e-nodes merged, folds done."""
+        steps = 0
         while self.pending or self.pending_unions:
             for a, b in self.pending_unions:
                 self.union(a, b)
@@ -211,8 +222,14 @@ class EGraph:
             todo = {self.find(i) for i in self.pending}
             self.pending.clear()
             for i in todo:
+                steps += 1
+                if steps % CHECK_EVERY == 0:
+                    check(stop)
                 self._repair(self.find(i))
         for c in self.classes.values():
+            steps += 1
+            if steps % CHECK_EVERY == 0:
+                check(stop)
             c.nodes = list(dict.fromkeys(self.canonical(n) for n in c.nodes))
             c.by_op = {}
             for n in c.nodes:

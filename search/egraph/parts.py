@@ -12,7 +12,8 @@ Each part is saturated in its own e-graph by the rules of the set that translate
 (:mod:`search.egraph.translate`), at most ``nodes`` e-nodes and ``iterations`` iterations per part,
 and replaced by its cheapest extraction when that costs less than the part (its cost taken alone,
 by the search's cost function).  A time or memory limit (``stop``) ends the pass between parts or
-inside one; the parts done by then are kept.  The whole result is kept only if it costs less than
+inside one (building, saturating, rebuilding or extracting its e-graph); the parts done by then are
+kept, and a part stopped before its extraction is written out stays as it was.  The whole result is kept only if it costs less than
 the start.
 """
 
@@ -29,6 +30,7 @@ from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph
 from search.egraph.saturate import Limits, saturate
 from search.egraph.translate import Translation, translate
+from search.limits import LimitReached, check
 from search.mdp import CostFunction, rlo_cost
 
 #: Ops a part cannot hold: binders whose variable is not a let's.
@@ -142,16 +144,20 @@ def _saturate_one(
     e: Expr, rules: Translation, limits: PartLimits, cost: CostFunction, other: Callable[[], str | None]
 ) -> tuple[Expr, int, _Done]:
     g = EGraph(folds=rules.folds)
-    root = g.add_expr(e)
-    g.rebuild()
-    done = saturate(g, rules.rewrites, Limits(limits.nodes, limits.iterations, other))
     best = e
-    tree, trees = tree_choice(g)
-    r = g.find(root)
-    for choice in (tree, dag_choice(g, trees)):
-        out = write_out(r, choice, e.free, cost)
-        if out is not None and out.type == e.type and out.free <= e.free and cost(out) < cost(best):
-            best = out
+    try:
+        root = g.add_expr(e, other)
+        g.rebuild(other)
+        done = saturate(g, rules.rewrites, Limits(limits.nodes, limits.iterations, other))
+        tree, trees = tree_choice(g, other)
+        r = g.find(root)
+        for choice in (tree, dag_choice(g, trees, other)):
+            out = write_out(r, choice, e.free, cost, other)
+            if out is not None and out.type == e.type and out.free <= e.free and cost(out) < cost(best):
+                best = out
+            check(other)
+    except LimitReached as reached:  # the part as it is, or the tree extraction if done in time
+        return best, g.size, _Done(False, reached.note)
     return best, g.size, _Done(done.saturated, done.stopped)
 
 

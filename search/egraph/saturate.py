@@ -4,7 +4,9 @@ or a limit is reached.
 A rewrite that matches more than ``MATCH_LIMIT`` times in an iteration (doubled at each ban) is
 banned for ``BAN_LENGTH`` iterations (doubled too), egg's backoff scheduler: commutativity and
 associativity would otherwise fill the e-graph before the simplifying rules get their turn.  The
-e-graph is saturated when an iteration with no rewrite banned changes nothing.
+e-graph is saturated when an iteration with no rewrite banned changes nothing.  A time or memory
+limit (``Limits.other``) reached while rebuilding raises :class:`search.limits.LimitReached` out of
+:func:`saturate`, the e-graph not rebuilt.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def saturate(
                 for ban in bans.values():  # only the banned rules are left: let them run
                     ban.until = 0
     finally:
-        g.rebuild()
+        g.rebuild(limits.other)
 
 
 def _iteration(
@@ -110,5 +112,5 @@ def _iteration(
                 note = limits.other()
                 if note is not None:
                     return note, True, banned
-    g.rebuild()
+    g.rebuild(limits.other)
     return None, g.size != size or g.merges != merges, banned

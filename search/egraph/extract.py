@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from knossos import expr as E
 from knossos.expr import Expr
@@ -100,7 +100,7 @@ def dag_choice(g: EGraph, trees: dict[int, Expr]) -> Choice:
     return choice
 
 
-def write_out(root: int, choice: Choice, avoid: frozenset[str], cost: Callable[[Expr], float]) -> Expr | None:
+def write_out(root: int, choice: Choice, avoid: Set[str], cost: Callable[[Expr], float]) -> Expr | None:
     """The expression of ``choice`` from ``root``, with lets where they lower ``cost``; None if the
     choice has a cycle."""
     order, uses, always = _walk(root, choice)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Set
 from typing import Final, Union
 
 #: Sets of more names than this are :class:`FreeSet`\\ s, of this many or fewer frozensets.
-LARGE: Final = 32
+LARGE: Final = 64
 
 Trie = tuple[Union[int, str, "Trie"], ...]
 
@@ -244,7 +244,7 @@ class FreeSet(Set[str]):
 
     def __sub__(self, other: Iterable[object]) -> FreeNames:  # type: ignore[override]
         if isinstance(other, Set) and len(other) * 8 >= self._len:  # most go: keep the rest
-            return _free_names(n for n in self if n not in other)
+            return free_set(n for n in self if n not in other)
         trie: Trie | None = self._trie
         n = self._len
         for name in other:
@@ -261,12 +261,12 @@ class FreeSet(Set[str]):
         return result
 
     def __rsub__(self, other: Iterable[str]) -> FreeNames:
-        return _free_names(n for n in other if n not in self)
+        return free_set(n for n in other if n not in self)
 
     def __and__(self, other: Iterable[object]) -> FreeNames:  # type: ignore[override]
         if isinstance(other, Set) and len(other) <= self._len:
-            return _free_names(n for n in other if n in self)  # type: ignore[misc]
-        return _free_names(n for n in self if n in other)
+            return free_set(n for n in other if n in self)  # type: ignore[misc]
+        return free_set(n for n in self if n in other)
 
     __rand__ = __and__
 
@@ -284,17 +284,15 @@ class FreeSet(Set[str]):
 
 
 FreeNames = Union[frozenset[str], FreeSet]
+
+
 EMPTY: Final[frozenset[str]] = frozenset()
-
-
-def _free_names(names: Iterable[str]) -> FreeNames:
-    small = frozenset(names)
-    return FreeSet(small) if len(small) > LARGE else small
 
 
 def free_set(names: Iterable[str]) -> FreeNames:
     """``names`` as a free-name set: a frozenset of at most :data:`LARGE` names, else a :class:`FreeSet`."""
-    return _free_names(names)
+    small = frozenset(names)
+    return FreeSet(small) if len(small) > LARGE else small
 
 
 def join(a: FreeNames, b: FreeNames) -> FreeNames:
@@ -307,3 +305,26 @@ def join(a: FreeNames, b: FreeNames) -> FreeNames:
     if type(united) is frozenset and len(united) > LARGE:
         return FreeSet(united)
     return united
+
+
+def footprint(sets: Iterable[FreeNames]) -> int:
+    """How many entries ``sets`` hold together: a frozenset's names, and the entries of the tries
+    of the :class:`FreeSet`\\ s with each trie counted once however many sets share it."""
+    total = 0
+    seen: set[int] = set()
+    for s in sets:
+        if id(s) in seen:
+            continue
+        seen.add(id(s))
+        if not isinstance(s, FreeSet):
+            total += len(s)
+            continue
+        stack = [s._trie]
+        while stack:
+            trie = stack.pop()
+            if id(trie) in seen:
+                continue
+            seen.add(id(trie))
+            total += len(trie) - 1
+            stack.extend(e for e in trie[1:] if type(e) is not str)  # type: ignore[misc]
+    return total

@@ -3,7 +3,8 @@ Run:  python benchmarks/bench_grad_let_chain.py [--sizes 500,1000,2000,5000,1000
 Program, ``n`` lets (issue 44): ``(def f Float ((x : Float)) (let (a1 (mul x x)) (let (a2 (mul a1 x))
 ... a_n)))``.  Reverse mode needs every ``a_k`` again in its backward pass, so each ``a_k`` is live
 from its let to near the end of the derivative: interning binds each over a scope in which it occurs
-far down (the position maps of knossos/alpha.py find it without walking there).
+far down (the position maps of knossos/alpha.py find it without walking there), and each of the
+backward pass's lets sees up to n free names (knossos/freeset.py shares them with its scope's).
 Each size is one fresh ``knossos grad --mode MODE FILE -o OUT`` process under ``/usr/bin/time -v``
 (its wall seconds and peak resident memory), killed after --timeout seconds.
 Printed: per size, wall seconds, peak resident MiB, the lines of the derivative written, and the

@@ -117,7 +117,7 @@ def _compounds(root: Expr, bound: frozenset[str]) -> list[Expr]:
         node, names = stack.pop()
         if not node.args:
             continue
-        if names.isdisjoint(node.free):
+        if node.free.isdisjoint(names):
             out.append(node)
         binder = BINDERS.get(node.op)
         for k, a in enumerate(node.args):

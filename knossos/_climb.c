@@ -10,6 +10,7 @@
  *   - an alpha-table slot held by another node     -> _intern_binder (it compares alpha-variants)
  *   - a binder's position memo not filled in yet   -> _position
  *   - the free names of a node that binds nothing  -> _union_free
+ *   - two free-name sets united (for a binder)     -> _join_free
  *   - a node's data (a callee, a get's index)      -> _data_hash
  *   - the cost of any node but a let               -> COST_RULES
  *
@@ -36,7 +37,7 @@ static inline u64 submod(u64 a, u64 b) { return a >= b ? a - b : a + PRIME - b; 
 static PyTypeObject *Expr_Type;
 static PyObject *Ref_Type, *forget_alpha, *alpha_table, *binders, *binder_layouts, *binder_layout;
 static PyObject *edges, *edge, *cost_rules, *position_fn, *intern_binder, *rebuild_binder, *table,
-    *forget, *union_free, *data_hash, *let_op, *zero;
+    *forget, *union_free, *join_free, *data_hash, *let_op, *zero;
 static double let_cost;
 
 /* Slot offsets of Expr and of the weak reference's key. */
@@ -182,11 +183,13 @@ static int same_free(PyObject *old, PyObject *new) {
 }
 
 /* The free names of a binder over `args`, as _intern_binder works them out: the scope's without the
- * bound name, and the other child's.  Returns a new reference. */
+ * bound name, and the other child's (united by _join_free, which keeps large sets persistent).  Free
+ * names are frozensets or knossos.freeset.FreeSets, so they are read through the generic protocols.
+ * Returns a new reference. */
 static PyObject *binder_free(PyObject *args, Py_ssize_t var_index, Py_ssize_t scope_index, Py_ssize_t outside_index) {
     PyObject *name = FIELD(PyTuple_GET_ITEM(args, var_index), F_DATA);
     PyObject *free = FIELD(PyTuple_GET_ITEM(args, scope_index), F_FREE);
-    int bound_inside = PySet_Contains(free, name);
+    int bound_inside = PySequence_Contains(free, name);
     if (bound_inside < 0) return NULL;
     if (bound_inside) {
         PyObject *drop = PySet_New(NULL);
@@ -202,8 +205,13 @@ static PyObject *binder_free(PyObject *args, Py_ssize_t var_index, Py_ssize_t sc
     }
     if (outside_index < 0) return free;
     PyObject *of = FIELD(PyTuple_GET_ITEM(args, outside_index), F_FREE);
-    if (PySet_GET_SIZE(of) == 0) return free;
-    if (PySet_GET_SIZE(free) == 0) {
+    int of_full = PyObject_IsTrue(of), free_full = PyObject_IsTrue(free);
+    if (of_full < 0 || free_full < 0) {
+        Py_DECREF(free);
+        return NULL;
+    }
+    if (!of_full) return free;
+    if (!free_full) {
         Py_DECREF(free);
         Py_INCREF(of);
         return of;
@@ -214,7 +222,7 @@ static PyObject *binder_free(PyObject *args, Py_ssize_t var_index, Py_ssize_t sc
         return NULL;
     }
     if (within) return free;
-    Py_SETREF(free, PyNumber_Or(free, of));
+    Py_SETREF(free, PyObject_CallFunctionObjArgs(join_free, free, of, NULL));
     return free;
 }
 
@@ -568,6 +576,7 @@ static PyObject *init(PyObject *self, PyObject *module) {
         {"_table", 1, &table},
         {"_forget", 0, &forget},
         {"_union_free", 0, &union_free},
+        {"_join_free", 0, &join_free},
         {"_data_hash", 0, &data_hash},
         {"Op", 0, &op_enum},
         {"LET_COST", 0, &let_cost_obj},
@@ -602,7 +611,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "knossos._climb", NUL
 
 /* Raised whenever init's arguments or the meaning of climb change, so that knossos.rebuild can tell a
  * stale build from the current one. */
-#define CLIMB_VERSION 5
+#define CLIMB_VERSION 6
 
 PyMODINIT_FUNC PyInit__climb(void) {
     PyObject *m = PyModule_Create(&module);

@@ -218,8 +218,11 @@ def alpha_equal(a: Expr, b: Expr) -> bool:
     while stack:
         x, y, ex, ey, depth = stack.pop()
         if x is y:
-            if (ex or ey) and any(ex.get(n) != ey.get(n) for n in x.free):
-                return False
+            if ex or ey:  # the shared node's free names must mean the same on both sides
+                free = x.free
+                names = free if len(free) <= len(ex) + len(ey) else [n for n in (*ex, *ey) if n in free]
+                if any(ex.get(n) != ey.get(n) for n in names):
+                    return False
             continue
         if x.op is not y.op or x.type is not y.type or len(x.args) != len(y.args):
             return False

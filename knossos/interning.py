@@ -18,13 +18,12 @@ from knossos.alpha import PRIME, alpha_equal, binder_layout, binder_layouts, edg
 from knossos.callee import Callee
 from knossos.cost import COST_RULES
 from knossos.errors import KsTypeError
+from knossos.freeset import EMPTY, FreeNames, join
 from knossos.node import Expr, Position, Value
 from knossos.ops import BINDERS, Op
 from knossos.stable_hash import stable_hash
 from knossos.types import BOOL, FLOAT, INTEGER, Type
 from knossos.typing_rules import TYPE_RULES
-
-EMPTY: Final[frozenset[str]] = frozenset()
 
 
 class Ref(weakref.ref):  # type: ignore[type-arg]
@@ -144,7 +143,7 @@ def new_node(
     data: Any,
     t: Type,
     cost: float,
-    free: frozenset[str],
+    free: FreeNames,
     s: int,
     w: int,
     c: int,
@@ -171,12 +170,12 @@ def new_node(
     return node
 
 
-def union_free(args: tuple[Expr, ...]) -> frozenset[str]:
-    free = EMPTY
+def union_free(args: tuple[Expr, ...]) -> FreeNames:
+    free: FreeNames = EMPTY
     for a in args:
         f = a.free
         if f and f is not free:
-            free = f if not free else (free if f <= free else free | f)
+            free = f if not free else (free if f <= free else join(free, f))
     return free
 
 
@@ -202,7 +201,7 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
         w = (ra * a.free_weight + sa * a.occurrence_weight + rb * b.free_weight + sb * b.occurrence_weight) % PRIME
         c = (a.occurrence_weight + b.occurrence_weight) % PRIME
         fa, fb = a.free, b.free
-        free = fa if (not fb or fb is fa or fb <= fa) else (fb if not fa or fa <= fb else fa | fb)
+        free = fa if (not fb or fb is fa or fb <= fa) else (fb if not fa or fa <= fb else join(fa, fb))
         size = 1 + a.size + b.size
     else:
         w = c = 0
@@ -233,7 +232,7 @@ def intern_binder(
     args: tuple[Expr, ...],
     t: Type,
     cost: float,
-    free: frozenset[str] | None,
+    free: FreeNames | None,
     bound_position: Position,
     size: int,
 ) -> Expr:
@@ -253,7 +252,7 @@ def intern_binder(
         if outside_index >= 0:
             of = args[outside_index].free
             if of:
-                free = of if not free else (free if of <= free else free | of)
+                free = of if not free else (free if of <= free else join(free, of))
     # the shape records where the bound variable occurs; the weights drop its terms
     bw = bound.free_weight
     scope_c = (scope.occurrence_weight - bw * count) % PRIME

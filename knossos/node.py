@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Union
 
+from knossos.freeset import FreeNames
 from knossos.ops import BINDERS, Op
 from knossos.types import Type
 
@@ -54,8 +55,9 @@ class Expr:
     cost: float
     #: Number of nodes, this one included.
     size: int
-    #: Names of the free variables.
-    free: frozenset[str]
+    #: Names of the free variables: a frozenset, or a :class:`knossos.freeset.FreeSet` (which shares
+    #: structure with its children's) when there are many.
+    free: FreeNames
     #: The hash, ``hash((shape_hash, free_weight))``: equal for alpha-variants, the same in every process.
     alpha_hash: int
     #: The hash of the shape, variable names left out (a binder's records where its variable occurs).

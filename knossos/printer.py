@@ -161,7 +161,9 @@ class _Renamer:
 
     def _start(self, item: tuple[Expr, dict[str, str]]) -> _Node | Generator[Any, _Node, _Node]:
         node, env = item
-        key = (id(node), tuple(sorted((n, env[n]) for n in node.free if n in env)))
+        free = node.free  # the renamed names it has: the smaller of the two looked up in the other
+        renamed = (n for n in free if n in env) if len(free) <= len(env) else (n for n in env if n in free)
+        key = (id(node), tuple(sorted((n, env[n]) for n in renamed)))
         if not key[1] and not self.renames[id(node)]:
             return node
         if key in self.memo:

@@ -19,6 +19,7 @@ from typing import Any, Final
 from knossos import interning
 from knossos.alpha import PRIME, binder_layout, binder_layouts, edge, edges, position_in
 from knossos.cost import COST_RULES, LET_COST
+from knossos.freeset import join
 from knossos.interning import exact_key, intern_binder, make, new_node, register, shape_hash, table, union_free
 from knossos.node import Expr, Position
 from knossos.ops import BINDERS, Op
@@ -143,7 +144,7 @@ def _rebuild_binder(parent: Expr, i: int, old: Expr, new: Expr, position: Positi
     return intern_binder(op, new_args, t, cost, free, position, parent.size + new.size - old.size)
 
 
-_CLIMB_VERSION: Final = 5  # CLIMB_VERSION of knossos/_climb.c
+_CLIMB_VERSION: Final = 6  # CLIMB_VERSION of knossos/_climb.c
 
 
 def _load_climb() -> Callable[[list[tuple[Expr, int]], Expr, Expr, dict[str, Position] | None], Expr]:
@@ -184,6 +185,7 @@ def _init_climb(compiled: Any) -> None:
             _table=table,
             _forget=interning.forget,
             _union_free=union_free,
+            _join_free=join,
             _data_hash=interning.data_hash,
             Op=Op,
             LET_COST=LET_COST,

@@ -6,14 +6,14 @@ binder of ``x``, that binder is renamed first.  Everything here is iterative.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, Op
 
 
-def fresh_name(avoid: Iterable[frozenset[str] | set[str]], base: str = "var") -> str:
+def fresh_name(avoid: Iterable[Set[str]], base: str = "var") -> str:
     """The first of ``var0``, ``var1``, ... that is in none of ``avoid``."""
     sets = list(avoid)
     i = 0

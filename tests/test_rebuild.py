@@ -74,6 +74,22 @@ def test_rebuild_matches_full_rebuild_on_programs(file: str) -> None:
     assert sum(check_every_rewrite(d.body) for d in program.defs.values()) > 50
 
 
+def test_rebuild_matches_full_rebuild_where_free_sets_are_large() -> None:
+    """Nodes of more than freeset.LARGE free names keep them in a FreeSet (shared with the child's):
+    rewrites below binders that drop, shadow and add names must give the nodes a full rebuild gives."""
+    from knossos.freeset import LARGE, FreeSet
+    from knossos.parser import parse_expr
+
+    n = LARGE + 40
+    body = "(mul y0 (add v1 1.0))"
+    for k in range(n):
+        body = f"(add v{k} {body})"
+    text = f"(let (y0 (mul v3 2.0)) (let (v5 (add y0 v{n + 1})) (tuple (let (v7 (mul v5 v5)) {body}) v9)))"
+    root, _ = parse_expr(text)
+    assert isinstance(root.free, FreeSet) and "v5" not in root.free and "v105" in root.free
+    assert check_every_rewrite(root) > n
+
+
 def test_rebuild_of_an_alpha_variant_finds_the_existing_node() -> None:
     from knossos.parser import parse_expr
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from knossos import expr as E
 from knossos.expr import Expr
@@ -122,7 +122,7 @@ def dag_choice(g: EGraph, trees: dict[int, Expr], stop: Stop | None = None) -> C
 
 
 def write_out(
-    root: int, choice: Choice, avoid: frozenset[str], cost: Callable[[Expr], float], stop: Stop | None = None
+    root: int, choice: Choice, avoid: Set[str], cost: Callable[[Expr], float], stop: Stop | None = None
 ) -> Expr | None:
     """The expression of ``choice`` from ``root``, with lets where they lower ``cost``; None if the
     choice has a cycle (which a folded sub-DAG, see :data:`SHARING_HORIZON`, can hide from

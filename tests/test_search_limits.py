@@ -240,10 +240,13 @@ def test_the_default_pipeline_stops_at_the_time_limit_on_a_deep_chain(
     assert time.perf_counter() - began < 2 + SLACK_S
     assert code == 0 and err == ""
     report = json.loads(out)
-    assert report["search"] == "saturate-astar" and report["evaluations"] >= 1  # the search had its turn
+    # The search had its turn (its note below); on a loaded machine its second may pass before it
+    # evaluates a state, so the evaluations are not counted here.
+    assert report["search"] == "saturate-astar"
     first = report["notes"][0]
     assert first.startswith("saturation before the search"), report["notes"]
-    assert "the saturation time limit of 1 s" in first or "stopped" not in first
+    # the first pass ends at its share of the time or at its e-node limit, whichever comes first
+    assert "stopped" not in first or any(f"limit of {x}" in first for x in ("1 s", "5,000 e-nodes")), first
     assert any(n.startswith("stopped at the time limit of 2 s") for n in report["notes"]), report["notes"]
     assert report["best_cost"] <= report["start_cost"] == 20000
 

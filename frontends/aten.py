@@ -21,12 +21,14 @@ from frontends.tensor import (
     Tensor,
     broadcast_index,
     broadcasts,
+    converted,
     filled,
     iadd,
     ic,
     idiv,
     imul,
     in_range,
+    literal,
     reshape_index,
     scalar,
     view,
@@ -34,7 +36,7 @@ from frontends.tensor import (
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import BOOL, FLOAT
+from knossos.types import BOOL, FLOAT, INTEGER, Type
 
 #: The most elements one ``amax`` compares (it is unrolled into a tree of ``max``: the language has
 #: no loop that keeps a maximum).
@@ -51,6 +53,8 @@ class Call:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     shape: tuple[int, ...]
+    #: The element type of the (first) result: Float, Integer or Bool, from torch's dtype.
+    elem: Type = FLOAT
 
     def arg(self, k: int, name: str, default: Any = None) -> Any:
         if k < len(self.args):
@@ -61,12 +65,16 @@ class Call:
 Lowering = Callable[[Call], Tensor]
 
 
-def as_tensor(x: Any) -> Tensor:
+def as_tensor(x: Any, elem: Type = FLOAT) -> Tensor:
+    """A Tensor, or a Python number as a 0-d one: an ``int`` an Integer where ``elem`` is, a ``bool``
+    a Bool."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, bool) or not isinstance(x, int | float):
+    if isinstance(x, bool):
+        return scalar(x, BOOL)
+    if not isinstance(x, int | float):
         raise Unsupported(f"an operand of type {type(x).__name__}")
-    return scalar(x)
+    return scalar(x, INTEGER if elem is INTEGER and isinstance(x, int) else FLOAT)
 
 
 def dim_of(d: int, rank: int) -> int:
@@ -79,11 +87,19 @@ def unary(x: Tensor, f: Callable[[Expr], Expr]) -> Tensor:
 
 
 def elementwise(
-    block: Block, shape: tuple[int, ...], operands: Sequence[Any], f: Callable[..., Expr], elem: Any = FLOAT
+    block: Block,
+    shape: tuple[int, ...],
+    operands: Sequence[Any],
+    f: Callable[..., Expr],
+    elem: Type = FLOAT,
+    operand_elem: Type | None = None,
 ) -> Tensor:
     """``f`` of the operands' elements, broadcast to ``shape``; an operand read more than once per
-    element of its own (broadcast, or repeated) is made cheap first."""
-    ts = [as_tensor(x) for x in operands]
+    element of its own (broadcast, or repeated) is made cheap first.  With ``operand_elem``, the
+    operands are converted to that element type first (torch's type promotion)."""
+    ts = [as_tensor(x, operand_elem or FLOAT) for x in operands]
+    if operand_elem is not None:
+        ts = [converted(t, operand_elem) for t in ts]
     ts = [block.cheap(t) if broadcasts(t.shape, shape) or sum(u is t for u in ts) > 1 else t for t in ts]
     maps = [broadcast_index(t.shape, shape) for t in ts]
 
@@ -98,18 +114,33 @@ def _op(o: Op) -> Callable[..., Expr]:
 
 
 def _float(x: Tensor) -> Tensor:
-    if x.elem is not FLOAT:
-        raise Unsupported("arithmetic on a Bool tensor")
-    return x
+    """``x`` with Float elements (torch's float ops promote Integer and Bool tensors)."""
+    return converted(x, FLOAT)
+
+
+def promoted(operands: Sequence[Any]) -> Type:
+    """The element type torch computes a comparison of these operands in: Float if one is, else
+    Integer if one is, else Bool (a Python number counts as its own type only against a Bool)."""
+    elems = [x.elem for x in operands if isinstance(x, Tensor)]
+    numbers = [x for x in operands if not isinstance(x, Tensor)]
+    if FLOAT in elems or any(isinstance(x, float) for x in numbers):
+        return FLOAT
+    if INTEGER in elems or any(isinstance(x, int) and not isinstance(x, bool) for x in numbers):
+        return INTEGER
+    return BOOL
 
 
 def _binary(o: Op) -> Lowering:
     def lower(c: Call) -> Tensor:
         a, b = c.args[0], c.args[1]
+        if c.elem is BOOL:
+            raise Unsupported("arithmetic with a Bool result")
         alpha = c.kwargs.get("alpha", 1)
         if alpha != 1:
-            b = elementwise(c.block, as_tensor(b).shape, [b], lambda x: E.op(Op.MUL, E.const(float(alpha)), x))
-        return elementwise(c.block, c.shape, [a, b], _op(o))
+            b = elementwise(
+                c.block, as_tensor(b).shape, [b], lambda x: E.op(Op.MUL, literal(alpha, c.elem), x), c.elem, c.elem
+            )
+        return elementwise(c.block, c.shape, [a, b], _op(o), c.elem, c.elem)
 
     return lower
 
@@ -133,15 +164,29 @@ def _pow_scalar(c: Call) -> Tensor:
     return unary(x, lambda e: E.op(Op.POW, e, E.const(float(p))))
 
 
-def _compare(o: Op) -> Lowering:
-    return lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(o), elem=BOOL)
+def compare(o: Op) -> Lowering:
+    def lower(c: Call) -> Tensor:
+        operands = [c.args[0], c.args[1]]
+        common = promoted(operands)
+        if common is BOOL and o not in (Op.EQ, Op.NE):
+            common = INTEGER  # torch orders Bools as 0 and 1
+        return elementwise(c.block, c.shape, operands, _op(o), BOOL, common)
+
+    return lower
 
 
 def _where(c: Call) -> Tensor:
     cond = c.args[0]
     if not isinstance(cond, Tensor) or cond.elem is not BOOL:
         raise Unsupported("a condition that is not a Bool tensor")
-    return elementwise(c.block, c.shape, [cond, c.args[1], c.args[2]], _op(Op.IF))
+    common = c.elem
+    return elementwise(
+        c.block,
+        c.shape,
+        [cond, converted(as_tensor(c.args[1], common), common), converted(as_tensor(c.args[2], common), common)],
+        _op(Op.IF),
+        common,
+    )
 
 
 def _minimum(a: Expr, b: Expr) -> Expr:
@@ -172,7 +217,8 @@ def _in_index(x: Tensor, red: list[int], keepdim: bool, idx: Index, fill: dict[i
 
 
 def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
-    x = _float(x)
+    """The sum over ``red``: Floats, or Integers (a Bool tensor counts its Trues, as torch does)."""
+    x = x if x.elem is FLOAT else converted(x, INTEGER)
 
     def at(idx: Index) -> Expr:
         js = {d: block.index_var() for d in red}
@@ -181,7 +227,7 @@ def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tupl
             body = E.sumbuild(ic(x.shape[d]), js[d], body)
         return body
 
-    return Tensor(shape, at, cheap=False)
+    return Tensor(shape, at, cheap=False, elem=x.elem)
 
 
 def _count(x: Tensor, red: list[int]) -> int:
@@ -439,22 +485,23 @@ def _same(c: Call) -> Tensor:
 
 
 def _to_copy(c: Call) -> Tensor:
+    """A copy, or a conversion between the dtypes translated: float32 and float64 are both Floats
+    (computed in double), an integer tensor to a float one is ``to_float``, a Bool one ``if``."""
     x = as_tensor(c.args[0])
-    for key, value in c.kwargs.items():
-        if key == "dtype" and value is not None and str(value) != "torch.float64":
-            raise Unsupported(f"a conversion to {value} (only float64 tensors are translated)")
-    return x
+    if x.elem is FLOAT and c.elem is not FLOAT:
+        raise Unsupported(f"a conversion of a float tensor to {c.kwargs.get('dtype')} (torch truncates)")
+    return converted(x, c.elem)
 
 
 def _full(c: Call) -> Tensor:
     value = c.args[1]
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not isinstance(value, int | float):
         raise Unsupported(f"a fill value of type {type(value).__name__}")
-    return filled(c.shape, value)
+    return filled(c.shape, value, c.elem)
 
 
 def _scalar_tensor(c: Call) -> Tensor:
-    return filled((), c.args[0])
+    return filled((), c.args[0], c.elem)
 
 
 LOWERINGS: dict[str, Lowering] = {
@@ -483,14 +530,14 @@ LOWERINGS: dict[str, Lowering] = {
     "rsqrt.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, x))),
     "reciprocal.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), x)),
     # comparisons and where
-    "gt.Tensor": _compare(Op.GT),
-    "gt.Scalar": _compare(Op.GT),
-    "ge.Tensor": _compare(Op.GTE),
-    "ge.Scalar": _compare(Op.GTE),
-    "lt.Tensor": _compare(Op.LT),
-    "lt.Scalar": _compare(Op.LT),
-    "le.Tensor": _compare(Op.LTE),
-    "le.Scalar": _compare(Op.LTE),
+    "gt.Tensor": compare(Op.GT),
+    "gt.Scalar": compare(Op.GT),
+    "ge.Tensor": compare(Op.GTE),
+    "ge.Scalar": compare(Op.GTE),
+    "lt.Tensor": compare(Op.LT),
+    "lt.Scalar": compare(Op.LT),
+    "le.Tensor": compare(Op.LTE),
+    "le.Scalar": compare(Op.LTE),
     "where.self": _where,
     # reductions
     "sum.default": _sum,

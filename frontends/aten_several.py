@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from frontends.aten import Call, Unsupported, amax_over, as_tensor, dim_of, elementwise, moments, moments_over, unary
+from frontends.aten_index import nll_loss
 from frontends.tensor import Index, Tensor, iadd, ic, view
 from knossos import expr as E
 from knossos.expr import Expr
@@ -119,4 +120,5 @@ SEVERAL: dict[str, SeveralLowering] = {
     "var_mean.correction": moments,
     "native_layer_norm.default": _layer_norm,
     "_native_batch_norm_legit_no_training.default": _batch_norm_eval,
+    "nll_loss_forward.default": nll_loss,
 }

@@ -189,8 +189,15 @@ def _where(c: Call) -> Tensor:
     )
 
 
-def _minimum(a: Expr, b: Expr) -> Expr:
-    return E.op(Op.IF, E.op(Op.LT, b, a), b, a)
+def nan_max(block: Block, a: Expr, b: Expr) -> Expr:
+    """``max(a, b)``, NaN if either is, as torch's ``maximum`` and ``amax`` are: the language's
+    ``(max a b)`` is ``a`` unless ``a < b``, so it keeps a NaN ``a`` but not a NaN ``b``."""
+    return block.share(b, lambda v: E.op(Op.IF, E.op(Op.NE, v, v), v, E.op(Op.MAX, a, v)))
+
+
+def nan_min(block: Block, a: Expr, b: Expr) -> Expr:
+    """``min(a, b)``, NaN if either is: ``b`` where ``b < a`` or ``b`` is NaN, else ``a``."""
+    return block.share(b, lambda v: E.op(Op.IF, E.op(Op.OR, E.op(Op.LT, v, a), E.op(Op.NE, v, v)), v, a))
 
 
 # -- reductions --------------------------------------------------------------------------------------
@@ -251,7 +258,7 @@ def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tup
             for ks in itertools.product(*(range(x.shape[d]) for d in red))
         ]
         while len(leaves) > 1:  # a balanced tree: depth log2(count)
-            pairs = [E.op(Op.MAX, leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
+            pairs = [nan_max(block, leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
             leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
         return leaves[0]
 
@@ -514,8 +521,12 @@ LOWERINGS: dict[str, Lowering] = {
     "mul.Scalar": _binary(Op.MUL),
     "div.Tensor": _binary(Op.DIV),
     "div.Scalar": _binary(Op.DIV),
-    "maximum.default": _binary(Op.MAX),
-    "minimum.default": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _minimum),
+    "maximum.default": lambda c: elementwise(
+        c.block, c.shape, [c.args[0], c.args[1]], lambda a, b: nan_max(c.block, a, b), c.elem, c.elem
+    ),
+    "minimum.default": lambda c: elementwise(
+        c.block, c.shape, [c.args[0], c.args[1]], lambda a, b: nan_min(c.block, a, b), c.elem, c.elem
+    ),
     "clamp_min.default": _binary(Op.MAX),
     "pow.Tensor_Scalar": _pow_scalar,
     "pow.Tensor_Tensor": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(Op.POW)),

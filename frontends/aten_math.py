@@ -232,6 +232,47 @@ def _bitwise_not(c: Call) -> Tensor:
     return unary_bool(x)
 
 
+def _bitwise(o: Op) -> Lowering:
+    """``&`` and ``|`` of Bool tensors (what ``mask_a | mask_b`` is)."""
+
+    def low(c: Call) -> Tensor:
+        ts = [as_tensor(a) for a in c.args[:2]]
+        if any(t.elem is not BOOL for t in ts):
+            raise Unsupported("bitwise arithmetic on integer tensors")
+        return elementwise(c.block, c.shape, ts, lambda a, b: E.op(o, a, b), BOOL)
+
+    return low
+
+
+def _diagonal(c: Call) -> Tensor:
+    """``diagonal(x, offset, dim1, dim2)``: a view, the diagonal's index last."""
+    x = as_tensor(c.args[0])
+    offset = int(c.arg(1, "offset", 0))
+    d1, d2 = dim_of(int(c.arg(2, "dim1", 0)), x.rank), dim_of(int(c.arg(3, "dim2", 1)), x.rank)
+    rest = [k for k in range(x.rank) if k not in (d1, d2)]
+
+    def in_index(idx: Index) -> Index:
+        full: list[Expr] = [ic(0)] * x.rank
+        for k, v in zip(rest, idx[:-1], strict=True):
+            full[k] = v
+        j = idx[-1]
+        full[d1] = iadd(j, ic(max(-offset, 0)))
+        full[d2] = iadd(j, ic(max(offset, 0)))
+        return tuple(full)
+
+    return view(x, c.shape, in_index)
+
+
+def _flip(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    dims = {dim_of(int(d), x.rank) for d in c.args[1]}
+
+    def in_index(idx: Index) -> Index:
+        return tuple(E.op(Op.SUB, ic(x.shape[k] - 1), v) if k in dims else v for k, v in enumerate(idx))
+
+    return view(x, c.shape, in_index)
+
+
 MATH_LOWERINGS: dict[str, Lowering] = {
     "erf.default": _float_unary(lambda e: native("erf", e)),
     "log1p.default": _float_unary(lambda e: native("log1p", e)),
@@ -258,4 +299,8 @@ MATH_LOWERINGS: dict[str, Lowering] = {
     "logical_and.default": _logical(Op.AND),
     "logical_or.default": _logical(Op.OR),
     "bitwise_not.default": _bitwise_not,
+    "bitwise_and.Tensor": _bitwise(Op.AND),
+    "bitwise_or.Tensor": _bitwise(Op.OR),
+    "diagonal.default": _diagonal,
+    "flip.default": _flip,
 }

@@ -28,7 +28,8 @@ from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.expr import Expr
 from knossos.interpreter import Interpreter
 from knossos.ops import Op
-from knossos.program import Def
+from knossos.program import Program
+from knossos.values import to_numpy
 
 #: Largest difference allowed, relative to the largest magnitude of the result.
 TOLERANCE = 1e-6
@@ -61,28 +62,49 @@ def fresh_inputs(examples: tuple[torch.Tensor, ...], seed: int = SEED) -> tuple[
     return tuple(out)
 
 
+#: Compiles a program's def to a callable on the interpreter's arguments (numpy arrays, numbers):
+#: ``cpp_backend.compile_def`` with ``exact_order``, given by a layer that may import the backend.
+Compiler = Callable[[Program, str], Callable[..., Any]]
+
+
 def check_def(
-    d: Def,
+    program: Program,
+    name: str,
     fn: Callable[..., Any],
     inputs: tuple[torch.Tensor, ...],
     error: Callable[[str, str], KsError],
     tolerance: float = TOLERANCE,
+    compiler: Compiler | None = None,
 ) -> None:
-    """Raise ``error(message, stack)`` unless ``d`` equals ``fn`` on ``inputs`` (``stack``: where in
-    the function the message is about, or empty) within ``tolerance`` (see :func:`disagreement`)."""
+    """Raise ``error(message, stack)`` unless the def ``name`` equals ``fn`` on ``inputs``
+    (``stack``: where in the function the message is about, or empty) within ``tolerance`` (see
+    :func:`disagreement`).  A def too big for the interpreter is compiled by ``compiler`` and
+    checked compiled, or refused where there is none."""
+    d = program.defs[name]
     estimate = estimated_steps(d.body)
-    if estimate is not None and estimate > MAX_STEPS:
+    big = estimate is None or estimate > MAX_STEPS
+    if big and compiler is None and estimate is not None:
         raise _too_big(f"about {estimate:,}")
     want = _run_torch(fn, inputs, error)
+    args = [t.numpy() if t.dim() else t.item() for t in inputs]
     try:
-        got = Interpreter(max_steps=MAX_STEPS).call(d, [t.numpy() if t.dim() else t.item() for t in inputs])
+        if big and compiler is not None:
+            steps = f"about {estimate:,}" if estimate is not None else "an unknown number of"
+            print(
+                f"knossos import: checking the translation compiled to C++ ({steps} interpreter steps is too "
+                f"many for the interpreter's {MAX_STEPS:,})",
+                file=sys.stderr,
+            )
+            got = compiler(program, name)(*args)
+        else:
+            got = Interpreter(max_steps=MAX_STEPS).call(d, args)
     except KsEvalError as err:
         if _BUDGET.search(str(err)):
             raise _too_big(f"more than {MAX_STEPS:,}") from None
         raise error(f"the translation fails on other inputs of the same shapes: {err}", "") from None
     gots = list(got) if len(want) > 1 else [got]
     for k, (g, w) in enumerate(zip(gots, want, strict=True)):
-        problem = disagreement(np.asarray(g, dtype=np.float64), w, tolerance)
+        problem = disagreement(np.asarray(to_numpy(g), dtype=np.float64), w, tolerance)
         if problem:
             which = f"result {k + 1}" if len(want) > 1 else "the result"
             raise error(

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from frontends.check import Compiler
 from knossos.cli import ArgumentParser, check_output, write_output
 from knossos.errors import KsError, KsUsageError, one_line
 from knossos.printer import format_program
@@ -31,8 +32,10 @@ _SHAPE = re.compile(r"\A\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\(\)|[0-9]+(?:\s*x\s*
 MAX_ELEMENTS = 2**26
 
 
-def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
-    """Add the ``import`` subcommand to the ``knossos`` command line."""
+def register(sub: argparse._SubParsersAction[ArgumentParser], compiler: Compiler | None = None) -> None:
+    """Add the ``import`` subcommand to the ``knossos`` command line; ``compiler`` checks a def too
+    big for the interpreter compiled (``app.torch_import`` gives ``cpp_backend.compile_def``, which
+    this layer may not import)."""
     p = sub.add_parser("import", help="translate a PyTorch function of a .py file to a Knossos program")
     p.add_argument("file", metavar="FILE.py")
     p.add_argument("--function", required=True, metavar="NAME", help="the function to translate")
@@ -49,7 +52,7 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
         action="store_true",
         help="do not evaluate the program on fresh inputs against torch before writing it",
     )
-    p.set_defaults(run=cmd_import)
+    p.set_defaults(run=cmd_import, compiler=compiler)
 
 
 def parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
@@ -150,7 +153,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     examples = example_args(fn, shapes, args.file)
     try:
-        program = translate(fn, *examples, name=args.function, check=not args.no_check)
+        program = translate(fn, *examples, name=args.function, check=not args.no_check, compiler=args.compiler)
     except KsError as err:
         raise err.located(None, args.file) from None
     given = ",".join(f"{k}={'x'.join(map(str, v))}" for k, v in shapes.items())

@@ -44,7 +44,7 @@ from frontends.aten import Call, Lowering, Unsupported
 from frontends.aten_index import INDEX_LOWERINGS
 from frontends.aten_math import MATH_LOWERINGS, NATIVE_FUNCTIONS, native_callee
 from frontends.aten_several import SEVERAL, Results
-from frontends.check import FLOAT32_TOLERANCE, TOLERANCE, check_def, fresh_inputs
+from frontends.check import FLOAT32_TOLERANCE, TOLERANCE, Compiler, check_def, fresh_inputs
 from frontends.dispatch import TraceError, trace
 from frontends.provenance import first_difference
 from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, literal, tensor_type
@@ -95,12 +95,15 @@ def translate(
     name: str | None = None,
     tracer: str = "dispatch",
     check: bool = True,
+    compiler: Compiler | None = None,
 ) -> Program:
     """A program of one def computing ``fn`` on arguments of the examples' shapes (float64 tensors,
     or Python numbers, which become Floats).  ``tracer`` is ``"dispatch"`` (the default,
     :mod:`frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower).  With
     ``check`` (the default), the def is evaluated on fresh inputs by the interpreter and compared with
-    torch (:mod:`frontends.check`); a disagreement is an error."""
+    torch (:mod:`frontends.check`); a disagreement is an error.  A def too big for the interpreter is
+    checked compiled by ``compiler`` (``cpp_backend.compile_def`` with ``exact_order``, which this
+    layer does not import: ``knossos import`` passes it), and refused without one."""
     if tracer not in ("dispatch", "export"):
         raise KsUsageError(f"unknown tracer '{tracer}': expected dispatch or export")
     if isinstance(fn, torch.nn.Module) or not callable(fn):
@@ -118,7 +121,7 @@ def translate(
             raise _node_error(*difference)
     program = _lower(graph, inputs, constants, params, def_name)
     if check:
-        check_def(program.defs[def_name], fn, fresh, _error_at, tolerance_of(graph))
+        check_def(program, def_name, fn, fresh, _error_at, tolerance_of(graph), compiler)
     return program
 
 

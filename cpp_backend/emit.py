@@ -213,6 +213,8 @@ NATIVE_CPP: dict[str, list[tuple[tuple[Type, ...], Type, str]]] = {
     "erf": [((_F,), _F, "std::erf({0})")],
     "log1p": [((_F,), _F, "std::log1p({0})")],
     "expm1": [((_F,), _F, "std::expm1({0})")],
+    "sin": [((_F,), _F, "std::sin({0})")],
+    "cos": [((_F,), _F, "std::cos({0})")],
     "lgamma": [((_F,), _F, "ks::lgamma_f({0})")],
     "fwd$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
     "rev$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],

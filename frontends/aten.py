@@ -237,7 +237,7 @@ def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tupl
     return Tensor(shape, at, cheap=False, elem=x.elem)
 
 
-def _count(x: Tensor, red: list[int]) -> int:
+def count(x: Tensor, red: list[int]) -> int:
     n = 1
     for d in red:
         n *= x.shape[d]
@@ -246,11 +246,11 @@ def _count(x: Tensor, red: list[int]) -> int:
 
 def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
     x = block.cheap(_float(x))
-    count = _count(x, red)
-    if count == 0:
+    n = count(x, red)
+    if n == 0:
         raise Unsupported("amax over no elements")
-    if count > MAX_UNROLLED:
-        raise Unsupported(f"amax over {count} elements (at most {MAX_UNROLLED}: it is unrolled into max)")
+    if n > MAX_UNROLLED:
+        raise Unsupported(f"amax over {n} elements (at most {MAX_UNROLLED}: it is unrolled into max)")
 
     def at(idx: Index) -> Expr:
         leaves = [
@@ -278,7 +278,7 @@ def _mean(c: Call) -> Tensor:
         raise Unsupported("mean with a dtype")
     red = reduced_dims(x, c.arg(1, "dim"))
     total = sum_over(c.block, x, red, bool(c.arg(2, "keepdim", False)), c.shape)
-    n = float(_count(x, red))
+    n = float(count(x, red))
     return unary(total, lambda e: E.op(Op.DIV, e, E.const(n)))
 
 
@@ -301,15 +301,15 @@ def moments_over(block: Block, x: Tensor, red: list[int], correction: float, kee
     x = block.cheap(_float(x))
     kept = tuple(1 if d in red else k for d, k in enumerate(x.shape))
     shape = kept if keepdim else tuple(k for d, k in enumerate(x.shape) if d not in red)
-    n = float(_count(x, red))
+    n = float(count(x, red))
     mean = block.materialise(unary(sum_over(block, x, red, True, kept), lambda e: E.op(Op.DIV, e, E.const(n))), "mean")
 
     def square(a: Expr, b: Expr) -> Expr:
         return block.share(E.op(Op.SUB, a, b), lambda v: E.op(Op.MUL, v, v))
 
     dev = elementwise(block, x.shape, [x, mean], square)
-    count = E.const(n - correction)
-    var = unary(sum_over(block, dev, red, keepdim, shape), lambda e: E.op(Op.DIV, e, count))
+    denominator = E.const(n - correction)
+    var = unary(sum_over(block, dev, red, keepdim, shape), lambda e: E.op(Op.DIV, e, denominator))
     return var, (mean if keepdim else view(mean, shape, reshape_index(kept, shape)))
 
 
@@ -507,6 +507,22 @@ def _full(c: Call) -> Tensor:
     return filled(c.shape, value, c.elem)
 
 
+def _empty(c: Call) -> Tensor:
+    """An uninitialised tensor (``empty_like``, before a ``fill_``): zeros, since torch's values are
+    whatever memory held (reading them is the function's bug, and the check sees it)."""
+    return filled(c.shape, 0, c.elem)
+
+
+def _fill(c: Call) -> Tensor:
+    value = c.args[1]
+    if isinstance(value, Tensor):
+        if value.rank:
+            raise Unsupported("a fill value that is not 0-d")
+        v = converted(value, c.elem)
+        return Tensor(c.shape, lambda idx: v.at(()), cheap=v.cheap, elem=c.elem)
+    return filled(c.shape, value, c.elem)
+
+
 def _scalar_tensor(c: Call) -> Tensor:
     return filled((), c.args[0], c.elem)
 
@@ -587,4 +603,9 @@ LOWERINGS: dict[str, Lowering] = {
     "full.default": _full,
     "full_like.default": _full,
     "scalar_tensor.default": _scalar_tensor,
+    "empty.memory_format": _empty,
+    "empty_like.default": _empty,
+    "empty_permuted.default": _empty,
+    "fill.Scalar": _fill,
+    "fill.Tensor": _fill,
 }

@@ -33,7 +33,7 @@ from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER
 
 #: The library functions a translation may call, Float to Float (each declared by an edef).
-NATIVE_FUNCTIONS = ("erf", "log1p", "expm1")
+NATIVE_FUNCTIONS = ("erf", "log1p", "expm1", "sin", "cos")
 
 
 def native_callee(name: str) -> Callee:
@@ -277,6 +277,8 @@ MATH_LOWERINGS: dict[str, Lowering] = {
     "erf.default": _float_unary(lambda e: native("erf", e)),
     "log1p.default": _float_unary(lambda e: native("log1p", e)),
     "expm1.default": _float_unary(lambda e: native("expm1", e)),
+    "sin.default": _float_unary(lambda e: native("sin", e)),
+    "cos.default": _float_unary(lambda e: native("cos", e)),
     "gelu.default": _gelu,
     "softplus.default": _softplus,
     "silu.default": _silu,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from frontends.aten import Call, Unsupported, amax_over, as_tensor, dim_of, elementwise, moments, moments_over, unary
+from frontends.aten_composite import group_norm, lstm_cell
 from frontends.aten_index import nll_loss
 from frontends.tensor import Index, Tensor, iadd, ic, view
 from knossos import expr as E
@@ -121,4 +122,6 @@ SEVERAL: dict[str, SeveralLowering] = {
     "native_layer_norm.default": _layer_norm,
     "_native_batch_norm_legit_no_training.default": _batch_norm_eval,
     "nll_loss_forward.default": nll_loss,
+    "lstm_cell.default": lstm_cell,
+    "native_group_norm.default": group_norm,
 }

@@ -74,6 +74,9 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.alive: list[torch.Tensor] = []  # the tracked tensors, so that their ids are not reused
         self.constants: dict[str, torch.Tensor] = {}
         self.inputs: list[str] = []
+        #: Tensors an in-place op changed through another tensor that shares their memory (id ->
+        #: the message and stack of that op): their nodes no longer hold their values.
+        self.stale: dict[int, tuple[str, str]] = {}
 
     def track(self, t: torch.Tensor, node: torch.fx.Node) -> None:
         node.meta["val"] = _meta(t)
@@ -93,6 +96,8 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def node_of(self, t: torch.Tensor, stack: str = "") -> torch.fx.Node:
         """``t``'s node; a tensor not traced becomes a constant, read first at ``stack``."""
+        if id(t) in self.stale:
+            raise TraceError(*self.stale[id(t)])
         node = self.nodes.get(id(t))
         if node is None:  # a tensor the function read from elsewhere (a global, a closure, numpy)
             node = self.graph.placeholder(f"const{len(self.constants)}")
@@ -156,28 +161,27 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self.track_results(item, part)
 
     def in_place(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
-        """An in-place op (``x.add_(y)``, the ``squeeze_`` in matmul's own definition) as its
-        out-of-place form, the tensor then standing for the result.  Only where nothing else sees
-        the change: not on a view, nor on a tensor that has views."""
+        """An in-place op (``x.add_(y)``, the ``squeeze_`` in matmul's own definition, the
+        ``sigmoid_`` of the gates in ATen's ``gru_cell``) as its out-of-place form, the tensor then
+        standing for the result.  Every other tensor that shares an element with it (its base, a
+        view of it) no longer holds the value its node computes: it becomes stale, and reading it
+        later is the error (a view that shares no element, another piece of a split, is fine)."""
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         outplace = getattr(torch.ops.aten, name.removesuffix("_"), None) if name.endswith("_") else None
         overload = getattr(outplace, func._overloadname, None) if outplace is not None else None
-        if target is None or overload is None or kwargs.get("out") is not None or self.aliased(target):
-            raise TraceError(
-                f"an in-place op {func} on a tensor that other tensors share: write it out of place", _stack()
-            )
+        message = f"an in-place op {func} on a tensor that other tensors share: write it out of place"
+        if target is None or overload is None or kwargs.get("out") is not None:
+            raise TraceError(message, _stack())
         with self:
             result = overload(*args, **kwargs)
         func(*args, **kwargs)  # the real tensor changes too: later ops compute on its new value
         self.nodes[id(target)] = self.node_of(result)
         self.alive.append(target)
+        stack = _stack()
+        for u in self.alive:
+            if u is not target and id(u) not in self.stale and _overlap(u, target):
+                self.stale[id(u)] = (message, stack)
         return target
-
-    def aliased(self, t: torch.Tensor) -> bool:
-        if t._base is not None:
-            return True
-        storage = t.untyped_storage().data_ptr()
-        return any(u is not t and u.untyped_storage().data_ptr() == storage for u in self.alive)
 
 
 @functools.cache
@@ -205,6 +209,23 @@ class _Exports(TorchFunctionMode):
                 _stack(),
             )
         return func(*args, **(kwargs or {}))
+
+
+def _elements(t: torch.Tensor) -> torch.Tensor:
+    """The storage offsets of ``t``'s elements."""
+    offsets = torch.tensor([t.storage_offset()], dtype=torch.int64)
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        offsets = (offsets[:, None] + torch.arange(size, dtype=torch.int64)[None, :] * stride).reshape(-1)
+    return offsets
+
+
+def _overlap(u: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether ``u`` and ``t`` share an element of memory."""
+    if u.device != t.device or u.untyped_storage().data_ptr() != t.untyped_storage().data_ptr():
+        return False
+    if u.numel() == 0 or t.numel() == 0 or u.element_size() != t.element_size():
+        return u.numel() > 0 and t.numel() > 0
+    return bool(torch.isin(_elements(u), _elements(t)).any())
 
 
 def _meta(t: Any) -> Any:

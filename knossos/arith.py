@@ -101,6 +101,15 @@ def fexpm1(a: float) -> float:
         return INF
 
 
+def fsin(a: float) -> float:
+    """C's sin: NaN of an infinity (Python raises)."""
+    return math.sin(a) if math.isfinite(a) else math.nan
+
+
+def fcos(a: float) -> float:
+    return math.cos(a) if math.isfinite(a) else math.nan
+
+
 def flgamma(a: float) -> float:
     """The C library's lgamma, as the compiled C++ calls it (knossos/libm.py)."""
     return libm.lgamma(a)

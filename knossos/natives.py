@@ -82,6 +82,8 @@ NATIVES: dict[str, Native] = {
     "erf": math.erf,
     "log1p": arith.flog1p,
     "expm1": arith.fexpm1,
+    "sin": arith.fsin,
+    "cos": arith.fcos,
     "lgamma": arith.flgamma,
     "fwd$lgamma": lambda x, dx: digamma(x) * dx,
     "rev$lgamma": lambda x, dr: digamma(x) * dr,

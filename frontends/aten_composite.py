@@ -1,0 +1,220 @@
+"""Ops that torch implements in C++ with in-place steps on views, which the tracer refuses
+(``lstm_cell``, ``gru_cell``: ``nn.LSTMCell``, ``nn.GRUCell``), and normalisations and reductions
+kept whole rather than decomposed (``native_group_norm``, ``any``/``all``, ``linalg_vector_norm``,
+``elu``, ``isnan``/``isinf``): lowered here from their definitions in ATen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from frontends.aten import (
+    Call,
+    Lowering,
+    Unsupported,
+    amax_over,
+    as_tensor,
+    count,
+    elementwise,
+    matmul,
+    moments_over,
+    reduced_dims,
+    sigmoid,
+    sum_over,
+    unary,
+)
+from frontends.aten_math import native
+from frontends.tensor import Block, Index, Tensor, converted, flit, ic, view
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import Op
+from knossos.types import BOOL, FLOAT
+
+
+def _linear(block: Block, x: Any, w: Any, b: Any) -> Tensor:
+    """``x @ w.T + b`` of a batch ``x`` (B, I) and a weight (O, I), computed once."""
+    xt, wt = block.cheap(converted(as_tensor(x), FLOAT)), block.cheap(converted(as_tensor(w), FLOAT))
+    if xt.rank != 2 or wt.rank != 2:
+        raise Unsupported(f"an input of rank {xt.rank} and a weight of rank {wt.rank}")
+    product = matmul(block, xt, view(wt, (wt.shape[1], wt.shape[0]), lambda idx: (idx[1], idx[0])))
+    if b is not None:
+        product = elementwise(block, product.shape, [product, b], lambda p, q: E.op(Op.ADD, p, q))
+    return block.materialise(product, "gates")
+
+
+def _gate(x: Tensor, k: int, width: int) -> Tensor:
+    """Columns ``k * width`` to ``(k + 1) * width`` of the gates."""
+    return view(x, (x.shape[0], width), lambda idx: (idx[0], E.op(Op.ADD, idx[1], ic(k * width)) if k else idx[1]))
+
+
+def lstm_cell(c: Call) -> tuple[Tensor, Tensor]:
+    """``(h', c')``: ``gates = x W_ih^T + b_ih + h W_hh^T + b_hh`` cut into i, f, g, o;
+    ``c' = sigmoid(f) c + sigmoid(i) tanh(g)``, ``h' = sigmoid(o) tanh(c')``."""
+    x, (h, cell), w_ih, w_hh = c.args[0], c.args[1], c.args[2], c.args[3]
+    b_ih, b_hh = c.arg(4, "b_ih"), c.arg(5, "b_hh")
+    gi, gh = _linear(c.block, x, w_ih, b_ih), _linear(c.block, h, w_hh, b_hh)
+    n = gi.shape[1] // 4
+    gates = [
+        elementwise(c.block, (gi.shape[0], n), [_gate(gi, k, n), _gate(gh, k, n)], lambda a, b: E.op(Op.ADD, a, b))
+        for k in range(4)
+    ]
+
+    def new_cell(i: Expr, f: Expr, g: Expr, old: Expr) -> Expr:
+        return E.op(Op.ADD, E.op(Op.MUL, sigmoid(f), old), E.op(Op.MUL, sigmoid(i), E.op(Op.TANH, g)))
+
+    cy = c.block.materialise(elementwise(c.block, (gi.shape[0], n), [*gates[:3], cell], new_cell), "cell")
+    hy = elementwise(c.block, cy.shape, [gates[3], cy], lambda o, cv: E.op(Op.MUL, sigmoid(o), E.op(Op.TANH, cv)))
+    return hy, cy
+
+
+def _gru_cell(c: Call) -> Tensor:
+    """``n = tanh(gi_n + r gh_n)``, ``h' = n + z (h - n)``, with ``r``, ``z`` the sigmoids of the
+    first two thirds of ``gi + gh`` (``gi = x W_ih^T + b_ih``, ``gh = h W_hh^T + b_hh``)."""
+    x, h, w_ih, w_hh = c.args[0], c.args[1], c.args[2], c.args[3]
+    b_ih, b_hh = c.arg(4, "b_ih"), c.arg(5, "b_hh")
+    gi, gh = _linear(c.block, x, w_ih, b_ih), _linear(c.block, h, w_hh, b_hh)
+    n = gi.shape[1] // 3
+    shape = (gi.shape[0], n)
+
+    def step(ir: Expr, hr: Expr, iz: Expr, hz: Expr, i_n: Expr, h_n: Expr, old: Expr) -> Expr:
+        r = sigmoid(E.op(Op.ADD, ir, hr))
+        z = sigmoid(E.op(Op.ADD, iz, hz))
+        new = E.op(Op.TANH, E.op(Op.ADD, i_n, E.op(Op.MUL, r, h_n)))
+        return c.block.share(new, lambda v: E.op(Op.ADD, v, E.op(Op.MUL, z, E.op(Op.SUB, old, v))))
+
+    parts = [g for k in range(3) for g in (_gate(gi, k, n), _gate(gh, k, n))]
+    return elementwise(c.block, shape, [*parts, as_tensor(h)], step)
+
+
+def group_norm(c: Call) -> tuple[Tensor, Tensor, Tensor]:
+    """``native_group_norm(x, weight, bias, N, C, HxW, groups, eps)``: each group's channels
+    normalised by their mean and ``rsqrt(var + eps)`` (no correction), then per channel scaled and
+    shifted; the mean and rstd of shape (N, groups) kept."""
+    x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+    weight, bias = c.args[1], c.args[2]
+    n, channels, hw, groups = (int(v) for v in c.args[3:7])
+    eps = float(c.args[7])
+    per = channels // groups
+    grouped = view(x, (n, groups, per * hw), _grouped_index(x.rank, per, hw, x.shape))
+    var, mean = moments_over(c.block, grouped, [2], 0.0, False)
+    rstd = c.block.materialise(
+        unary(var, lambda e: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, E.op(Op.ADD, e, E.const(eps))))), "rstd"
+    )
+    mean = c.block.materialise(mean, "mean")
+
+    def at(idx: Index) -> Expr:
+        g = E.op(Op.DIV, idx[1], ic(per)) if per > 1 else idx[1]
+        value = E.op(Op.MUL, E.op(Op.SUB, x.at(idx), mean.at((idx[0], g))), rstd.at((idx[0], g)))
+        if weight is not None:
+            value = E.op(Op.MUL, value, as_tensor(weight).at((idx[1],)))
+        if bias is not None:
+            value = E.op(Op.ADD, value, as_tensor(bias).at((idx[1],)))
+        return value
+
+    for p in (weight, bias):
+        if p is not None and not as_tensor(p).cheap:
+            raise Unsupported("a computed weight or bias")
+    return Tensor(x.shape, at, cheap=False), mean, rstd
+
+
+def _grouped_index(rank: int, per: int, hw: int, shape: tuple[int, ...]) -> Any:
+    """The index of ``x`` (N, C, *spatial) at (n, group, k): channel ``group * per + k / hw``, the
+    spatial position ``k mod hw`` split row-major."""
+    spatial = shape[2:]
+
+    def in_index(idx: Index) -> Index:
+        n, g, k = idx
+        chan = (
+            E.op(Op.ADD, E.op(Op.MUL, g, ic(per)), E.op(Op.DIV, k, ic(hw)))
+            if hw > 1
+            else (E.op(Op.ADD, E.op(Op.MUL, g, ic(per)), k))
+        )
+        out: list[Expr] = [n, chan]
+        rest = E.op(Op.SUB, k, E.op(Op.MUL, E.op(Op.DIV, k, ic(hw)), ic(hw))) if hw > 1 else ic(0)
+        stride = hw
+        for d in spatial:
+            stride //= d
+            out.append(
+                E.op(Op.SUB, E.op(Op.DIV, rest, ic(stride)), E.op(Op.MUL, E.op(Op.DIV, rest, ic(stride * d)), ic(d)))
+            )
+        return tuple(out)
+
+    return in_index
+
+
+def _any_all(is_any: bool) -> Lowering:
+    """``any``/``all`` (over dimensions or all): the count of Trues, compared with 0 or the count."""
+
+    def low(c: Call) -> Tensor:
+        x = converted(as_tensor(c.args[0]), BOOL)
+        red = reduced_dims(x, c.arg(1, "dim"))
+        total = sum_over(c.block, x, red, bool(c.arg(2, "keepdim", False)), c.shape)
+        bound = 0 if is_any else count(x, red)
+        o = Op.GT if is_any else Op.EQ
+        return Tensor(c.shape, lambda idx: E.op(o, total.at(idx), ic(bound)), cheap=False, elem=BOOL)
+
+    return low
+
+
+def _vector_norm(c: Call) -> Tensor:
+    """``linalg_vector_norm(x, ord, dim, keepdim)``: ``sqrt(sum x^2)`` for 2, ``sum |x|`` for 1,
+    ``amax |x|`` for inf, ``sum(|x|^p)^(1/p)`` otherwise."""
+    x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+    order = float(c.arg(1, "ord", 2))
+    red = reduced_dims(x, c.arg(2, "dim"))
+    keepdim = bool(c.arg(3, "keepdim", False))
+    if c.kwargs.get("dtype") is not None:
+        raise Unsupported("a norm with a dtype")
+    if order == float("inf"):
+        return amax_over(c.block, unary(x, lambda e: E.op(Op.ABS, e)), red, keepdim, c.shape)
+    if order == 2.0:
+        squares = unary(x, lambda e: E.op(Op.MUL, e, e))
+        return unary(sum_over(c.block, squares, red, keepdim, c.shape), lambda e: E.op(Op.SQRT, e))
+    if order == 1.0:
+        return sum_over(c.block, unary(x, lambda e: E.op(Op.ABS, e)), red, keepdim, c.shape)
+    if order <= 0:
+        raise Unsupported(f"ord={order:g}")
+    powers = unary(x, lambda e: E.op(Op.POW, E.op(Op.ABS, e), E.const(order)))
+    return unary(sum_over(c.block, powers, red, keepdim, c.shape), lambda e: E.op(Op.POW, e, E.const(1.0 / order)))
+
+
+def _elu(c: Call) -> Tensor:
+    """``scale * x`` above 0, ``scale * alpha * expm1(x * input_scale)`` at or below."""
+    x = converted(as_tensor(c.args[0]), FLOAT)
+    alpha, scale, input_scale = (
+        float(c.arg(k, name, 1.0)) for k, name in ((1, "alpha"), (2, "scale"), (3, "input_scale"))
+    )
+
+    def f(v: Expr) -> Expr:
+        neg = E.op(Op.MUL, E.const(scale * alpha), native("expm1", E.op(Op.MUL, v, E.const(input_scale))))
+        return E.op(Op.IF, E.op(Op.GT, v, E.const(0.0)), E.op(Op.MUL, E.const(scale), v), neg)
+
+    return unary(x, lambda e: c.block.share(e, f))
+
+
+def _isnan(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    if x.elem is not FLOAT:
+        return Tensor(x.shape, lambda idx: E.const(False), cheap=True, elem=BOOL)
+    return Tensor(x.shape, lambda idx: c.block.share(x.at(idx), lambda v: E.op(Op.NE, v, v)), cheap=False, elem=BOOL)
+
+
+def _isinf(c: Call) -> Tensor:
+    x = as_tensor(c.args[0])
+    if x.elem is not FLOAT:
+        return Tensor(x.shape, lambda idx: E.const(False), cheap=True, elem=BOOL)
+    return Tensor(x.shape, lambda idx: E.op(Op.EQ, E.op(Op.ABS, x.at(idx)), flit(float("inf"))), cheap=False, elem=BOOL)
+
+
+COMPOSITE_LOWERINGS: dict[str, Lowering] = {
+    "gru_cell.default": _gru_cell,
+    "any.default": _any_all(True),
+    "any.dim": _any_all(True),
+    "any.dims": _any_all(True),
+    "all.default": _any_all(False),
+    "all.dim": _any_all(False),
+    "all.dims": _any_all(False),
+    "linalg_vector_norm.default": _vector_norm,
+    "elu.default": _elu,
+    "isnan.default": _isnan,
+    "isinf.default": _isinf,
+}

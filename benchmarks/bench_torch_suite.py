@@ -136,6 +136,34 @@ def _relative(text: str) -> str:
     return text
 
 
+def two_decoder_layers() -> Layer:
+    """Two Llama decoder layers, one after the other: a function of about 250 core ATen ops."""
+    one = SUITE["Llama decoder layer"]
+
+    def build(size: str, g: torch.Generator) -> Any:
+        first, inputs = one.build(size, g)
+        second, _ = one.build(size, g)
+        return torch.nn.Sequential(first, second), inputs
+
+    return Layer("two Llama decoder layers", one.repo, one.path, one.symbol, one.license, build, one.package)
+
+
+def time_translation(repeats: int = 3) -> None:
+    """Print the time to translate :func:`two_decoder_layers` (torch imported already), checked and not."""
+    layer = two_decoder_layers()
+    fn, args = function(layer, "fast")
+    print(f"{layer.name}: {_ops(fn, args)} core ATen ops", flush=True)
+    for _ in range(repeats):
+        with contextlib.redirect_stdout(io.StringIO()):
+            start = time.perf_counter()
+            program = translate(fn, *args, name="layers", check=False)
+            unchecked = time.perf_counter() - start
+            start = time.perf_counter()
+            translate(fn, *args, name="layers")
+            checked = time.perf_counter() - start
+        print(f"  translated in {unchecked:.2f} s ({checked:.2f} s with the check), {program.node_count()} nodes")
+
+
 def _revision() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False)
     return out.stdout.strip()
@@ -176,7 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--realistic", action="store_true", help="translate at the realistic shapes too, checked compiled")
     p.add_argument("--doc", action="store_true", help="only rewrite docs/torch_suite.md's table from the results")
     p.add_argument("--only", nargs="*", default=None, help="these layers only (the results file is not written)")
+    p.add_argument("--time", action="store_true", help="only time the translation of two Llama decoder layers")
     args = p.parse_args(argv)
+    if args.time:
+        time_translation()
+        return 0
     if args.doc:
         write_doc([json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()])
         return 0

@@ -23,6 +23,7 @@ from frontends.tensor import (
     broadcasts,
     converted,
     filled,
+    flit,
     iadd,
     ic,
     idiv,
@@ -161,7 +162,7 @@ def _pow_scalar(c: Call) -> Tensor:
         return x
     if p == 2:
         return unary(x, lambda e: c.block.share(e, lambda v: E.op(Op.MUL, v, v)))
-    return unary(x, lambda e: E.op(Op.POW, e, E.const(float(p))))
+    return unary(x, lambda e: E.op(Op.POW, e, flit(p)))
 
 
 def compare(o: Op) -> Lowering:
@@ -386,7 +387,7 @@ def _dot(c: Call) -> Tensor:
 def _scaled(block: Block, x: Any, k: Any) -> Any:
     if k == 1:
         return x
-    return elementwise(block, as_tensor(x).shape, [x], lambda e: E.op(Op.MUL, E.const(float(k)), e))
+    return elementwise(block, as_tensor(x).shape, [x], lambda e: E.op(Op.MUL, flit(k), e))
 
 
 def _addmm(c: Call) -> Tensor:

@@ -97,7 +97,7 @@ def group_norm(c: Call) -> tuple[Tensor, Tensor, Tensor]:
     grouped = view(x, (n, groups, per * hw), _grouped_index(x.rank, per, hw, x.shape))
     var, mean = moments_over(c.block, grouped, [2], 0.0, False)
     rstd = c.block.materialise(
-        unary(var, lambda e: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, E.op(Op.ADD, e, E.const(eps))))), "rstd"
+        unary(var, lambda e: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, E.op(Op.ADD, e, flit(eps))))), "rstd"
     )
     mean = c.block.materialise(mean, "mean")
 
@@ -185,8 +185,8 @@ def _elu(c: Call) -> Tensor:
     )
 
     def f(v: Expr) -> Expr:
-        neg = E.op(Op.MUL, E.const(scale * alpha), native("expm1", E.op(Op.MUL, v, E.const(input_scale))))
-        return E.op(Op.IF, E.op(Op.GT, v, E.const(0.0)), E.op(Op.MUL, E.const(scale), v), neg)
+        neg = E.op(Op.MUL, flit(scale * alpha), native("expm1", E.op(Op.MUL, v, flit(input_scale))))
+        return E.op(Op.IF, E.op(Op.GT, v, E.const(0.0)), E.op(Op.MUL, flit(scale), v), neg)
 
     return unary(x, lambda e: c.block.share(e, f))
 

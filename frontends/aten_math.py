@@ -24,7 +24,7 @@ from frontends.aten import (
     sigmoid,
     unary,
 )
-from frontends.tensor import Index, Tensor, converted, iadd, ic, literal, view
+from frontends.tensor import Index, Tensor, converted, flit, iadd, ic, literal, view
 from knossos import expr as E
 from knossos.callee import Callee, edef_callee
 from knossos.cost import DEFAULT_EDEF_COST
@@ -76,11 +76,11 @@ def _softplus(c: Call) -> Tensor:
     beta, threshold = float(c.arg(1, "beta", 1.0)), float(c.arg(2, "threshold", 20.0))
 
     def f(v: Expr) -> Expr:
-        scaled = v if beta == 1.0 else E.op(Op.MUL, v, E.const(beta))
+        scaled = v if beta == 1.0 else E.op(Op.MUL, v, flit(beta))
         soft = native("log1p", E.op(Op.EXP, scaled))
         if beta != 1.0:
-            soft = E.op(Op.DIV, soft, E.const(beta))
-        return E.op(Op.IF, E.op(Op.GT, scaled, E.const(threshold)), v, soft)
+            soft = E.op(Op.DIV, soft, flit(beta))
+        return E.op(Op.IF, E.op(Op.GT, scaled, flit(threshold)), v, soft)
 
     return unary(x, lambda e: c.block.share(e, f))
 

@@ -16,7 +16,7 @@ from typing import Any
 from frontends.aten import Call, Unsupported, amax_over, as_tensor, dim_of, elementwise, moments, moments_over, unary
 from frontends.aten_composite import group_norm, lstm_cell
 from frontends.aten_index import nll_loss
-from frontends.tensor import Index, Tensor, iadd, ic, view
+from frontends.tensor import Index, Tensor, flit, iadd, ic, view
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -79,7 +79,7 @@ def _layer_norm(c: Call) -> Results:
     red = list(range(x.rank - len(normalized), x.rank))
     var, mean = moments_over(c.block, x, red, 0.0, True)
     rstd = c.block.materialise(
-        unary(var, lambda e: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, E.op(Op.ADD, e, E.const(eps))))), "rstd"
+        unary(var, lambda e: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, E.op(Op.ADD, e, flit(eps))))), "rstd"
     )
     out = elementwise(c.block, x.shape, [x, mean, rstd], lambda a, m, r: E.op(Op.MUL, E.op(Op.SUB, a, m), r))
     for param, o in ((weight, Op.MUL), (bias, Op.ADD)):
@@ -104,7 +104,7 @@ def _batch_norm_eval(c: Call) -> Results:
         return view(t, per_channel, lambda idx: (idx[0],))
 
     def normalise(a: Expr, m: Expr, v: Expr) -> Expr:
-        return E.op(Op.DIV, E.op(Op.SUB, a, m), E.op(Op.SQRT, E.op(Op.ADD, v, E.const(eps))))
+        return E.op(Op.DIV, E.op(Op.SUB, a, m), E.op(Op.SQRT, E.op(Op.ADD, v, flit(eps))))
 
     out = elementwise(c.block, x.shape, [x, channel(mean), channel(var)], normalise)
     for param, o in ((weight, Op.MUL), (bias, Op.ADD)):

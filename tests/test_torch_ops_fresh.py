@@ -131,6 +131,9 @@ CASES: dict[str, Case] = {
     "einsum trace": Case(lambda a: torch.einsum("ii->", a), [f(3, 3)]),
     "einsum outer": Case(lambda a, b: torch.einsum("i,j->ij", a, b), [f(3), f(4)]),
     "einsum sum": Case(lambda a: torch.einsum("ijk->j", a), [f(2, 3, 4)]),
+    # infinite numbers from torch's arguments are Floats of the program too (once an unlocated error)
+    "pow infinite exponent": Case(lambda x: (x.abs() + 0.5) ** float("inf"), [f(5)], grad=False),
+    "softplus infinite threshold": Case(lambda x: F.softplus(x, threshold=float("inf")), [f(5)]),
     "tuple result": Case(lambda x: (x.sum(), x * 2.0), [f(3)], grad=False),
     "float32 argument": Case(lambda x: torch.tanh(x).sum(1), [Arg((3, 4), dtype=torch.float32)], grad=False),
     "float32 cast": Case(lambda x: (x.float() * 2).softmax(-1).type_as(x), [f(3, 4)], tolerance=FLOAT32_TOLERANCE),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import keyword
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -596,6 +597,12 @@ def available(layer: Layer) -> bool:
     return True
 
 
+def _identifier(name: str) -> str:
+    """A parameter's name as a Python identifier: ``0.weight`` is ``p0_weight``."""
+    out = name.replace(".", "_")
+    return out if out.isidentifier() and not keyword.iskeyword(out) else f"p{out}"
+
+
 def function(layer: Layer, size: str = "fast", seed: int = 0) -> tuple[Callable[..., Any], tuple[torch.Tensor, ...]]:
     """``layer`` built at ``size`` as a plain function of its parameters then its inputs, and
     arguments for it: ``fn(*args)`` is what the module computes."""
@@ -606,7 +613,7 @@ def function(layer: Layer, size: str = "fast", seed: int = 0) -> tuple[Callable[
     module = built
     names = [n for n, _ in module.named_parameters()]
     values = tuple(p.detach().clone() for _, p in module.named_parameters())
-    arg_names = [n.replace(".", "_") for n in names] + [f"input{k}" for k in range(len(inputs))]
+    arg_names = [_identifier(n) for n in names] + [f"input{k}" for k in range(len(inputs))]
 
     def fn(*args: torch.Tensor) -> Any:
         params = dict(zip(names, args[: len(names)], strict=True))

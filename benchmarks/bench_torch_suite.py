@@ -27,7 +27,7 @@ import torch
 from app.torch_import import compiled
 from autodiff import grad_program
 from frontends.check import disagreement, fresh_inputs
-from frontends.dispatch import trace
+from frontends.dispatch import results, trace
 from frontends.torch import translate
 from knossos.errors import KsError
 from knossos.interpreter import call_def
@@ -64,7 +64,7 @@ def gradient_problem(program: Any, name: str, fn: Any, args: tuple[torch.Tensor,
         leaves = [x.clone().requires_grad_() if w else x.clone() for x, w in zip(xs, wanted, strict=True)]
         try:
             out = fn(*leaves)
-            outs = list(out) if isinstance(out, tuple) else [out]
+            outs = results(out)
             g = torch.Generator().manual_seed(7)
             drs = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs]
             wants = torch.autograd.grad(outs, [x for x in leaves if x.requires_grad], drs, allow_unused=True)
@@ -73,7 +73,7 @@ def gradient_problem(program: Any, name: str, fn: Any, args: tuple[torch.Tensor,
             if "is not differentiable with respect to argument" not in str(err) or not any(wanted):
                 raise
             wanted[max(k for k, w in enumerate(wanted) if w)] = False
-    dr: Any = tuple(_arg(d) for d in drs) if isinstance(out, tuple) else _arg(drs[0])
+    dr: Any = tuple(_arg(d) for d in drs) if isinstance(out, list | tuple) else _arg(drs[0])
     got = call_def(rev, *(_arg(x.detach()) for x in leaves), dr)
     gots = list(got) if len(leaves) > 1 else [got]
     gots = [gx for gx, x in zip(gots, leaves, strict=True) if x.requires_grad]

@@ -5,6 +5,7 @@ kept whole rather than decomposed (``native_group_norm``, ``any``/``all``, ``lin
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from frontends.aten import (
@@ -17,13 +18,15 @@ from frontends.aten import (
     elementwise,
     matmul,
     moments_over,
+    nan_max,
+    nan_min,
     reduced_dims,
     sigmoid,
     sum_over,
     unary,
 )
 from frontends.aten_math import native
-from frontends.tensor import Block, Index, Tensor, converted, flit, ic, view
+from frontends.tensor import Block, Index, Tensor, converted, flit, iadd, ic, imod, imul, in_range, literal, view
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -141,6 +144,34 @@ def _grouped_index(rank: int, per: int, hw: int, shape: tuple[int, ...]) -> Any:
     return in_index
 
 
+def batch_norm_batch_stats(c: Call) -> tuple[Tensor, Tensor, Tensor]:
+    """``_native_batch_norm_legit.no_stats(x, weight, bias, training, momentum, eps)``: each
+    channel (dimension 1) normalised by its mean and ``rsqrt(var + eps)`` over the other
+    dimensions (no correction) of this batch, as ``F.instance_norm`` and a batch norm without
+    running statistics compute; the mean and rstd per channel kept."""
+    x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+    weight, bias, eps = c.args[1], c.args[2], float(c.args[5])
+    if x.rank < 2:
+        raise Unsupported(f"an input of rank {x.rank} (expected batch and channels)")
+    red = [d for d in range(x.rank) if d != 1]
+    var, mean = moments_over(c.block, x, red, 0.0, True)
+    rstd = c.block.materialise(
+        unary(var, lambda e: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, E.op(Op.ADD, e, flit(eps))))), "rstd"
+    )
+    out = elementwise(c.block, x.shape, [x, mean, rstd], lambda a, m, r: E.op(Op.MUL, E.op(Op.SUB, a, m), r))
+    per_channel = (x.shape[1],) + (1,) * (x.rank - 2)
+    for param, o in ((weight, Op.MUL), (bias, Op.ADD)):
+        if param is not None:
+            p = view(as_tensor(param), per_channel, lambda idx: (idx[0],))
+            out = elementwise(c.block, x.shape, [out, p], lambda a, q, o=o: E.op(o, a, q))
+    flat = (x.shape[1],)
+    return (
+        out,
+        view(mean, flat, lambda idx: (ic(0), idx[0], *(ic(0),) * (x.rank - 2))),
+        view(rstd, flat, lambda idx: (ic(0), idx[0], *(ic(0),) * (x.rank - 2))),
+    )
+
+
 def _any_all(is_any: bool) -> Lowering:
     """``any``/``all`` (over dimensions or all): the count of Trues, compared with 0 or the count."""
 
@@ -205,7 +236,148 @@ def _isinf(c: Call) -> Tensor:
     return Tensor(x.shape, lambda idx: E.op(Op.EQ, E.op(Op.ABS, x.at(idx)), flit(float("inf"))), cheap=False, elem=BOOL)
 
 
+def _pad(c: Call) -> Tensor:
+    """``constant_pad_nd(x, pad, value)``: ``pad`` gives (before, after) for the last dimensions,
+    last first; a negative pad crops."""
+    x = c.block.cheap(as_tensor(c.args[0]))
+    pad = [int(v) for v in c.arg(1, "pad")]
+    value = c.arg(2, "value", 0)
+    before = [0] * x.rank
+    padded = [False] * x.rank
+    for k in range(len(pad) // 2):
+        before[x.rank - 1 - k] = pad[2 * k]
+        padded[x.rank - 1 - k] = pad[2 * k] > 0 or pad[2 * k + 1] > 0
+
+    def at(idx: Index) -> Expr:
+        src = tuple(iadd(i, ic(-b)) for i, b in zip(idx, before, strict=True))
+        guards = [
+            g for q, n, p in zip(src, x.shape, padded, strict=True) if p for g in [in_range(q, n)] if g is not None
+        ]
+        if not guards:
+            return x.at(src)
+        cond = guards[0]
+        for g in guards[1:]:
+            cond = E.op(Op.AND, cond, g)
+        return E.op(Op.IF, cond, x.at(src), literal(value, x.elem))
+
+    return Tensor(c.shape, at, cheap=False, elem=x.elem)
+
+
+def _repeat(c: Call) -> Tensor:
+    """``x.repeat(r0, ..., rk)``: the index modulo each dimension of ``x`` (leading new dimensions
+    dropped)."""
+    x = as_tensor(c.args[0])
+    lead = len(c.shape) - x.rank
+
+    def in_index(idx: Index) -> Index:
+        return tuple(imod(i, n) for i, n in zip(idx[lead:], x.shape, strict=True))
+
+    return view(x if all(r == 1 for r in c.args[1]) else c.block.cheap(x), c.shape, in_index)
+
+
+def _clamp_tensor(c: Call) -> Tensor:
+    """``clamp`` with tensor bounds: ``min(max(x, lo), hi)``, NaN where any is (as torch)."""
+    x, lo, hi = c.args[0], c.arg(1, "min"), c.arg(2, "max")
+    out = as_tensor(x)
+    if lo is not None:
+        out = elementwise(c.block, c.shape, [out, lo], lambda a, b: nan_max(c.block, a, b), c.elem, c.elem)
+    if hi is not None:
+        out = elementwise(c.block, c.shape, [out, hi], lambda a, b: nan_min(c.block, a, b), c.elem, c.elem)
+    return out
+
+
+def _window(c: Call) -> tuple[list[int], list[int], list[int]]:
+    """The kernel, stride (the kernel's if empty) and padding of a 2-d pooling."""
+
+    def two(v: Any) -> list[int]:
+        out = [int(k) for k in (v if isinstance(v, list | tuple) else [v])]
+        return out * 2 if len(out) == 1 else out
+
+    kernel = two(c.args[1])
+    return kernel, two(c.arg(2, "stride") or kernel), two(c.arg(3, "padding", 0))
+
+
+def _pool_leaves(
+    c: Call,
+    x: Tensor,
+    idx: Index,
+    kernel: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    fill: Expr,
+    ceil: bool,
+) -> list[Expr]:
+    """The elements of the window at ``idx`` (``fill`` outside ``x``)."""
+    spatial = len(kernel)
+    lead = idx[: x.rank - spatial]
+    leaves = []
+    for ks in itertools.product(*(range(k) for k in kernel)):
+        pos = [
+            iadd(iadd(imul(o, s), ic(k * d)), ic(-p))
+            for o, s, k, d, p in zip(idx[x.rank - spatial :], stride, ks, dilation, padding, strict=True)
+        ]
+        guards = [
+            g for q, n in zip(pos, x.shape[x.rank - spatial :], strict=True) for g in [in_range(q, n)] if g is not None
+        ]
+        value = x.at((*lead, *pos))
+        if guards:
+            cond = guards[0]
+            for g in guards[1:]:
+                cond = E.op(Op.AND, cond, g)
+            value = E.op(Op.IF, cond, value, fill)
+        leaves.append(value)
+    return leaves
+
+
+def max_pool(c: Call) -> tuple[Tensor, None]:
+    """``max_pool2d_with_indices``: the largest element of each window (padding is -inf), a tree of
+    NaN-propagating ``max``; the indices have no lowering."""
+    x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+    kernel, stride, padding = _window(c)
+    dilation = [int(v) for v in c.arg(4, "dilation", [1])]
+    dilation = dilation * 2 if len(dilation) == 1 else dilation
+    ceil = bool(c.arg(5, "ceil_mode", False))
+
+    def at(idx: Index) -> Expr:
+        leaves = _pool_leaves(c, x, idx, kernel, stride, padding, dilation, flit(float("-inf")), ceil)
+        while len(leaves) > 1:
+            pairs = [nan_max(c.block, leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
+            leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
+        return leaves[0]
+
+    return Tensor(c.shape, at, cheap=False), None
+
+
+def _avg_pool(c: Call) -> Tensor:
+    """``avg_pool2d`` with ``count_include_pad`` (the default): each window's sum over its size."""
+    x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+    kernel, stride, padding = _window(c)
+    ceil_mode, include_pad, divisor = (
+        c.arg(4, "ceil_mode", False),
+        c.arg(5, "count_include_pad", True),
+        c.arg(6, "divisor_override"),
+    )
+    if ceil_mode or not include_pad:
+        raise Unsupported("ceil_mode or count_include_pad=False")
+    n = float(divisor or kernel[0] * kernel[1])
+
+    def at(idx: Index) -> Expr:
+        leaves = _pool_leaves(c, x, idx, kernel, stride, padding, [1, 1], E.const(0.0), False)
+        total = leaves[0]
+        for leaf in leaves[1:]:
+            total = E.op(Op.ADD, total, leaf)
+        return E.op(Op.DIV, total, E.const(n))
+
+    return Tensor(c.shape, at, cheap=False)
+
+
 COMPOSITE_LOWERINGS: dict[str, Lowering] = {
+    "constant_pad_nd.default": _pad,
+    "repeat.default": _repeat,
+    "clamp.Tensor": _clamp_tensor,
+    "clamp_min.Tensor": lambda c: _clamp_tensor(Call(c.block, (c.args[0], c.args[1], None), {}, c.shape, c.elem)),
+    "avg_pool2d.default": _avg_pool,
     "gru_cell.default": _gru_cell,
     "any.default": _any_all(True),
     "any.dim": _any_all(True),

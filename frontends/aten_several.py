@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from frontends.aten import Call, Unsupported, amax_over, as_tensor, dim_of, elementwise, moments, moments_over, unary
-from frontends.aten_composite import group_norm, lstm_cell
+from frontends.aten_composite import batch_norm_batch_stats, group_norm, lstm_cell, max_pool
 from frontends.aten_index import nll_loss
 from frontends.tensor import Index, Tensor, flit, iadd, ic, view
 from knossos import expr as E
@@ -124,4 +124,6 @@ SEVERAL: dict[str, SeveralLowering] = {
     "nll_loss_forward.default": nll_loss,
     "lstm_cell.default": lstm_cell,
     "native_group_norm.default": group_norm,
+    "max_pool2d_with_indices.default": max_pool,
+    "_native_batch_norm_legit.no_stats": batch_norm_batch_stats,
 }

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from frontends.dispatch import results
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.expr import Expr
 from knossos.interpreter import Interpreter
@@ -182,7 +183,7 @@ def _run_torch(
         raise error(
             f"the function failed on other inputs of the same shapes: {type(err).__name__}: {_first(err)}", _stack(err)
         ) from None
-    items = list(out) if isinstance(out, list | tuple) else [out]
+    items = results(out)
     return [t.detach().to(torch.float64).numpy() for t in items]
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import operator
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -44,6 +44,9 @@ VALUE_READS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "equal"})
 
 #: Tensor methods that hand a tensor's values to numpy or Python, where the tracer cannot follow them.
 VALUE_EXPORTS = frozenset({"numpy", "tolist", "__array__", "__dlpack__"})
+#: In-place ops that change only the tensor's view of its memory (its shape and strides), not the
+#: memory: no other tensor sees them.
+METADATA_IN_PLACE = frozenset({"transpose_", "t_", "squeeze_", "unsqueeze_", "swapdims_", "swapaxes_"})
 #: The key of ``node.meta`` that says a node's value is computed from the function's arguments.
 FROM_INPUTS = "from_inputs"
 
@@ -168,7 +171,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         later is the error (a view that shares no element, another piece of a split, is fine)."""
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         outplace = getattr(torch.ops.aten, name.removesuffix("_"), None) if name.endswith("_") else None
-        overload = getattr(outplace, func._overloadname, None) if outplace is not None else None
+        overload = _same_overload(outplace, func) if outplace is not None else None
         message = f"an in-place op {func} on a tensor that other tensors share: write it out of place"
         if target is None or overload is None or kwargs.get("out") is not None:
             raise TraceError(message, _stack())
@@ -177,6 +180,8 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         func(*args, **kwargs)  # the real tensor changes too: later ops compute on its new value
         self.nodes[id(target)] = self.node_of(result)
         self.alive.append(target)
+        if name in METADATA_IN_PLACE:
+            return target
         stack = _stack()
         for u in self.alive:
             if u is not target and id(u) not in self.stale and _overlap(u, target):
@@ -211,6 +216,20 @@ class _Exports(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def _same_overload(packet: Any, func: Any) -> Any:
+    """The overload of the out-of-place ``packet`` with the in-place ``func``'s overload name, or
+    else with its arguments (``transpose_.default`` is ``transpose.int``)."""
+    found = getattr(packet, func._overloadname, None)
+    if found is not None:
+        return found
+    want = [a.name for a in func._schema.arguments]
+    for name in packet.overloads():
+        overload = getattr(packet, name)
+        if [a.name for a in overload._schema.arguments] == want:
+            return overload
+    return None
+
+
 def _elements(t: torch.Tensor) -> torch.Tensor:
     """The storage offsets of ``t``'s elements."""
     offsets = torch.tensor([t.storage_offset()], dtype=torch.int64)
@@ -243,8 +262,12 @@ def _stack() -> str:
     return "".join(traceback.format_stack()[:-2])
 
 
-def _outputs(out: Any) -> Iterator[Any]:
-    yield from (out if isinstance(out, list | tuple) else [out])
+def results(out: Any) -> list[Any]:
+    """A function's results, flattened: a tensor, or the tensors of a tuple or list, nested ones
+    (``nn.LSTM``'s ``(output, (h, c))``) in order."""
+    if not isinstance(out, list | tuple):
+        return [out]
+    return [leaf for item in out for leaf in results(item)]
 
 
 def trace(
@@ -259,11 +282,11 @@ def trace(
         recorder.input(a)
     with torch.no_grad(), _Exports(recorder), recorder:
         out = fn(*inputs)
-    results = []
-    for item in _outputs(out):
+    found = []
+    for item in results(out):
         if not isinstance(item, torch.Tensor):
             raise KsUsageError(f"the function returns a {type(item).__name__}; return tensors")
-        results.append(recorder.node_of(item))
-    recorder.graph.output(results[0] if not isinstance(out, list | tuple) else tuple(results))
+        found.append(recorder.node_of(item))
+    recorder.graph.output(found[0] if not isinstance(out, list | tuple) else tuple(found))
     recorder.graph.eliminate_dead_code()
     return recorder.graph, recorder.inputs, recorder.constants

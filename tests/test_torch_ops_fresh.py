@@ -23,6 +23,7 @@ F = torch.nn.functional
 
 from autodiff import grad_program  # noqa: E402
 from frontends.check import FLOAT32_TOLERANCE, TOLERANCE, disagreement  # noqa: E402
+from frontends.dispatch import results  # noqa: E402
 from frontends.torch import translate  # noqa: E402
 from knossos.interpreter import call_def  # noqa: E402
 from knossos.parser import parse_program  # noqa: E402
@@ -134,6 +135,19 @@ CASES: dict[str, Case] = {
     # infinite numbers from torch's arguments are Floats of the program too (once an unlocated error)
     "pow infinite exponent": Case(lambda x: (x.abs() + 0.5) ** float("inf"), [f(5)], grad=False),
     "softplus infinite threshold": Case(lambda x: F.softplus(x, threshold=float("inf")), [f(5)]),
+    "pad": Case(lambda x: F.pad(x, (1, 2, -1, 1), value=-1.5), [f(2, 3, 4)]),
+    "repeat": Case(lambda x: x.repeat(2, 1, 3), [f(3, 2)]),
+    "max_pool2d": Case(lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True), [f(1, 2, 6, 6)]),
+    "max_pool1d": Case(lambda x: F.max_pool1d(x, 2), [f(2, 3, 6)]),
+    "avg_pool2d": Case(lambda x: F.avg_pool2d(x, 2, padding=1), [f(1, 2, 5, 5)]),
+    "instance_norm": Case(lambda x, w, b: F.instance_norm(x, weight=w, bias=b), [f(2, 3, 5), f(3), f(3)], edges=()),
+    "batch_norm training": Case(lambda x: F.batch_norm(x, None, None, training=True), [f(4, 3, 2)], edges=()),
+    "clamp tensor bounds": Case(lambda x, lo: torch.clamp(x, min=lo, max=lo + 1.0), [f(5), f(5)], grad=False),
+    "transpose_ in place": Case(lambda x: (x * 2.0).t_().exp(), [f(2, 3)]),
+    "gru_cell in place": Case(
+        lambda x, h, wi, wh: torch.gru_cell(x, h, wi, wh), [f(3, 4), f(3, 5), f(15, 4), f(15, 5)], edges=()
+    ),
+    "nested results": Case(lambda x: (x.sum(0), (x * 2.0, x.exp())), [f(2, 3)], grad=False),
     "tuple result": Case(lambda x: (x.sum(), x * 2.0), [f(3)], grad=False),
     "float32 argument": Case(lambda x: torch.tanh(x).sum(1), [Arg((3, 4), dtype=torch.float32)], grad=False),
     "float32 cast": Case(lambda x: (x.float() * 2).softmax(-1).type_as(x), [f(3, 4)], tolerance=FLOAT32_TOLERANCE),
@@ -171,7 +185,7 @@ def _numpy(x: Any) -> Any:
 
 def _forward_agrees(d: Any, fn: Callable[..., Any], xs: list[Any], tolerance: float) -> None:
     want = fn(*(x.clone() for x in xs))
-    wants = list(want) if isinstance(want, tuple) else [want]
+    wants = results(want)  # a nested tuple's tensors, flattened as the translation returns them
     got = call_def(d, *(_numpy(x) for x in xs))
     gots = list(got) if isinstance(want, tuple) else [got]
     for g, w in zip(gots, wants, strict=True):

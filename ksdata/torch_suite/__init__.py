@@ -368,6 +368,143 @@ def _torch_layers() -> list[Layer]:
                 lambda s, g: (_x(s, g, (4, 6), (64, 1024)), (_x(s, g, (4, 6), (64, 1024)) > 0).to(D)),
             ),
         ),
+        Layer("LSTM", _NN, "torch/nn/modules/rnn.py", "LSTM", _BSD, _module(_rnn(nn.LSTM), _sequence)),
+        Layer("GRU", _NN, "torch/nn/modules/rnn.py", "GRU", _BSD, _module(_rnn(nn.GRU), _sequence)),
+        Layer("RNN", _NN, "torch/nn/modules/rnn.py", "RNN", _BSD, _module(_rnn(nn.RNN), _sequence)),
+        Layer(
+            "TransformerDecoderLayer",
+            _NN,
+            "torch/nn/modules/transformer.py",
+            "TransformerDecoderLayer",
+            _BSD,
+            _module(
+                lambda s: nn.TransformerDecoderLayer(
+                    _pick(s, C, 256), 2, _pick(s, 16, 1024), dropout=0.0, batch_first=True
+                ),
+                lambda s, g: (_x(s, g, (2, 3, C), (16, 64, 256)), _x(s, g, (2, 4, C), (16, 64, 256))),
+            ),
+        ),
+        Layer(
+            "Embedding",
+            _NN,
+            "torch/nn/modules/sparse.py",
+            "Embedding",
+            _BSD,
+            _module(
+                lambda s: nn.Embedding(_pick(s, 10, 50304), _pick(s, 4, 256)),
+                lambda s, g: (torch.randint(0, _pick(s, 10, 50304), _pick(s, (2, 3), (8, 256)), generator=g),),
+            ),
+        ),
+        Layer(
+            "InstanceNorm1d",
+            _NN,
+            "torch/nn/modules/instancenorm.py",
+            "InstanceNorm1d",
+            _BSD,
+            _module(
+                lambda s: nn.InstanceNorm1d(_pick(s, 3, 64), affine=True),
+                lambda s, g: (_x(s, g, (2, 3, 6), (16, 64, 256)),),
+            ),
+        ),
+        Layer(
+            "LocalResponseNorm",
+            _NN,
+            "torch/nn/modules/normalization.py",
+            "LocalResponseNorm",
+            _BSD,
+            _module(lambda s: nn.LocalResponseNorm(2), lambda s, g: (_x(s, g, (2, 3, 6), (16, 64, 256)),)),
+        ),
+        Layer(
+            "MaxPool2d",
+            _NN,
+            "torch/nn/modules/pooling.py",
+            "MaxPool2d",
+            _BSD,
+            _module(lambda s: nn.MaxPool2d(3, 2, padding=1), lambda s, g: (_x(s, g, (2, 2, 7, 7), (8, 64, 56, 56)),)),
+        ),
+        Layer(
+            "AvgPool2d",
+            _NN,
+            "torch/nn/modules/pooling.py",
+            "AvgPool2d",
+            _BSD,
+            _module(lambda s: nn.AvgPool2d(2), lambda s, g: (_x(s, g, (2, 2, 6, 6), (8, 64, 56, 56)),)),
+        ),
+        Layer(
+            "GLU",
+            _NN,
+            "torch/nn/modules/activation.py",
+            "GLU",
+            _BSD,
+            _module(lambda s: nn.GLU(), lambda s, g: (_x(s, g, (4, 8), (64, 2048)),)),
+        ),
+        Layer(
+            "CosineSimilarity",
+            _NN,
+            "torch/nn/modules/distance.py",
+            "CosineSimilarity",
+            _BSD,
+            _module(lambda s: nn.CosineSimilarity(), lambda s, g: _pair(s, g)),
+        ),
+        Layer(
+            "MultiMarginLoss",
+            _NN,
+            _LOSS,
+            "MultiMarginLoss",
+            _BSD,
+            _loss(
+                nn.MultiMarginLoss,
+                lambda s, g: (_x(s, g, (6, 5), (512, 1000)), _targets(s, g, _pick(s, 6, 512), _pick(s, 5, 1000))),
+            ),
+        ),
+        # refused: a transposed convolution, torch's CTC and bilinear kernels, nearest upsampling's
+        # float-to-integer index (no lowering; see docs/torch_suite.md)
+        Layer(
+            "ConvTranspose1d",
+            _NN,
+            "torch/nn/modules/conv.py",
+            "ConvTranspose1d",
+            _BSD,
+            _module(
+                lambda s: nn.ConvTranspose1d(_pick(s, 2, 64), _pick(s, 3, 64), 3),
+                lambda s, g: (_x(s, g, (2, 2, 5), (16, 64, 256)),),
+            ),
+        ),
+        Layer(
+            "CTCLoss",
+            _NN,
+            _LOSS,
+            "CTCLoss",
+            _BSD,
+            _loss(
+                nn.CTCLoss,
+                lambda s, g: (
+                    F.log_softmax(_x(s, g, (6, 2, 5), (50, 16, 20)), -1),
+                    torch.randint(1, _pick(s, 5, 20), (_pick(s, 2, 16), _pick(s, 3, 30)), generator=g),
+                    torch.full((_pick(s, 2, 16),), _pick(s, 6, 50)),
+                    torch.full((_pick(s, 2, 16),), _pick(s, 3, 30)),
+                ),
+            ),
+        ),
+        Layer(
+            "Bilinear",
+            _NN,
+            "torch/nn/modules/linear.py",
+            "Bilinear",
+            _BSD,
+            _module(
+                lambda s: nn.Bilinear(_pick(s, 3, 64), _pick(s, 4, 64), _pick(s, 5, 64)),
+                lambda s, g: (_x(s, g, (2, 3), (64, 64)), _x(s, g, (2, 4), (64, 64))),
+            ),
+        ),
+        Layer(
+            "Upsample (nearest)",
+            _NN,
+            "torch/nn/modules/upsampling.py",
+            "Upsample",
+            _BSD,
+            _module(lambda s: nn.Upsample(scale_factor=2), lambda s, g: (_x(s, g, (1, 2, 3), (16, 64, 256)),)),
+        ),
         Layer(
             "GMM log-likelihood (MixtureSameFamily)",
             _NN,
@@ -386,6 +523,14 @@ def _torch_layers() -> list[Layer]:
         ),
     ]
     return out
+
+
+def _rnn(kind: type[nn.Module]) -> Callable[[str], nn.Module]:
+    return lambda s: kind(_pick(s, 4, 256), _pick(s, 5, 256), batch_first=True)
+
+
+def _sequence(size: str, g: torch.Generator) -> tuple[torch.Tensor]:
+    return (_x(size, g, (2, 3, 4), (16, 32, 256)),)
 
 
 class _LSTMCell(nn.LSTMCell):

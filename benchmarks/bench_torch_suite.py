@@ -190,9 +190,11 @@ def write_doc(rows: list[dict[str, Any]]) -> None:
             if "realistic_s" in r:
                 real += f" ({r['realistic_s']:.1f} s)"
         else:
-            what = "refused: " + r["message"].split("error: ", 1)[-1].replace("|", "\\|")
+            what = "refused: `" + r["message"].replace("`", "'") + "`"
             t, grad, real = f"{r['translate_s']:.2f} s", "", ""
-        lines.append(f"| {r['name']} | {where} | {r['aten_ops']} | {what} | {t} | {grad.replace('|', '/')} | {real} |")
+        ops = "-" if r["aten_ops"] is None else str(r["aten_ops"])
+        cells = [r["name"], where, ops, what, t, grad, real]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     text = DOC.read_text()
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)

@@ -13,13 +13,26 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from frontends.aten import Call, Unsupported, amax_over, as_tensor, dim_of, elementwise, moments, moments_over, unary
+from frontends.aten import (
+    MAX_UNROLLED,
+    Call,
+    Lowering,
+    Unsupported,
+    amax_over,
+    as_tensor,
+    dim_of,
+    elementwise,
+    moments,
+    moments_over,
+    unary,
+)
 from frontends.aten_composite import batch_norm_batch_stats, group_norm, lstm_cell, max_pool
 from frontends.aten_index import nll_loss
-from frontends.tensor import Index, Tensor, flit, iadd, ic, view
+from frontends.tensor import Block, Index, Tensor, converted, flit, iadd, ic, view
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
+from knossos.types import FLOAT, INTEGER
 
 Results = Sequence[Tensor | None]
 SeveralLowering = Callable[[Call], Results]
@@ -57,16 +70,69 @@ def _split_with_sizes(c: Call) -> Results:
 
 
 def _extremum(largest: bool) -> SeveralLowering:
-    """``max.dim``/``min.dim``: the values (``amax``; ``min`` as ``-amax(-x)``); no indices."""
+    """``max.dim``/``min.dim``: the values (``amax``; ``min`` as ``-amax(-x)``) and their indices
+    (:func:`arg_extreme`)."""
 
     def lower(c: Call) -> Results:
-        x = as_tensor(c.args[0])
-        red, keepdim = [dim_of(int(c.args[1]), x.rank)], bool(c.arg(2, "keepdim", False))
-        if largest:
-            return (amax_over(c.block, x, red, keepdim, c.shape), None)
-        negated = c.block.materialise(unary(x, lambda e: E.op(Op.NEG, e)), "neg")
-        top = amax_over(c.block, negated, red, keepdim, c.shape)
-        return (unary(top, lambda e: E.op(Op.NEG, e)), None)
+        x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+        d, keepdim = dim_of(int(c.args[1]), x.rank), bool(c.arg(2, "keepdim", False))
+        values = c.block.materialise(extreme(c.block, x, d, keepdim, c.shape, largest), "extreme")
+        return (values, arg_extreme(c.block, x, d, keepdim, values))
+
+    return lower
+
+
+def extreme(block: Block, x: Tensor, d: int, keepdim: bool, shape: tuple[int, ...], largest: bool) -> Tensor:
+    if largest:
+        return amax_over(block, x, [d], keepdim, shape)
+    negated = block.materialise(unary(x, lambda e: E.op(Op.NEG, e)), "neg")
+    return unary(amax_over(block, negated, [d], keepdim, shape), lambda e: E.op(Op.NEG, e))
+
+
+def arg_extreme(block: Block, x: Tensor, d: int, keepdim: bool, values: Tensor) -> Tensor:
+    """The first index along ``d`` where ``x`` is its extreme ``values`` (a NaN's, where the extreme is
+    NaN, as torch): a balanced tree of Integer ``min`` over the matching indices."""
+    n = x.shape[d]
+
+    def at(idx: Index) -> Expr:
+        inner = list(idx[:d]) + list(idx[d + 1 :] if keepdim else idx[d:])  # x's index but dimension d
+        m = values.at(idx)
+
+        def leaf(k: int, v: Expr) -> Expr:
+            xk = x.at((*inner[:d], ic(k), *inner[d:]))
+            same = E.op(Op.OR, E.op(Op.EQ, xk, v), E.op(Op.AND, E.op(Op.NE, v, v), E.op(Op.NE, xk, xk)))
+            return E.op(Op.IF, same, ic(k), ic(n))
+
+        def tree(v: Expr) -> Expr:
+            leaves = [leaf(k, v) for k in range(n)]
+            while len(leaves) > 1:
+                pairs = [_imin(block, leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
+                leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
+            return leaves[0]
+
+        return block.share(m, tree)
+
+    if n > MAX_UNROLLED:
+        raise Unsupported(f"an argmax over {n} elements (at most {MAX_UNROLLED})")
+    return Tensor(values.shape, at, cheap=False, elem=INTEGER)
+
+
+def _imin(block: Block, a: Expr, b: Expr) -> Expr:
+    """The smaller of two Integers (the earlier index)."""
+    return block.share(a, lambda u: block.share(b, lambda w: E.op(Op.IF, E.op(Op.LTE, u, w), u, w)))
+
+
+def _argmax(largest: bool) -> Lowering:
+    """``argmax``/``argmin`` along a dimension (over all elements: refused)."""
+
+    def lower(c: Call) -> Tensor:
+        x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+        dim = c.arg(1, "dim")
+        if dim is None:
+            raise Unsupported("an argmax over all elements (give a dimension)")
+        d, keepdim = dim_of(int(dim), x.rank), bool(c.arg(2, "keepdim", False))
+        values = c.block.materialise(extreme(c.block, x, d, keepdim, c.shape, largest), "extreme")
+        return arg_extreme(c.block, x, d, keepdim, values)
 
     return lower
 
@@ -112,6 +178,9 @@ def _batch_norm_eval(c: Call) -> Results:
             out = elementwise(c.block, x.shape, [out, channel(param)], lambda a, p, o=o: E.op(o, a, p))
     return (out, None, None)
 
+
+#: Ops with one result lowered here (beside the several results they share code with).
+ARG_LOWERINGS: dict[str, Lowering] = {"argmax.default": _argmax(largest=True), "argmin.default": _argmax(largest=False)}
 
 SEVERAL: dict[str, SeveralLowering] = {
     "split.Tensor": _split,

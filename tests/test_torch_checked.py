@@ -141,7 +141,7 @@ REFUSED = {
     "topk": (lambda x: torch.topk(x, 2).values, "aten.topk.default"),
     "cummax": (lambda x: torch.cummax(x, 1).values, "aten.cummax.default"),
     "kthvalue": (lambda x: torch.kthvalue(x, 2).values, "aten.kthvalue.default"),
-    "max indices": (lambda x: torch.max(x, 0).indices * 1.0, "aten.max.dim gives a torch.int64 tensor"),
+    "argmax of all": (lambda x: torch.argmax(x) * 1.0, "aten.argmax.default with an argmax over all elements"),
 }
 
 

@@ -148,6 +148,10 @@ CASES: dict[str, Case] = {
         lambda x, h, wi, wh: torch.gru_cell(x, h, wi, wh), [f(3, 4), f(3, 5), f(15, 4), f(15, 5)], edges=()
     ),
     "nested results": Case(lambda x: (x.sum(0), (x * 2.0, x.exp())), [f(2, 3)], grad=False),
+    # the first index of the extreme (ties: -0.0 and 0.0 among the edges; a NaN's index where there is one)
+    "max dim indices": Case(lambda x: torch.max(x, 1), [f(3, 4)], grad=False),
+    "argmax": Case(lambda x: x.argmax(-1), [f(3, 4)], grad=False),
+    "argmin keepdim": Case(lambda x: x.argmin(0, keepdim=True), [f(3, 4)], edges=(-0.0, 0.0, 1.0), grad=False),
     "tuple result": Case(lambda x: (x.sum(), x * 2.0), [f(3)], grad=False),
     "float32 argument": Case(lambda x: torch.tanh(x).sum(1), [Arg((3, 4), dtype=torch.float32)], grad=False),
     "float32 cast": Case(lambda x: (x.float() * 2).softmax(-1).type_as(x), [f(3, 4)], tolerance=FLOAT32_TOLERANCE),

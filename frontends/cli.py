@@ -20,12 +20,14 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from frontends.check import Compiler
 from knossos.cli import ArgumentParser, check_output, write_output
 from knossos.errors import KsError, KsUsageError, one_line
 from knossos.printer import format_program
+
+if TYPE_CHECKING:  # frontends.check imports torch, which only this command needs
+    from frontends.check import Compiler
 
 _SHAPE = re.compile(
     r"\A\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\(\)|[0-9]+(?:\s*x\s*[0-9]+)*|)\s*"

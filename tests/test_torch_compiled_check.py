@@ -66,3 +66,14 @@ def test_knossos_import_checks_big_translations_compiled(tmp_path: Path, capsys:
     out, err = capsys.readouterr()
     assert code == 0 and out.startswith("; knossos import m.py")
     assert err.count("\n") == 1 and PROGRESS in err
+
+
+def test_the_knossos_command_line_does_not_import_torch() -> None:
+    """The import command is registered through app.torch_import, which must stay light: torch is
+    imported only when the command runs."""
+    import subprocess
+    import sys
+
+    code = "import sys; from knossos.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

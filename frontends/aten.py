@@ -83,8 +83,8 @@ def dim_of(d: int, rank: int) -> int:
 
 
 # -- element-wise ------------------------------------------------------------------------------------
-def unary(x: Tensor, f: Callable[[Expr], Expr]) -> Tensor:
-    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False)
+def unary(x: Tensor, f: Callable[[Expr], Expr], elem: Type = FLOAT) -> Tensor:
+    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False, elem=elem)
 
 
 def elementwise(
@@ -147,7 +147,24 @@ def _binary(o: Op) -> Lowering:
 
 
 def _unary(f: Callable[[Expr], Expr]) -> Lowering:
-    return lambda c: unary(_float(as_tensor(c.args[0])), f)
+    """An op of Floats (torch gives a float tensor of an integer one: converted first)."""
+
+    def lower(c: Call) -> Tensor:
+        if c.elem is not FLOAT:
+            raise Unsupported("an integer result")
+        return unary(_float(as_tensor(c.args[0])), f)
+
+    return lower
+
+
+def _signed(o: Op) -> Lowering:
+    """``neg``/``abs``, which keep an integer tensor's dtype."""
+
+    def lower(c: Call) -> Tensor:
+        x = as_tensor(c.args[0])
+        return unary(converted(x, c.elem), _op(o), c.elem)
+
+    return lower
 
 
 def sigmoid(x: Expr) -> Expr:
@@ -246,12 +263,16 @@ def count(x: Tensor, red: list[int]) -> int:
 
 
 def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
-    x = block.cheap(_float(x))
+    """The largest element over ``red`` (Floats, NaN if one is; or Integers)."""
+    x = block.cheap(x if x.elem is INTEGER else _float(x))
     n = count(x, red)
     if n == 0:
         raise Unsupported("amax over no elements")
     if n > MAX_UNROLLED:
         raise Unsupported(f"amax over {n} elements (at most {MAX_UNROLLED}: it is unrolled into max)")
+
+    def pick(a: Expr, b: Expr) -> Expr:
+        return E.op(Op.MAX, a, b) if x.elem is INTEGER else nan_max(block, a, b)
 
     def at(idx: Index) -> Expr:
         leaves = [
@@ -259,11 +280,11 @@ def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tup
             for ks in itertools.product(*(range(x.shape[d]) for d in red))
         ]
         while len(leaves) > 1:  # a balanced tree: depth log2(count)
-            pairs = [nan_max(block, leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
+            pairs = [pick(leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
             leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
         return leaves[0]
 
-    return Tensor(shape, at, cheap=False)
+    return Tensor(shape, at, cheap=False, elem=x.elem)
 
 
 def _sum(c: Call) -> Tensor:
@@ -286,6 +307,15 @@ def _mean(c: Call) -> Tensor:
 def _amax(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
     return amax_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
+
+
+def _amin(c: Call) -> Tensor:
+    """``amin`` as ``-amax(-x)``."""
+    x = as_tensor(c.args[0])
+    x = x if x.elem is INTEGER else _float(x)
+    negated = c.block.materialise(unary(x, lambda e: E.op(Op.NEG, e), x.elem), "neg")
+    red, keepdim = reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False))
+    return unary(amax_over(c.block, negated, red, keepdim, c.shape), lambda e: E.op(Op.NEG, e), x.elem)
 
 
 def moments(c: Call) -> tuple[Tensor, Tensor]:
@@ -546,12 +576,12 @@ LOWERINGS: dict[str, Lowering] = {
     ),
     "clamp_min.default": _binary(Op.MAX),
     "pow.Tensor_Scalar": _pow_scalar,
-    "pow.Tensor_Tensor": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(Op.POW)),
-    "neg.default": _unary(_op(Op.NEG)),
+    "pow.Tensor_Tensor": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(Op.POW), FLOAT, FLOAT),
+    "neg.default": _signed(Op.NEG),
     "exp.default": _unary(_op(Op.EXP)),
     "log.default": _unary(_op(Op.LOG)),
     "tanh.default": _unary(_op(Op.TANH)),
-    "abs.default": _unary(_op(Op.ABS)),
+    "abs.default": _signed(Op.ABS),
     "sigmoid.default": _unary(sigmoid),
     "relu.default": _unary(lambda x: E.op(Op.MAX, x, E.const(0.0))),
     "sqrt.default": _unary(_op(Op.SQRT)),
@@ -574,6 +604,8 @@ LOWERINGS: dict[str, Lowering] = {
     "mean.dim": _mean,
     "amax.default": _amax,
     "max.default": _amax,
+    "amin.default": _amin,
+    "min.default": _amin,
     "var.correction": lambda c: moments(c)[0],
     "_softmax.default": _softmax(log=False),
     "_log_softmax.default": _softmax(log=True),

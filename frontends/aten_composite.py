@@ -30,7 +30,7 @@ from frontends.tensor import Block, Index, Tensor, converted, flit, iadd, ic, im
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import BOOL, FLOAT
+from knossos.types import BOOL, FLOAT, INTEGER
 
 
 def _linear(block: Block, x: Any, w: Any, b: Any) -> Tensor:
@@ -372,7 +372,57 @@ def _avg_pool(c: Call) -> Tensor:
     return Tensor(c.shape, at, cheap=False)
 
 
+def floor_div(block: Block, a: Expr, b: Expr) -> Expr:
+    """Integer division rounding down, as Python's and torch's ``//``: the language's truncates
+    towards zero, one less where the signs differ and the division is not exact."""
+
+    def rounded(u: Expr, v: Expr) -> Expr:
+        def adjust(q: Expr) -> Expr:
+            inexact = E.op(Op.NE, E.op(Op.MUL, q, v), u)
+            signs_differ = E.op(Op.NE, E.op(Op.LT, u, ic(0)), E.op(Op.LT, v, ic(0)))
+            return E.op(Op.IF, E.op(Op.AND, inexact, signs_differ), E.op(Op.SUB, q, ic(1)), q)
+
+        return block.share(E.op(Op.DIV, u, v), adjust)
+
+    return block.share(a, lambda u: block.share(b, lambda v: rounded(u, v)))
+
+
+def _integers(c: Call) -> list[Tensor]:
+    ts = [as_tensor(a, INTEGER) for a in c.args[:2]]
+    if c.elem is not INTEGER or any(t.elem is not INTEGER for t in ts):
+        raise Unsupported("floats (the language has no floor; integers only)")
+    return ts
+
+
+def _div_mode(c: Call) -> Tensor:
+    """``div(a, b, rounding_mode=...)`` of integers: ``floor`` (``//``) or ``trunc``."""
+    mode = c.kwargs.get("rounding_mode")
+    ts = _integers(c)
+    if mode == "trunc":
+        return elementwise(c.block, c.shape, ts, lambda a, b: E.op(Op.DIV, a, b), INTEGER, INTEGER)
+    if mode != "floor":
+        raise Unsupported(f"rounding_mode={mode!r}")
+    return elementwise(c.block, c.shape, ts, lambda a, b: floor_div(c.block, a, b), INTEGER, INTEGER)
+
+
+def _remainder(c: Call) -> Tensor:
+    """``a % b`` of integers: ``a - (a // b) * b``, the sign of ``b`` (Python's and torch's)."""
+    ts = _integers(c)
+
+    def rem(a: Expr, b: Expr) -> Expr:
+        return c.block.share(
+            a, lambda u: c.block.share(b, lambda v: E.op(Op.SUB, u, E.op(Op.MUL, floor_div(c.block, u, v), v)))
+        )
+
+    return elementwise(c.block, c.shape, ts, rem, INTEGER, INTEGER)
+
+
 COMPOSITE_LOWERINGS: dict[str, Lowering] = {
+    "div.Tensor_mode": _div_mode,
+    "div.Scalar_mode": _div_mode,
+    "floor_divide.default": lambda c: _div_mode(Call(c.block, c.args, {"rounding_mode": "floor"}, c.shape, c.elem)),
+    "remainder.Scalar": _remainder,
+    "remainder.Tensor": _remainder,
     "constant_pad_nd.default": _pad,
     "repeat.default": _repeat,
     "clamp.Tensor": _clamp_tensor,

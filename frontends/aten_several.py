@@ -74,7 +74,7 @@ def _extremum(largest: bool) -> SeveralLowering:
     (:func:`arg_extreme`)."""
 
     def lower(c: Call) -> Results:
-        x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+        x = c.block.cheap(_numbers(as_tensor(c.args[0])))
         d, keepdim = dim_of(int(c.args[1]), x.rank), bool(c.arg(2, "keepdim", False))
         values = c.block.materialise(extreme(c.block, x, d, keepdim, c.shape, largest), "extreme")
         return (values, arg_extreme(c.block, x, d, keepdim, values))
@@ -85,8 +85,8 @@ def _extremum(largest: bool) -> SeveralLowering:
 def extreme(block: Block, x: Tensor, d: int, keepdim: bool, shape: tuple[int, ...], largest: bool) -> Tensor:
     if largest:
         return amax_over(block, x, [d], keepdim, shape)
-    negated = block.materialise(unary(x, lambda e: E.op(Op.NEG, e)), "neg")
-    return unary(amax_over(block, negated, [d], keepdim, shape), lambda e: E.op(Op.NEG, e))
+    negated = block.materialise(unary(x, lambda e: E.op(Op.NEG, e), x.elem), "neg")
+    return unary(amax_over(block, negated, [d], keepdim, shape), lambda e: E.op(Op.NEG, e), x.elem)
 
 
 def arg_extreme(block: Block, x: Tensor, d: int, keepdim: bool, values: Tensor) -> Tensor:
@@ -117,6 +117,11 @@ def arg_extreme(block: Block, x: Tensor, d: int, keepdim: bool, values: Tensor) 
     return Tensor(values.shape, at, cheap=False, elem=INTEGER)
 
 
+def _numbers(x: Tensor) -> Tensor:
+    """``x`` with Integer elements kept, Bools made Floats."""
+    return x if x.elem is INTEGER else converted(x, FLOAT)
+
+
 def _imin(block: Block, a: Expr, b: Expr) -> Expr:
     """The smaller of two Integers (the earlier index)."""
     return block.share(a, lambda u: block.share(b, lambda w: E.op(Op.IF, E.op(Op.LTE, u, w), u, w)))
@@ -126,7 +131,7 @@ def _argmax(largest: bool) -> Lowering:
     """``argmax``/``argmin`` along a dimension (over all elements: refused)."""
 
     def lower(c: Call) -> Tensor:
-        x = c.block.cheap(converted(as_tensor(c.args[0]), FLOAT))
+        x = c.block.cheap(_numbers(as_tensor(c.args[0])))
         dim = c.arg(1, "dim")
         if dim is None:
             raise Unsupported("an argmax over all elements (give a dimension)")

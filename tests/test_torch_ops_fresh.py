@@ -152,6 +152,14 @@ CASES: dict[str, Case] = {
     "max dim indices": Case(lambda x: torch.max(x, 1), [f(3, 4)], grad=False),
     "argmax": Case(lambda x: x.argmax(-1), [f(3, 4)], grad=False),
     "argmin keepdim": Case(lambda x: x.argmin(0, keepdim=True), [f(3, 4)], edges=(-0.0, 0.0, 1.0), grad=False),
+    # integer arithmetic keeps Integers (k - 6: negative values too): //, %, neg, abs, max as torch's
+    "integer floor division": Case(lambda x, k: x * ((k - 6) // 4) + x * ((k - 6) // -3), [f(8), i(8, high=12)]),
+    "integer remainder": Case(lambda x, k: x * ((k - 6) % 5) + x * ((k - 6) % -4), [f(8), i(8, high=12)]),
+    "integer trunc division": Case(lambda x, k: x * torch.div(k - 6, 4, rounding_mode="trunc"), [f(8), i(8, high=12)]),
+    "integer neg abs max": Case(
+        lambda x, k: x * (-(k - 6)).abs() + x * k.max() + x * k.view(2, 4).amin(1).sum(), [f(8), i(8, high=12)]
+    ),
+    "float ** integer": Case(lambda x, k: x ** (k - 2), [f(6, low=0.5), i(6, high=5)]),
     "tuple result": Case(lambda x: (x.sum(), x * 2.0), [f(3)], grad=False),
     "float32 argument": Case(lambda x: torch.tanh(x).sum(1), [Arg((3, 4), dtype=torch.float32)], grad=False),
     "float32 cast": Case(lambda x: (x.float() * 2).softmax(-1).type_as(x), [f(3, 4)], tolerance=FLOAT32_TOLERANCE),

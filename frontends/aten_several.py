@@ -89,9 +89,17 @@ def extreme(block: Block, x: Tensor, d: int, keepdim: bool, shape: tuple[int, ..
     return unary(amax_over(block, negated, [d], keepdim, shape), lambda e: E.op(Op.NEG, e), x.elem)
 
 
-def arg_extreme(block: Block, x: Tensor, d: int, keepdim: bool, values: Tensor) -> Tensor:
+def arg_extreme(
+    block: Block,
+    x: Tensor,
+    d: int,
+    keepdim: bool,
+    values: Tensor,
+    allowed: Callable[[Index, Expr], Expr] | None = None,
+) -> Tensor:
     """The first index along ``d`` where ``x`` is its extreme ``values`` (a NaN's, where the extreme is
-    NaN, as torch): a balanced tree of Integer ``min`` over the matching indices."""
+    NaN, as torch): a balanced tree of Integer ``min`` over the matching indices (those ``allowed``,
+    a Bool of the output index and the index along ``d``, where given)."""
     n = x.shape[d]
 
     def at(idx: Index) -> Expr:
@@ -101,6 +109,8 @@ def arg_extreme(block: Block, x: Tensor, d: int, keepdim: bool, values: Tensor) 
         def leaf(k: int, v: Expr) -> Expr:
             xk = x.at((*inner[:d], ic(k), *inner[d:]))
             same = E.op(Op.OR, E.op(Op.EQ, xk, v), E.op(Op.AND, E.op(Op.NE, v, v), E.op(Op.NE, xk, xk)))
+            if allowed is not None:
+                same = E.op(Op.AND, allowed(idx, ic(k)), same)
             return E.op(Op.IF, same, ic(k), ic(n))
 
         def tree(v: Expr) -> Expr:
@@ -115,6 +125,75 @@ def arg_extreme(block: Block, x: Tensor, d: int, keepdim: bool, values: Tensor) 
     if n > MAX_UNROLLED:
         raise Unsupported(f"an argmax over {n} elements (at most {MAX_UNROLLED})")
     return Tensor(values.shape, at, cheap=False, elem=INTEGER)
+
+
+#: The largest ``k`` of ``topk`` (each of the k rounds reads the whole dimension).
+MAX_TOPK = 16
+
+
+def _topk(c: Call) -> Results:
+    """``topk(x, k, dim, largest, sorted)``: k rounds of the extreme over the elements not chosen
+    yet (those become -inf, and are never an index again), so ties and NaNs (the largest, as in
+    torch) come out as torch's; the values and the indices."""
+    x = c.block.cheap(_numbers(as_tensor(c.args[0])))
+    k, d = int(c.arg(1, "k")), dim_of(int(c.arg(2, "dim", -1)), x.rank)
+    largest, ordered = bool(c.arg(3, "largest", True)), bool(c.arg(4, "sorted", True))
+    if not ordered and k > 1:
+        raise Unsupported("sorted=False (torch's order is unspecified)")
+    if k > MAX_TOPK:
+        raise Unsupported(f"k={k} (at most {MAX_TOPK})")
+    bottom = E.const(-(2**63)) if x.elem is INTEGER else flit(float("-inf"))
+    source = x
+    if not largest:  # the largest of -x, a NaN (torch's largest) the smallest of all
+        x = c.block.materialise(
+            unary(
+                x, lambda e: c.block.share(e, lambda v: E.op(Op.IF, E.op(Op.NE, v, v), bottom, E.op(Op.NEG, v))), x.elem
+            ),
+            "neg",
+        )
+    kept = tuple(1 if j == d else n for j, n in enumerate(x.shape))
+    chosen: list[Tensor] = []
+    for _ in range(k):
+        before = list(chosen)
+
+        def taken(idx: Index, j: Expr, before: list[Tensor] = before) -> Expr | None:
+            at_kept = (*idx[:d], ic(0), *idx[d + 1 :])
+            conds = [E.op(Op.EQ, j, t.at(at_kept)) for t in before]
+            if not conds:
+                return None
+            out = conds[0]
+            for cond in conds[1:]:
+                out = E.op(Op.OR, out, cond)
+            return out
+
+        def masked_at(idx: Index, taken: Any = taken) -> Expr:
+            cond = taken(idx, idx[d])
+            return x.at(idx) if cond is None else E.op(Op.IF, cond, bottom, x.at(idx))
+
+        masked = c.block.materialise(Tensor(x.shape, masked_at, cheap=False, elem=x.elem), "rest")
+        top = c.block.materialise(amax_over(c.block, masked, [d], True, kept), "top")
+
+        def allowed(idx: Index, j: Expr, taken: Any = taken) -> Expr:
+            cond = taken(idx, j)
+            return E.const(True) if cond is None else E.op(Op.IF, cond, E.const(False), E.const(True))
+
+        chosen.append(c.block.materialise(arg_extreme(c.block, masked, d, True, top, allowed), "top_index"))
+
+    def index_at(idx: Index) -> Expr:
+        at_kept = (*idx[:d], ic(0), *idx[d + 1 :])
+
+        def pick(r: int) -> Expr:
+            if r == len(chosen) - 1:
+                return chosen[r].at(at_kept)
+            return E.op(Op.IF, E.op(Op.EQ, idx[d], ic(r)), chosen[r].at(at_kept), pick(r + 1))
+
+        return pick(0)
+
+    indices = c.block.materialise(Tensor(c.shape, index_at, cheap=False, elem=INTEGER), "topk_index")
+    values = Tensor(
+        c.shape, lambda idx: source.at((*idx[:d], indices.at(idx), *idx[d + 1 :])), cheap=False, elem=source.elem
+    )
+    return (values, indices)
 
 
 def _numbers(x: Tensor) -> Tensor:
@@ -200,4 +279,5 @@ SEVERAL: dict[str, SeveralLowering] = {
     "native_group_norm.default": group_norm,
     "max_pool2d_with_indices.default": max_pool,
     "_native_batch_norm_legit.no_stats": batch_norm_batch_stats,
+    "topk.default": _topk,
 }

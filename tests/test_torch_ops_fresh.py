@@ -160,6 +160,9 @@ CASES: dict[str, Case] = {
         lambda x, k: x * (-(k - 6)).abs() + x * k.max() + x * k.view(2, 4).amin(1).sum(), [f(8), i(8, high=12)]
     ),
     "float ** integer": Case(lambda x, k: x ** (k - 2), [f(6, low=0.5), i(6, high=5)]),
+    # topk: values and indices (no ties among the edges: torch's order of equal values is its kernel's)
+    "topk": Case(lambda x: torch.topk(x, 3), [f(3, 5)], edges=(np.inf, np.nan, -np.inf), grad=False),
+    "topk smallest values": Case(lambda x: torch.topk(x, 2, dim=0, largest=False).values, [f(3, 5)]),
     "tuple result": Case(lambda x: (x.sum(), x * 2.0), [f(3)], grad=False),
     "float32 argument": Case(lambda x: torch.tanh(x).sum(1), [Arg((3, 4), dtype=torch.float32)], grad=False),
     "float32 cast": Case(lambda x: (x.float() * 2).softmax(-1).type_as(x), [f(3, 4)], tolerance=FLOAT32_TOLERANCE),

@@ -196,6 +196,19 @@ def _topk(c: Call) -> Results:
     return (values, indices)
 
 
+def _sort(c: Call) -> Results:
+    """``sort(x, dim, descending)`` (``stable`` too) of at most :data:`MAX_TOPK` elements: ``topk``
+    of all of them, which keeps equal elements in their order (a stable sort)."""
+    x = as_tensor(c.args[0])
+    stable = "stable" in c.kwargs
+    dim = int(c.kwargs.get("dim", c.args[1] if len(c.args) > 1 and not stable else -1))
+    descending = bool(c.kwargs.get("descending", c.args[2] if len(c.args) > 2 and not stable else False))
+    n = x.shape[dim_of(dim, x.rank)] if x.rank else 1
+    if n > MAX_TOPK:
+        raise Unsupported(f"a sort of {n} elements (at most {MAX_TOPK}: it is unrolled)")
+    return _topk(Call(c.block, (x, n, dim, descending, True), {}, c.shape, c.elem))
+
+
 def _numbers(x: Tensor) -> Tensor:
     """``x`` with Integer elements kept, Bools made Floats."""
     return x if x.elem is INTEGER else converted(x, FLOAT)
@@ -280,4 +293,6 @@ SEVERAL: dict[str, SeveralLowering] = {
     "max_pool2d_with_indices.default": max_pool,
     "_native_batch_norm_legit.no_stats": batch_norm_batch_stats,
     "topk.default": _topk,
+    "sort.default": _sort,
+    "sort.stable": _sort,
 }

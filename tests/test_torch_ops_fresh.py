@@ -163,6 +163,10 @@ CASES: dict[str, Case] = {
     # topk: values and indices (no ties among the edges: torch's order of equal values is its kernel's)
     "topk": Case(lambda x: torch.topk(x, 3), [f(3, 5)], edges=(np.inf, np.nan, -np.inf), grad=False),
     "topk smallest values": Case(lambda x: torch.topk(x, 2, dim=0, largest=False).values, [f(3, 5)]),
+    "sort": Case(
+        lambda x: torch.sort(x, dim=0, descending=True), [f(4, 3)], edges=(np.inf, np.nan, -np.inf), grad=False
+    ),
+    "sort stable values": Case(lambda x: torch.sort(x, stable=True).values, [f(3, 5)]),
     "tuple result": Case(lambda x: (x.sum(), x * 2.0), [f(3)], grad=False),
     "float32 argument": Case(lambda x: torch.tanh(x).sum(1), [Arg((3, 4), dtype=torch.float32)], grad=False),
     "float32 cast": Case(lambda x: (x.float() * 2).softmax(-1).type_as(x), [f(3, 4)], tolerance=FLOAT32_TOLERANCE),

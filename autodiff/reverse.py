@@ -74,11 +74,12 @@ class Reverse:
         #: The value of every forward binding that is one op (to see that a loop's size is ``(size v)``).
         self.values: dict[str, Expr] = {}
 
-    def block(self, b: Block, seed: Expr) -> tuple[Block, Cotangents]:
+    def block(self, b: Block, seed: Expr, stored: Bind | None = None) -> tuple[Block, Cotangents]:
         """``b``'s bindings, then its reverse pass from the cotangent ``seed`` of its result; and the
         cotangents (atoms) of the variables, bound in ``b`` or outside it, that have one: full ones,
-        and element records of variables from outside ``b``."""
-        out = Block(list(b.binds))
+        and element records of variables from outside ``b``.  ``stored`` replaces the forward binding
+        of the same variable (its value read back instead of computed again)."""
+        out = Block([stored if stored is not None and x.var is stored.var else x for x in b.binds])
         cot = Cotangents()
         for bind in b.binds:
             if isinstance(bind.value, Expr):
@@ -126,7 +127,7 @@ class Reverse:
     def _bind(self, out: Block, cot: Cotangents, bind: Bind, dv: Expr) -> None:
         value = bind.value
         if isinstance(value, Loop):
-            self._loop(out, cot, value, dv)
+            self._loop(out, cot, value, dv, bind.var)
         elif isinstance(value, Branch):
             self._branch(out, cot, value, dv)
         elif value.op is Op.CALL and not known_callee(value.data):
@@ -167,13 +168,13 @@ class Reverse:
         for k, key in enumerate(keys, len(names)):
             self.give_elem(out, cot, self.vars[key[0]], key[1], parts if count == 1 else E.get(k + 1, count, parts))
 
-    def _loop(self, out: Block, cot: Cotangents, loop: Loop, dv: Expr) -> None:
+    def _loop(self, out: Block, cot: Cotangents, loop: Loop, dv: Expr, v: Expr) -> None:
         seed = E.op(Op.INDEX, loop.index, dv) if loop.op is Op.BUILD else dv
-        inner, inner_cot = self.block(loop.body, seed)
+        inner, inner_cot = self.block(loop.body, seed, self._stored(loop, v))
         bound = {b.var.data for b in loop.body.binds}
         gathers: dict[str, Expr] = {}
         lifted: list[Key] = []
-        for key, part in list(inner_cot.elems.items()):
+        for key in list(inner_cot.elems):
             name, k = key
             if _same_var(k, loop.index):
                 gathers[name] = inner_cot.elems.pop(key)
@@ -188,6 +189,18 @@ class Reverse:
         for name, part in gathers.items():
             v = self.vars[name]
             self.give(out, cot, v, self._gather(out, loop, inner, v, part))
+
+    def _stored(self, loop: Loop, v: Expr) -> Bind | None:
+        """The binding of a build's element read back from the forward loop's value ``v``: the reverse
+        pass of ``(tanh s)``, ``(exp s)``, ``(div a b)`` needs the element, and without it would compute
+        ``s`` again (a dot product, say) in every loop of the reverse pass."""
+        r = loop.body.result
+        if loop.op is not Op.BUILD or r is None or r.op is not Op.VAR:
+            return None
+        for bind in loop.body.binds:
+            if bind.var is r:
+                return Bind(r, E.op(Op.INDEX, loop.index, v), bind.source)
+        return None
 
     def _gather(self, out: Block, loop: Loop, inner: Block, v: Expr, part: Expr) -> Expr:
         """``build (size v) (lam i part)``: the cotangent of ``v`` whose element ``i`` the loop's

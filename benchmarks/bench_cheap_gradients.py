@@ -1,6 +1,6 @@
 """The cheap-gradient principle, measured: each def's generated ``rev$`` (not optimised) against the def.
 
-Run:  python benchmarks/bench_cheap_gradients.py [--quick] [--seconds T] [--only FILE:DEF ...]
+Run:  python benchmarks/bench_cheap_gradients.py [--quick] [--seconds T] [--only FILE[:DEF] ...]
           [--generator LABEL] [--out FILE]
 
 A reverse-mode derivative should cost a small constant times its function (Baur-Strassen; Griewank
@@ -85,7 +85,10 @@ class Case:
 
     def size(self, def_name: str, quick: bool) -> Size:
         named = self.named.get(def_name, {})
-        shrink = (lambda n: max(4, n // 4)) if quick else (lambda n: n)
+
+        def shrink(n: int) -> int:
+            return max(4, n // 4) if quick else n
+
         scaled: dict[str, Dims] = {
             k: tuple(shrink(x) for x in v) if isinstance(v, tuple) else shrink(v) for k, v in named.items()
         }
@@ -146,7 +149,7 @@ def measure_file(case: Case, args: argparse.Namespace) -> list[dict[str, Any]]:
     base = load_program(case.path)
     names = [d.name for d in base.targets if not d.name.startswith(("rev$", "fwd$"))]
     if args.only:
-        names = [n for n in names if f"{case.path.name}:{n}" in args.only]
+        names = [n for n in names if f"{case.path.name}:{n}" in args.only or case.path.name in args.only]
     if not names:
         return []
     program, why = differentiate(base, names)
@@ -238,7 +241,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--quick", action="store_true", help="a quarter of every size; results under runs/quick")
     p.add_argument("--seconds", type=float, default=0.2, help="seconds each timing repeats its call for")
-    p.add_argument("--only", nargs="*", default=[], metavar="FILE:DEF", help="only these defs")
+    p.add_argument("--only", nargs="*", default=[], metavar="FILE:DEF", help="only these defs (FILE: every def of it)")
     p.add_argument("--generator", default="current", help="the label of these rows (before: the old generator)")
     p.add_argument("--out", type=Path, help="the results file")
     return p.parse_args(argv)

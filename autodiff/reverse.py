@@ -74,12 +74,13 @@ class Reverse:
         #: The value of every forward binding that is one op (to see that a loop's size is ``(size v)``).
         self.values: dict[str, Expr] = {}
 
-    def block(self, b: Block, seed: Expr, stored: Bind | None = None) -> tuple[Block, Cotangents]:
+    def block(self, b: Block, seed: Expr, stored: dict[str, Bind] | None = None) -> tuple[Block, Cotangents]:
         """``b``'s bindings, then its reverse pass from the cotangent ``seed`` of its result; and the
         cotangents (atoms) of the variables, bound in ``b`` or outside it, that have one: full ones,
-        and element records of variables from outside ``b``.  ``stored`` replaces the forward binding
-        of the same variable (its value read back instead of computed again)."""
-        out = Block([stored if stored is not None and x.var is stored.var else x for x in b.binds])
+        and element records of variables from outside ``b``.  ``stored`` replaces forward bindings, by
+        variable name (values read back from where the forward pass stored them, not computed again)."""
+        replaced = stored or {}
+        out = Block([replaced.get(x.var.data, x) for x in b.binds])
         cot = Cotangents()
         for bind in b.binds:
             if isinstance(bind.value, Expr):
@@ -170,7 +171,7 @@ class Reverse:
 
     def _loop(self, out: Block, cot: Cotangents, loop: Loop, dv: Expr, v: Expr) -> None:
         seed = E.op(Op.INDEX, loop.index, dv) if loop.op is Op.BUILD else dv
-        inner, inner_cot = self.block(loop.body, seed, self._stored(loop, v))
+        inner, inner_cot = self.block(loop.body, seed, self._stored(out, loop, v))
         bound = {b.var.data for b in loop.body.binds}
         gathers: dict[str, Expr] = {}
         lifted: list[Key] = []
@@ -182,25 +183,38 @@ class Reverse:
                 lifted.append(key)
         self.flush(inner, inner_cot, lambda key: key not in lifted)
         names = self._outer(loop.body, inner_cot, {loop.index.data})
-        if names or lifted:
-            summed = Block(inner.binds, self._parts(inner_cot, names, lifted))
-            parts = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), "d$loop")
-            self._collect(out, cot, names, lifted, parts)
+        # One sumbuild per cotangent: each computes only what its part needs, and nothing has to take
+        # its part out of a tuple (the C++ adds a loop in a sumbuild's body straight into the sum).
+        for name in names:
+            summed = Block(inner.binds, self._parts(inner_cot, [name], []))
+            part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${name}")
+            self._collect(out, cot, [name], [], part)
+        for key in lifted:
+            summed = Block(inner.binds, self._parts(inner_cot, [], [key]))
+            part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${key[0]}")
+            self._collect(out, cot, [], [key], part)
         for name, part in gathers.items():
             v = self.vars[name]
             self.give(out, cot, v, self._gather(out, loop, inner, v, part))
 
-    def _stored(self, loop: Loop, v: Expr) -> Bind | None:
-        """The binding of a build's element read back from the forward loop's value ``v``: the reverse
-        pass of ``(tanh s)``, ``(exp s)``, ``(div a b)`` needs the element, and without it would compute
-        ``s`` again (a dot product, say) in every loop of the reverse pass."""
+    def _stored(self, out: Block, loop: Loop, v: Expr) -> dict[str, Bind]:
+        """The forward bindings of ``loop``'s body that its reverse pass reads back instead of computing
+        them again in each of its loops: a build's element from the loop's value ``v`` (the reverse
+        pass of ``(tanh s)``, ``(exp s)``, ``(div a b)`` needs it, and would otherwise compute ``s``, a
+        dot product say, again), and each inner loop's value from a *tape*, a build over the loop of
+        the body up to that value, bound in ``out`` (a hidden layer's activations, once, instead of
+        once per cotangent that needs them)."""
         r = loop.body.result
-        if loop.op is not Op.BUILD or r is None or r.op is not Op.VAR:
-            return None
+        stored: dict[str, Bind] = {}
         for bind in loop.body.binds:
-            if bind.var is r:
-                return Bind(r, E.op(Op.INDEX, loop.index, v), bind.source)
-        return None
+            name = bind.var.data
+            if loop.op is Op.BUILD and r is not None and bind.var is r:
+                stored[name] = Bind(r, E.op(Op.INDEX, loop.index, v), bind.source)
+            elif isinstance(bind.value, Loop):
+                forward = Block(loop.body.binds, bind.var)
+                tape = self.names.bind(out, Loop(Op.BUILD, loop.n, loop.index, forward), f"{name}$tape")
+                stored[name] = Bind(bind.var, E.op(Op.INDEX, loop.index, tape), bind.source)
+        return stored
 
     def _gather(self, out: Block, loop: Loop, inner: Block, v: Expr, part: Expr) -> Expr:
         """``build (size v) (lam i part)``: the cotangent of ``v`` whose element ``i`` the loop's

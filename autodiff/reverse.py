@@ -221,24 +221,19 @@ class Reverse:
         iteration ``i`` reads (only there, and only it); bound in ``out``, its variable returned."""
         i = loop.index
         n = loop.n
-        gathered = self.names.bind(out, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
         if n.op is Op.VAR and self.values.get(n.data) is E.op(Op.SIZE, v):
-            return gathered
-        # Where the loop is not over (size v), v's elements past its end get zeros: one copy, made only
-        # when the sizes differ, so that the loop itself stays a plain build.
+            return self.names.bind(out, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
+        # Where the loop is not over (size v), v's elements past its end get zeros: a loop guarded
+        # element by element, taken only when the sizes differ, so that the usual one is a plain build.
         size = self.names.bind(out, E.op(Op.SIZE, v), "t")
-        j = E.var(self.names.fresh("i"), i.type)
-        elem = Block()
-        element = Branch(
-            E.op(Op.LT, j, n),
-            Block([], E.op(Op.INDEX, j, gathered)),
-            Block([], self.shapes.zero_like(E.op(Op.INDEX, j, v))),
-        )
-        elem.result = self.names.bind(elem, element, "d$elem")
+        plain = Block()
+        plain.result = self.names.bind(plain, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
+        zero = Block([], self.shapes.zero_like(E.op(Op.INDEX, i, v)))
+        element = Block()
+        element.result = self.names.bind(element, Branch(E.op(Op.LT, i, n), Block(inner.binds, part), zero), "d$elem")
         padded = Block()
-        padded.result = self.names.bind(padded, Loop(Op.BUILD, size, j, elem), f"d${v.data}")
-        same = Branch(E.op(Op.EQ, n, size), Block([], gathered), padded)
-        return self.names.bind(out, same, f"d${v.data}")
+        padded.result = self.names.bind(padded, Loop(Op.BUILD, size, i, element), f"d${v.data}")
+        return self.names.bind(out, Branch(E.op(Op.EQ, n, size), plain, padded), f"d${v.data}")
 
     def _branch(self, out: Block, cot: Cotangents, branch: Branch, dv: Expr) -> None:
         then, then_cot = self.block(branch.then, dv)

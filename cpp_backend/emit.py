@@ -1163,7 +1163,7 @@ class _FunctionEmitter:
         """``dest += e`` for a dense ``dest`` (a sumbuild's accumulator or a part of it), without making
         ``e``'s value where it is a loop: a ``build`` adds each element into its element of ``dest``, a
         ``sumbuild`` each term into ``dest``, a ``deltaVec`` its element into one element, a ``tuple``
-        each part; a ``let`` whose variable is a part of the result (used nowhere else) is added where
+        each part, an ``if`` its branch; a ``let`` whose variable is a part of the result (used nowhere else) is added where
         that part is (``deferred``).  Float sums are reassociated (never under KS_EXACT_ORDER, where
         the caller does not come here); the same sizes are checked as ``ks::add_inplace`` checks."""
         op = e.op
@@ -1217,6 +1217,18 @@ class _FunctionEmitter:
 
             yield from self._loop(n, i, var.data, body, frozenset({var.data}), each)
             return dest
+        if op is Op.IF:
+            cond = yield e.args[0]
+            self.line(f"if ({cond}) {{")
+            self.depth += 1
+            yield from self._accumulate(dest, e.args[1], skipped, {})
+            self.depth -= 1
+            self.line("} else {")
+            self.depth += 1
+            yield from self._accumulate(dest, e.args[2], skipped, {})
+            self.depth -= 1
+            self.line("}")
+            return dest
         if op is Op.DELTAVEC:
             n = yield e.args[0]
             k = yield e.args[1]
@@ -1246,8 +1258,8 @@ class _FunctionEmitter:
 def _deferrable(name: str, rhs: Expr, body: Expr) -> bool:
     """Whether ``let name = rhs`` in an accumulation may be added where ``body`` (lets, then a tuple
     of parts or one part) has ``name`` as a part: its only use, no let between rebinding a variable
-    of ``rhs``, and ``rhs`` a loop (what is worth not making)."""
-    if rhs.op not in (Op.BUILD, Op.SUMBUILD, Op.LET):
+    of ``rhs``, and ``rhs`` a loop, a branch, a deltaVec or a tuple (what is worth not making)."""
+    if rhs.op not in (Op.BUILD, Op.SUMBUILD, Op.LET, Op.IF, Op.DELTAVEC, Op.TUPLE):
         return False
     node = body
     while node.op is Op.LET:

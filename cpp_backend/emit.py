@@ -18,7 +18,12 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
                            row-wise, also where the sum is an operand of the element (see Loops)
 ``sumbuild``               a loop accumulating into a dense copy of the first iteration's value, the
                            others added in place (``ks::add_inplace``), with the arena reset after each
-                           later iteration when the body may allocate; Float/Integer accumulate in a scalar
+                           later iteration when the body may allocate; Float/Integer accumulate in a scalar.
+                           A body with loops in it is added part by part after the first iteration
+                           (unless ``KS_EXACT_ORDER``): a ``build`` element by element, a ``sumbuild``
+                           term by term, a ``deltaVec`` at its index, a ``tuple`` or an ``if`` part by
+                           part, through the lets that bind the parts, so that a reverse pass's one-hot
+                           and per-iteration cotangents cost O(1) per element, not a full-size value
 ``sum``                    ``ks::sum`` (same accumulation)
 ``lam`` / application      a ``std::function`` holding a ``[=]`` lambda / a call of it
 ``tuple``, ``get$i$n``     ``std::tuple<...>(...)``, ``std::get<i-1>``

@@ -103,6 +103,8 @@ def cases() -> list[Case]:
 # -- one file ---------------------------------------------------------------------------------------------
 def like(value: Value, rng: random.Random) -> Value:
     """A random value of the shape of ``value`` (a cotangent of a result): Floats uniform in [0.5, 2]."""
+    if isinstance(value, bool | int):
+        return ()  # an Integer's or a Bool's cotangent
     if isinstance(value, float):
         return rng.uniform(0.5, 2.0)
     if isinstance(value, list):

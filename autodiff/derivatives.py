@@ -136,7 +136,7 @@ class Differentiator:
             block = Converter(names, self.program.positions, d.name, d.pos).convert(d.body, env)
             find = self._call_derivative(mode, d)
             if mode is Mode.REV:
-                return self._reverse(d, names, hoist(block), taken, find)
+                return self._reverse(d, names, hoist(block, names), taken, find)
             return self._forward(d, names, block, taken, find)
         except KsTypeError as err:  # an op whose derivative does not type (mixed Integer/Float tuples)
             raise NotDifferentiable(f"cannot differentiate '{d.name}': {err.message}", d.pos) from None

@@ -7,7 +7,8 @@ A reverse-mode derivative should cost a small constant times its function (Baur-
 and Walther: about 3-5 in operations).  For every def of the shipped programs (ksdata/programs/*.kso,
 benchmarks/programs/backend.ks) and of the layers of benchmarks/programs/layers.ks, ``knossos grad
 --mode rev`` makes ``rev$f``; both are compiled as one C++ driver (cpp_backend, one thread) and timed
-on the same inputs (min per call of calls repeated for at least --seconds, 0.2).  Inputs: the
+on the same inputs (min per call of calls repeated for at least --seconds, 0.2); a program's own
+rev$ defs (ksc's, in conv1d_rev_*.kso and gmm_*.kso) are dropped and made anew.  Inputs: the
 def's parameters from :func:`cpp_backend.bench.make_inputs` at the case's size (every vector
 length 64 for the dataset's programs, 256 for backend.ks, the shapes below for the layers; --quick:
 a quarter of each, at least 4), and ``d$r`` random of the shape of the def's result there.
@@ -42,7 +43,7 @@ from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from autodiff import NotDifferentiable, derivative_defs, with_derivatives  # noqa: E402
+from autodiff import NotDifferentiable, derivative_defs, with_derivatives, without_derivatives  # noqa: E402
 from cpp_backend.bench import Size, format_seconds, make_inputs, values_agree  # noqa: E402
 from cpp_backend.driver import CompiledProgram, Timing, compile_program  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
@@ -148,7 +149,7 @@ def check(program: Program, compiled: CompiledProgram, name: str, size: Size) ->
 
 
 def measure_file(case: Case, args: argparse.Namespace) -> list[dict[str, Any]]:
-    base = load_program(case.path)
+    base = without_derivatives(load_program(case.path))  # the program's own rev$ (ksc's) made anew
     names = [d.name for d in base.targets if not d.name.startswith(("rev$", "fwd$"))]
     if args.only:
         names = [n for n in names if f"{case.path.name}:{n}" in args.only or case.path.name in args.only]

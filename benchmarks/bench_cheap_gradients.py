@@ -21,8 +21,8 @@ benchmarks/bench_cheap_gradients.py --generator before`` where OLD_CHECKOUT hold
 that label's rev$ time and ratio, and the speed-up.  Then the number of defs within 5x, and the
 geometric mean of the ratios.  Output: one JSON line per def in
 experiments/results/cheap_gradients/bench.jsonl (--quick: runs/quick/...; --out to choose), with the
-code revision, the machine and the generator label; a def measured already under the same label is
-measured again.  Exit status 1 when a rev$ fails its check.
+code revision, the machine and the generator label; a def measured again under the same label
+replaces its row (the others stay).  Exit status 1 when a rev$ fails its check.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     out: Path = args.out or (QUICK_RESULTS if args.quick else RESULTS)
-    kept = [r for r in load_rows(out) if r.get("generator") != args.generator]
+    previous = load_rows(out)
     provenance = {
         "generator": args.generator,
         "revision": revision(),
@@ -267,8 +267,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for case in cases():
         print(f"{case.path.name} ...", file=sys.stderr, flush=True)
         rows += [{**r, **provenance} for r in measure_file(case, args)]
+        measured = {(r["file"], r["def"]) for r in rows}
+        kept = [r for r in previous if r.get("generator") != args.generator or (r["file"], r["def"]) not in measured]
         atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in [*kept, *rows]))
-    others = [r for r in kept if r.get("generator") == "before"] if args.generator != "before" else []
+    others = [r for r in previous if r.get("generator") == "before"] if args.generator != "before" else []
     print(table(rows, args.generator, others))
     print(f"rows: {out}")
     return 1 if any(r.get("verified") is False for r in rows) else 0

@@ -15,7 +15,8 @@ principle; Dex's "Getting to the point" and JAX's transpose of a gather do the s
   (with ``if (lt k n)`` around the body unless ``n`` is ``(size v)``);
 * out of a loop that ``k`` does not depend on, the records of each iteration are summed in the
   loop's reverse ``sumbuild``, and the sum stays an element record at ``k`` outside;
-* a Float element at ``k`` bound outside a branch goes out of it (``0.0`` from the other branch);
+* an element at ``k`` bound outside a branch goes out of it, zero from the other branch, where it
+  is a Float or ``k`` is the index of a loop over ``(size v)`` (its zero reads ``(index k v)``);
 * anywhere else (``k`` computed in the loop body, a record on a variable bound in the block, the
   def's parameters) it becomes ``(deltaVec (size v) k d$t)``, which the C++ runtime adds into a
   ``sumbuild``'s accumulator in O(1).
@@ -73,6 +74,8 @@ class Reverse:
         self.vars: dict[str, Expr] = {}
         #: The value of every forward binding that is one op (to see that a loop's size is ``(size v)``).
         self.values: dict[str, Expr] = {}
+        #: Loop indices over ``(size v)``, by name: the vector's name (``(index i v)`` cannot fail).
+        self.ranges: dict[str, str] = {}
 
     def block(self, b: Block, seed: Expr, stored: dict[str, Bind] | None = None) -> tuple[Block, Cotangents]:
         """``b``'s bindings, then its reverse pass from the cotangent ``seed`` of its result; and the
@@ -159,7 +162,9 @@ class Reverse:
         """The tuple (or the one part) of ``names``' full cotangents and ``keys``' element records,
         zeros for those ``cot`` lacks."""
         parts = [cot.full[n] if n in cot.full else self.shapes.zero_like(self.vars[n]) for n in names]
-        parts += [cot.elems.get(key, E.const(0.0)) for key in keys]  # a missing record is a Float's
+        for key in keys:
+            part = cot.elems.get(key)
+            parts.append(part if part is not None else self.shapes.zero_like(E.op(Op.INDEX, key[1], self.vars[key[0]])))
         return parts[0] if len(parts) == 1 else E.tuple_(*parts)
 
     def _collect(self, out: Block, cot: Cotangents, names: list[str], keys: list[Key], parts: Expr) -> None:
@@ -171,6 +176,9 @@ class Reverse:
 
     def _loop(self, out: Block, cot: Cotangents, loop: Loop, dv: Expr, v: Expr) -> None:
         seed = E.op(Op.INDEX, loop.index, dv) if loop.op is Op.BUILD else dv
+        size = self.values.get(loop.n.data) if loop.n.op is Op.VAR else None
+        if size is not None and size.op is Op.SIZE and size.args[0].op is Op.VAR:
+            self.ranges[loop.index.data] = size.args[0].data
         inner, inner_cot = self.block(loop.body, seed, self._stored(out, loop, v))
         bound = {b.var.data for b in loop.body.binds}
         gathers: dict[str, Expr] = {}
@@ -243,9 +251,11 @@ class Reverse:
             bound = {b.var.data for b in source.binds}
 
             def passes(key: Key, bound: set[str] = bound) -> bool:
+                """A Float element, or one whose zero (read at an index in range) costs nothing to make."""
                 name, k = key
-                floats = self.vars[name].type.elem is FLOAT
-                return floats and (k.op is Op.CONST or (k.op is Op.VAR and k.data not in bound))
+                outside = k.op is Op.CONST or (k.op is Op.VAR and k.data not in bound)
+                in_range = k.op is Op.VAR and self.ranges.get(k.data) == name
+                return outside and (self.vars[name].type.elem is FLOAT or in_range)
 
             self.flush(inner, inner_cot, lambda key, passes=passes: not passes(key))  # type: ignore[misc]
             keys += [key for key in inner_cot.elems if key not in keys]

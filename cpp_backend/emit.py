@@ -1194,7 +1194,7 @@ class _FunctionEmitter:
             for slot, piece in enumerate(e.args):
                 yield from self._accumulate(f"std::get<{slot}>({dest})", piece, skipped, deferred)
             return dest
-        if op is Op.BUILD or op is Op.SUMBUILD:
+        if (op is Op.BUILD or op is Op.SUMBUILD) and e.args[1].data in e.args[2].free:
             size, var, body = e.args
             n = yield size
             kind = "build" if op is Op.BUILD else "sumbuild"

@@ -37,6 +37,12 @@ SOURCE = """
   (sumbuild (size x) (lam (i : Integer) (mul (index i x) (index 0 y)))))
 (def branch (Vec Float) ((x : Vec Float) (c : Float))
   (build (size x) (lam (i : Integer) (if (gt (index i x) c) (mul c (index i x)) (exp (index i x))))))
+(def padded (Vec Float) ((w : Vec Float) (x : Vec (Vec Float)))
+  (build (size (index 0 x)) (lam (t : Integer)
+    (sumbuild (size x) (lam (c : Integer)
+      (sumbuild (size w) (lam (j : Integer)
+        (let (p (sub (add t j) 1))
+          (mul (index j w) (if (or (lt p 0) (gte p (size (index c x)))) 0.0 (index p (index c x))))))))))))
 (edef tanh Float (Float))
 """
 
@@ -75,7 +81,7 @@ def test_matvec_derivative_is_a_gather_over_rows() -> None:
     assert not any(n.op is Op.SUMBUILD and n.type is matrix for n in E.preorder(body))
 
 
-@pytest.mark.parametrize("name", ["matvec", "dense", "shorter", "shifted", "fixed", "branch"])
+@pytest.mark.parametrize("name", ["matvec", "dense", "shorter", "shifted", "fixed", "branch", "padded"])
 def test_derivatives_are_right(name: str) -> None:
     made = {d.name: d for d in derivative_defs(program(), [name], "both").new}
     check_finite_differences(program().defs[name], made[f"fwd${name}"], made[f"rev${name}"], seed=5, trials=3)
@@ -88,13 +94,27 @@ def test_gather_over_a_shorter_loop_pads_with_zeros() -> None:
     assert got == ([3.0, 4.0], [1.0, 2.0, 0.0])
 
 
+def test_a_padding_branch_makes_no_zero_of_the_whole_input() -> None:
+    """A read of row c of x in one branch of an if: the other branch completes it with a zero *row*
+    (the record of x at c goes out of the branch), not with a zero of all of x in every iteration."""
+    x_type = program().defs["padded"].params[1].type
+    body = rev("padded").body
+
+    def zero_of_x(n: Expr) -> bool:
+        inner = n.args[2] if n.op is Op.BUILD else None
+        return n.type is x_type and inner is not None and inner.op is Op.BUILD and inner.args[2].op is Op.CONST
+
+    loops = [n for n in E.preorder(body) if n.op in (Op.BUILD, Op.SUMBUILD)]
+    assert not [z for loop in loops for z in E.preorder(loop.args[2]) if zero_of_x(z)]
+
+
 def test_no_iteration_evaluates_nothing() -> None:
     """An element read that could fail (y[0] of an empty y) is not moved out of a loop of no iterations."""
     d = rev("fixed")
     assert Interpreter().call(d, [[], [], 1.0]) == ([], [])
 
 
-@pytest.mark.parametrize("name", ["matvec", "dense", "shorter", "shifted", "branch"])
+@pytest.mark.parametrize("name", ["matvec", "dense", "shorter", "shifted", "branch", "padded"])
 def test_compiled_derivative_agrees_with_the_interpreter(name: str) -> None:
     p = grad_program(program(), [name], "rev")
     rng = random.Random(2)

@@ -667,6 +667,7 @@ class _FunctionEmitter:
         parallel: bool = False,
         independent: bool = False,
         reduce: str | None = None,
+        split: bool = False,
     ) -> Step:
         """``for`` ``i`` in [0, ``n``) around ``emit()``, which evaluates ``body`` with ``var`` bound to ``i``
         (and ``varying``, ``var`` among them, changing between iterations); what every iteration would
@@ -679,7 +680,24 @@ class _FunctionEmitter:
         vectors; ``independent``: iterations touch nothing in common but ``reduce``, so that the fast
         version may be marked ``omp simd``.  With ``parallel`` (independent iterations producing
         scalars, or a Float sum into ``reduce``) a loop that no other loop of the def encloses runs on threads when it is large
-        (see :func:`_parallel_condition`)."""
+        (see :func:`_parallel_condition`); the OpenMP region is entered only then, the loop emitted
+        twice under ``if`` (``split``: this is the parallel copy)."""
+        if parallel and self.loop_depth == 0 and not split:
+            # An OpenMP region costs about a microsecond to enter even when its `if` clause is false (a
+            # def called in another's loop pays it at every call): the region only when it would run
+            # on threads, the plain loop otherwise.
+            cond = _parallel_condition(n, not _has_loop(body, done))
+            self.line(f"if ({cond}) {{")
+            self.depth += 1
+            args = (n, i, var, body, varying, emit, nonempty, done)
+            yield from self._loop(*args, parallel=True, independent=independent, reduce=reduce, split=True)
+            self.depth -= 1
+            self.line("} else {")
+            self.depth += 1
+            yield from self._loop(*args, parallel=False, independent=independent, reduce=reduce)
+            self.depth -= 1
+            self.line("}")
+            return i
         hoisted, ranged = _loop_invariants(body, var, varying, done)
         saved = dict(self._hoisted), set(self._in_range)
         guard = bool(hoisted or ranged) and not nonempty

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from autodiff.anf import Block, Converter, Env, Names, NotDifferentiable, has_float, to_expr
 from autodiff.forward import Forward
+from autodiff.hoist import hoist
 from autodiff.reverse import CallDerivative, Reverse
 from autodiff.tangent import Shapes, tangent_type
 from knossos import expr as E
@@ -135,7 +136,7 @@ class Differentiator:
             block = Converter(names, self.program.positions, d.name, d.pos).convert(d.body, env)
             find = self._call_derivative(mode, d)
             if mode is Mode.REV:
-                return self._reverse(d, names, block, taken, find)
+                return self._reverse(d, names, hoist(block, names), taken, find)
             return self._forward(d, names, block, taken, find)
         except KsTypeError as err:  # an op whose derivative does not type (mixed Integer/Float tuples)
             raise NotDifferentiable(f"cannot differentiate '{d.name}': {err.message}", d.pos) from None
@@ -163,8 +164,10 @@ class Differentiator:
         seed = E.var(names.take(_fresh_param("d$r", taken)), ret_tangent)
         rev = Reverse(names, find)
         out, cot = rev.block(block, seed)
+        rev.flush(out, cot, lambda _: True)  # the parameters' element records, as one-hot vectors
         shapes = Shapes(names)
-        parts = [cot[p.name] if p.name in cot else shapes.zero_like(E.var(p.name, p.type)) for p in d.params]
+        full = cot.full
+        parts = [full[p.name] if p.name in full else shapes.zero_like(E.var(p.name, p.type)) for p in d.params]
         out.result = parts[0] if len(parts) == 1 else E.tuple_(*parts)
         _, ret = signature(Mode.REV, tuple(p.type for p in d.params), d.ret_type)
         params = (*d.params, Param(seed.data, ret_tangent))

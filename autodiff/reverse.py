@@ -5,12 +5,28 @@ binding whose variable has a cotangent passes its parts on to its operands (:mod
 variable used several times collects the parts in a chain of lets, ``d$x_2 = add d$x_1 part``, so
 the reverse pass is as long as the forward one.
 
-A loop ``v = build n (lam i B)`` gives the variables that ``B`` uses from outside their cotangents
-as one ``sumbuild n (lam i ...)`` over ``B`` and its reverse pass, seeded with ``index i d$v``
-(``d$v`` itself for a sumbuild); a branch gives them from an ``if`` over the reverse passes of the
-two branches, each completing the other's with zeros.  Each block is so computed once forward and
-once more inside its reverse pass: simple, and linear in the size of the program for a given depth
-of nesting.  Making it fast is the optimiser's job.
+A read ``t = index k v`` gives ``v`` no full-size one-hot ``deltaVec``: it records the *element*
+cotangent ``d$t`` of ``v`` at ``k``, and that record goes out of the loops it was made in for as long
+as it can, so that the reverse pass costs a constant times the forward one (the cheap-gradient
+principle; Dex's "Getting to the point" and JAX's transpose of a gather do the same):
+
+* out of ``build/sumbuild n (lam k B)`` whose own index ``k`` it is, every element of ``v`` is read
+  once: the cotangent of ``v`` is the *gather* ``build (size v) (lam k d$t)``, no accumulation at all
+  (with ``if (lt k n)`` around the body unless ``n`` is ``(size v)``);
+* out of a loop that ``k`` does not depend on, the records of each iteration are summed in the
+  loop's reverse ``sumbuild``, and the sum stays an element record at ``k`` outside;
+* an element at ``k`` bound outside a branch goes out of it, zero from the other branch, where it
+  is a Float or ``k`` is the index of a loop over ``(size v)`` (its zero reads ``(index k v)``);
+* anywhere else (``k`` computed in the loop body, a record on a variable bound in the block, the
+  def's parameters) it becomes ``(deltaVec (size v) k d$t)``, which the C++ runtime adds into a
+  ``sumbuild``'s accumulator in O(1).
+
+A loop ``v = build n (lam i B)`` gives the other cotangents of the variables that ``B`` uses from
+outside as one ``sumbuild n (lam i ...)`` over ``B`` and its reverse pass, seeded with
+``index i d$v`` (``d$v`` itself for a sumbuild); each gather is a ``build`` of its own over ``B`` and
+the part of its reverse pass that it needs (:func:`autodiff.anf.to_expr` leaves out the rest).  A
+branch gives the variables from outside their cotangents from an ``if`` over the reverse passes of
+the two branches, each completing the other's with zeros.
 """
 
 from __future__ import annotations
@@ -24,14 +40,29 @@ from knossos import expr as E
 from knossos.callee import Callee
 from knossos.expr import Expr
 from knossos.ops import Op
+from knossos.types import FLOAT
 
 #: The derivative of the target of a call (the call, and where it is written in the source).
 CallDerivative = Callable[[Expr, "Expr | None"], Callee]
+#: An element record's key: the vector variable's name and the index (an atom) it was read at.
+Key = tuple[str, Expr]
 
 
 def wants(atom: Expr) -> bool:
     """Whether an operand takes a cotangent: a variable with Floats in its value."""
     return atom.op is Op.VAR and has_float(atom.type)
+
+
+def _same_var(a: Expr, b: Expr) -> bool:
+    return a.op is Op.VAR and b.op is Op.VAR and a.data == b.data
+
+
+class Cotangents:
+    """What a block's reverse pass gives: full cotangents by variable name, and element records."""
+
+    def __init__(self) -> None:
+        self.full: dict[str, Expr] = {}
+        self.elems: dict[Key, Expr] = {}
 
 
 class Reverse:
@@ -41,47 +72,78 @@ class Reverse:
         self.derivative = derivative
         #: Every variable that was given a cotangent, by name (names are unique in a def).
         self.vars: dict[str, Expr] = {}
+        #: The value of every forward binding that is one op (to see that a loop's size is ``(size v)``).
+        self.values: dict[str, Expr] = {}
+        #: Loop indices over ``(size v)``, by name: the vector's name (``(index i v)`` cannot fail).
+        self.ranges: dict[str, str] = {}
 
-    def block(self, b: Block, seed: Expr) -> tuple[Block, dict[str, Expr]]:
+    def block(self, b: Block, seed: Expr, stored: dict[str, Bind] | None = None) -> tuple[Block, Cotangents]:
         """``b``'s bindings, then its reverse pass from the cotangent ``seed`` of its result; and the
-        cotangent (an atom) of every variable, bound in ``b`` or outside it, that has one."""
-        out = Block(list(b.binds))
-        cot: dict[str, Expr] = {}
+        cotangents (atoms) of the variables, bound in ``b`` or outside it, that have one: full ones,
+        and element records of variables from outside ``b``.  ``stored`` replaces forward bindings, by
+        variable name (values read back from where the forward pass stored them, not computed again)."""
+        replaced = stored or {}
+        out = Block([replaced.get(x.var.data, x) for x in b.binds])
+        cot = Cotangents()
+        for bind in b.binds:
+            if isinstance(bind.value, Expr):
+                self.values[bind.var.data] = bind.value
         assert b.result is not None
         if wants(b.result):
             self.give(out, cot, b.result, seed if is_atom(seed) else self.names.bind(out, seed, "d$r"))
         for bind in reversed(b.binds):
-            dv = cot.get(bind.var.data)
+            name = bind.var.data
+            self.flush(out, cot, lambda key, name=name: key[0] == name)  # type: ignore[misc]
+            dv = cot.full.get(name)
             if dv is not None:
                 self._bind(out, cot, bind, dv)
         return out, cot
 
-    def give(self, out: Block, cot: dict[str, Expr], atom: Expr, part: Expr) -> None:
+    def give(self, out: Block, cot: Cotangents, atom: Expr, part: Expr) -> None:
         """Add ``part`` to the cotangent of ``atom`` (nothing for a literal or a value without Floats)."""
         if not wants(atom):
             return
         name = atom.data
         self.vars[name] = atom
-        prev = cot.get(name)
+        prev = cot.full.get(name)
         if prev is None:
-            cot[name] = part if is_atom(part) else self.names.bind(out, part, f"d${name}")
+            cot.full[name] = part if is_atom(part) else self.names.bind(out, part, f"d${name}")
         else:
-            cot[name] = self.names.bind(out, E.op(Op.ADD, prev, part), f"d${name}")
+            cot.full[name] = self.names.bind(out, E.op(Op.ADD, prev, part), f"d${name}")
 
-    def _bind(self, out: Block, cot: dict[str, Expr], bind: Bind, dv: Expr) -> None:
+    def give_elem(self, out: Block, cot: Cotangents, v: Expr, k: Expr, part: Expr) -> None:
+        """Add ``part`` to the cotangent of the element ``k`` of ``v``."""
+        self.vars[v.data] = v
+        key = (v.data, k)
+        prev = cot.elems.get(key)
+        if prev is None:
+            cot.elems[key] = part if is_atom(part) else self.names.bind(out, part, f"d${v.data}")
+        else:
+            cot.elems[key] = self.names.bind(out, E.op(Op.ADD, prev, part), f"d${v.data}")
+
+    def flush(self, out: Block, cot: Cotangents, which: Callable[[Key], bool]) -> None:
+        """The element records ``which`` selects, as one-hot vectors added to their variables' cotangents."""
+        for key in [key for key in cot.elems if which(key)]:
+            part = cot.elems.pop(key)
+            v = self.vars[key[0]]
+            self.give(out, cot, v, E.op(Op.DELTAVEC, E.op(Op.SIZE, v), key[1], part))
+
+    def _bind(self, out: Block, cot: Cotangents, bind: Bind, dv: Expr) -> None:
         value = bind.value
         if isinstance(value, Loop):
-            self._loop(out, cot, value, dv)
+            self._loop(out, cot, value, dv, bind.var)
         elif isinstance(value, Branch):
             self._branch(out, cot, value, dv)
         elif value.op is Op.CALL and not known_callee(value.data):
             self._call(out, cot, value, dv, bind.source)
+        elif value.op is Op.INDEX and wants(value.args[1]):
+            self.give_elem(out, cot, value.args[1], value.args[0], dv)
         else:
             e = as_op(value) if value.op is Op.CALL else value
             for atom, part in reverse_op(e, bind.var, dv, wants, self.shapes):
                 self.give(out, cot, atom, part)
 
-    def _call(self, out: Block, cot: dict[str, Expr], call: Expr, dv: Expr, source: Expr | None) -> None:
+    def _call(self, out: Block, cot: Cotangents, call: Expr, dv: Expr, source: Expr | None) -> None:
         args = call.args
         if not any(wants(a) for a in args):
             return
@@ -91,35 +153,118 @@ class Reverse:
             if wants(a):
                 self.give(out, cot, a, parts if len(args) == 1 else E.get(k + 1, len(args), parts))
 
-    def _outer(self, inner: Block, cot: dict[str, Expr], bound: set[str]) -> set[str]:
-        """The variables from outside ``inner`` that its reverse pass gave a cotangent."""
-        return set(cot) - bound - {b.var.data for b in inner.binds}
+    # -- loops and branches: what goes out of an inner block --------------------------------------
+    def _outer(self, inner: Block, cot: Cotangents, bound: set[str]) -> list[str]:
+        """The variables from outside ``inner`` that its reverse pass gave a full cotangent."""
+        return sorted(set(cot.full) - bound - {b.var.data for b in inner.binds})
 
-    def _collect(self, out: Block, cot: dict[str, Expr], names: list[str], parts: Expr) -> None:
-        for k, name in enumerate(names):
-            self.give(out, cot, self.vars[name], parts if len(names) == 1 else E.get(k + 1, len(names), parts))
-
-    def _result(self, cot: dict[str, Expr], names: list[str]) -> Expr:
-        parts = [cot[n] if n in cot else self.shapes.zero_like(self.vars[n]) for n in names]
+    def _parts(self, cot: Cotangents, names: list[str], keys: list[Key]) -> Expr:
+        """The tuple (or the one part) of ``names``' full cotangents and ``keys``' element records,
+        zeros for those ``cot`` lacks."""
+        parts = [cot.full[n] if n in cot.full else self.shapes.zero_like(self.vars[n]) for n in names]
+        for key in keys:
+            part = cot.elems.get(key)
+            parts.append(part if part is not None else self.shapes.zero_like(E.op(Op.INDEX, key[1], self.vars[key[0]])))
         return parts[0] if len(parts) == 1 else E.tuple_(*parts)
 
-    def _loop(self, out: Block, cot: dict[str, Expr], loop: Loop, dv: Expr) -> None:
-        seed = E.op(Op.INDEX, loop.index, dv) if loop.op is Op.BUILD else dv
-        inner, inner_cot = self.block(loop.body, seed)
-        names = sorted(self._outer(loop.body, inner_cot, {loop.index.data}))
-        if not names:
-            return
-        inner.result = self._result(inner_cot, names)
-        parts = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, inner), "d$loop")
-        self._collect(out, cot, names, parts)
+    def _collect(self, out: Block, cot: Cotangents, names: list[str], keys: list[Key], parts: Expr) -> None:
+        count = len(names) + len(keys)
+        for k, name in enumerate(names):
+            self.give(out, cot, self.vars[name], parts if count == 1 else E.get(k + 1, count, parts))
+        for k, key in enumerate(keys, len(names)):
+            self.give_elem(out, cot, self.vars[key[0]], key[1], parts if count == 1 else E.get(k + 1, count, parts))
 
-    def _branch(self, out: Block, cot: dict[str, Expr], branch: Branch, dv: Expr) -> None:
+    def _loop(self, out: Block, cot: Cotangents, loop: Loop, dv: Expr, v: Expr) -> None:
+        seed = E.op(Op.INDEX, loop.index, dv) if loop.op is Op.BUILD else dv
+        size = self.values.get(loop.n.data) if loop.n.op is Op.VAR else None
+        if size is not None and size.op is Op.SIZE and size.args[0].op is Op.VAR:
+            self.ranges[loop.index.data] = size.args[0].data
+        inner, inner_cot = self.block(loop.body, seed, self._stored(out, loop, v))
+        bound = {b.var.data for b in loop.body.binds}
+        gathers: dict[str, Expr] = {}
+        lifted: list[Key] = []
+        for key in list(inner_cot.elems):
+            name, k = key
+            if _same_var(k, loop.index):
+                gathers[name] = inner_cot.elems.pop(key)
+            elif k.op is Op.CONST or (k.op is Op.VAR and k.data not in bound):
+                lifted.append(key)
+        self.flush(inner, inner_cot, lambda key: key not in lifted)
+        names = self._outer(loop.body, inner_cot, {loop.index.data})
+        # One sumbuild per cotangent: each computes only what its part needs, and nothing has to take
+        # its part out of a tuple (the C++ adds a loop in a sumbuild's body straight into the sum).
+        for name in names:
+            summed = Block(inner.binds, self._parts(inner_cot, [name], []))
+            part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${name}")
+            self._collect(out, cot, [name], [], part)
+        for key in lifted:
+            summed = Block(inner.binds, self._parts(inner_cot, [], [key]))
+            part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${key[0]}")
+            self._collect(out, cot, [], [key], part)
+        for name, part in gathers.items():
+            v = self.vars[name]
+            self.give(out, cot, v, self._gather(out, loop, inner, v, part))
+
+    def _stored(self, out: Block, loop: Loop, v: Expr) -> dict[str, Bind]:
+        """The forward bindings of ``loop``'s body that its reverse pass reads back instead of computing
+        them again in each of its loops: a build's element from the loop's value ``v`` (the reverse
+        pass of ``(tanh s)``, ``(exp s)``, ``(div a b)`` needs it, and would otherwise compute ``s``, a
+        dot product say, again), and each inner loop's value from a *tape*, a build over the loop of
+        the body up to that value, bound in ``out`` (a hidden layer's activations, once, instead of
+        once per cotangent that needs them)."""
+        r = loop.body.result
+        stored: dict[str, Bind] = {}
+        for bind in loop.body.binds:
+            name = bind.var.data
+            if loop.op is Op.BUILD and r is not None and bind.var is r:
+                stored[name] = Bind(r, E.op(Op.INDEX, loop.index, v), bind.source)
+            elif isinstance(bind.value, Loop):
+                forward = Block(loop.body.binds, bind.var)
+                tape = self.names.bind(out, Loop(Op.BUILD, loop.n, loop.index, forward), f"{name}$tape")
+                stored[name] = Bind(bind.var, E.op(Op.INDEX, loop.index, tape), bind.source)
+        return stored
+
+    def _gather(self, out: Block, loop: Loop, inner: Block, v: Expr, part: Expr) -> Expr:
+        """``build (size v) (lam i part)``: the cotangent of ``v`` whose element ``i`` the loop's
+        iteration ``i`` reads (only there, and only it); bound in ``out``, its variable returned."""
+        i = loop.index
+        n = loop.n
+        if n.op is Op.VAR and self.values.get(n.data) is E.op(Op.SIZE, v):
+            return self.names.bind(out, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
+        # Where the loop is not over (size v), v's elements past its end get zeros: a loop guarded
+        # element by element, taken only when the sizes differ, so that the usual one is a plain build.
+        size = self.names.bind(out, E.op(Op.SIZE, v), "t")
+        plain = Block()
+        plain.result = self.names.bind(plain, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
+        zero = Block([], self.shapes.zero_like(E.op(Op.INDEX, i, v)))
+        element = Block()
+        element.result = self.names.bind(element, Branch(E.op(Op.LT, i, n), Block(inner.binds, part), zero), "d$elem")
+        padded = Block()
+        padded.result = self.names.bind(padded, Loop(Op.BUILD, size, i, element), f"d${v.data}")
+        return self.names.bind(out, Branch(E.op(Op.EQ, n, size), plain, padded), f"d${v.data}")
+
+    def _branch(self, out: Block, cot: Cotangents, branch: Branch, dv: Expr) -> None:
         then, then_cot = self.block(branch.then, dv)
         other, other_cot = self.block(branch.other, dv)
-        names = sorted(self._outer(branch.then, then_cot, set()) | self._outer(branch.other, other_cot, set()))
-        if not names:
+        keys: list[Key] = []
+        for inner, inner_cot, source in ((then, then_cot, branch.then), (other, other_cot, branch.other)):
+            bound = {b.var.data for b in source.binds}
+
+            def passes(key: Key, bound: set[str] = bound) -> bool:
+                """A Float element, or one whose zero (read at an index in range) costs nothing to make."""
+                name, k = key
+                outside = k.op is Op.CONST or (k.op is Op.VAR and k.data not in bound)
+                in_range = k.op is Op.VAR and self.ranges.get(k.data) == name
+                return outside and (self.vars[name].type.elem is FLOAT or in_range)
+
+            self.flush(inner, inner_cot, lambda key, passes=passes: not passes(key))  # type: ignore[misc]
+            keys += [key for key in inner_cot.elems if key not in keys]
+        names = sorted(
+            set(self._outer(branch.then, then_cot, set())) | set(self._outer(branch.other, other_cot, set()))
+        )
+        if not names and not keys:
             return
-        then.result = self._result(then_cot, names)
-        other.result = self._result(other_cot, names)
+        then.result = self._parts(then_cot, names, keys)
+        other.result = self._parts(other_cot, names, keys)
         parts = self.names.bind(out, Branch(branch.cond, then, other), "d$if")
-        self._collect(out, cot, names, parts)
+        self._collect(out, cot, names, keys, parts)

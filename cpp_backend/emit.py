@@ -18,7 +18,12 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
                            row-wise, also where the sum is an operand of the element (see Loops)
 ``sumbuild``               a loop accumulating into a dense copy of the first iteration's value, the
                            others added in place (``ks::add_inplace``), with the arena reset after each
-                           later iteration when the body may allocate; Float/Integer accumulate in a scalar
+                           later iteration when the body may allocate; Float/Integer accumulate in a scalar.
+                           A body with loops in it is added part by part after the first iteration
+                           (unless ``KS_EXACT_ORDER``): a ``build`` element by element, a ``sumbuild``
+                           term by term, a ``deltaVec`` at its index, a ``tuple`` or an ``if`` part by
+                           part, through the lets that bind the parts, so that a reverse pass's one-hot
+                           and per-iteration cotangents cost O(1) per element, not a full-size value
 ``sum``                    ``ks::sum`` (same accumulation)
 ``lam`` / application      a ``std::function`` holding a ``[=]`` lambda / a call of it
 ``tuple``, ``get$i$n``     ``std::tuple<...>(...)``, ``std::get<i-1>``
@@ -667,6 +672,7 @@ class _FunctionEmitter:
         parallel: bool = False,
         independent: bool = False,
         reduce: str | None = None,
+        split: bool = False,
     ) -> Step:
         """``for`` ``i`` in [0, ``n``) around ``emit()``, which evaluates ``body`` with ``var`` bound to ``i``
         (and ``varying``, ``var`` among them, changing between iterations); what every iteration would
@@ -679,7 +685,24 @@ class _FunctionEmitter:
         vectors; ``independent``: iterations touch nothing in common but ``reduce``, so that the fast
         version may be marked ``omp simd``.  With ``parallel`` (independent iterations producing
         scalars, or a Float sum into ``reduce``) a loop that no other loop of the def encloses runs on threads when it is large
-        (see :func:`_parallel_condition`)."""
+        (see :func:`_parallel_condition`); the OpenMP region is entered only then, the loop emitted
+        twice under ``if`` (``split``: this is the parallel copy)."""
+        if parallel and self.loop_depth == 0 and not split:
+            # An OpenMP region costs about a microsecond to enter even when its `if` clause is false (a
+            # def called in another's loop pays it at every call): the region only when it would run
+            # on threads, the plain loop otherwise.
+            cond = _parallel_condition(n, not _has_loop(body, done))
+            self.line(f"if ({cond}) {{")
+            self.depth += 1
+            args = (n, i, var, body, varying, emit, nonempty, done)
+            yield from self._loop(*args, parallel=True, independent=independent, reduce=reduce, split=True)
+            self.depth -= 1
+            self.line("} else {")
+            self.depth += 1
+            yield from self._loop(*args, parallel=False, independent=independent, reduce=reduce)
+            self.depth -= 1
+            self.line("}")
+            return i
         hoisted, ranged = _loop_invariants(body, var, varying, done)
         saved = dict(self._hoisted), set(self._in_range)
         guard = bool(hoisted or ranged) and not nonempty
@@ -1108,9 +1131,27 @@ class _FunctionEmitter:
         reset = self.may_allocate(body)
         mark = self.fresh("m")
 
+        # A body with loops in it adds its parts straight into the accumulator after the first iteration
+        # (no full-size value of the iteration made and then added): see _accumulate.
+        direct = not scalar and _has_loop(body)
+
         def accumulate() -> Step:
             if reset:
                 self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
+            if direct:
+                self.line("#ifndef KS_EXACT_ORDER")
+                self.line(f"if ({i} > 0) {{")
+                self.depth += 1
+                saved = self._push(var.data, i)
+                yield from self._accumulate(acc, body, skipped, {})
+                self._pop(var.data, saved)
+                if reset:
+                    self.line(f"ks::arena().reset({mark});")
+                self.depth -= 1
+                self.line("} else")
+                self.line("#endif")
+                self.line("{")
+                self.depth += 1
             value = yield from self._in_scope(var.data, i, body)
             release = f" ks::arena().reset({mark});" if reset else ""
             if t is FLOAT:
@@ -1123,6 +1164,9 @@ class _FunctionEmitter:
                 self.line(f"    {acc} = ks::copy_dense({value});")
                 self.line("} else {")
                 self.line(f"    ks::add_inplace({acc}, {value}, {skipped});{release}")
+                self.line("}")
+            if direct:
+                self.depth -= 1
                 self.line("}")
             return value
 
@@ -1141,6 +1185,118 @@ class _FunctionEmitter:
         if not scalar:
             self.line(f"if ({skipped}) ks::normalise_zeros({acc});")
         return acc
+
+    # -- adding a value into an accumulator, part by part ------------------------------------------
+    def _accumulate(self, dest: str, e: Expr, skipped: str, deferred: dict[str, Expr]) -> Step:
+        """``dest += e`` for a dense ``dest`` (a sumbuild's accumulator or a part of it), without making
+        ``e``'s value where it is a loop: a ``build`` adds each element into its element of ``dest``, a
+        ``sumbuild`` each term into ``dest``, a ``deltaVec`` its element into one element, a ``tuple``
+        each part, an ``if`` its branch; a ``let`` whose variable is a part of the result (used nowhere else) is added where
+        that part is (``deferred``).  Float sums are reassociated (never under KS_EXACT_ORDER, where
+        the caller does not come here); the same sizes are checked as ``ks::add_inplace`` checks."""
+        op = e.op
+        found = self._hoisted.get(id(e))
+        if found is not None and found[2] == self._bindings(e):
+            op = Op.CONST  # computed before the loop: added as a value
+        if op is Op.LET:
+            var, rhs, body = e.args
+            if _deferrable(var.data, rhs, body):
+                yield from self._accumulate(dest, body, skipped, {**deferred, var.data: rhs})
+                return dest
+            value = yield rhs
+            if var.data not in body.free and _is_identifier(value):
+                self.line(f"(void){value};")
+            saved = self._push(var.data, value)
+            yield from self._accumulate(dest, body, skipped, deferred)
+            self._pop(var.data, saved)
+            return dest
+        if op is Op.VAR and e.data in deferred:
+            yield from self._accumulate(dest, deferred[e.data], skipped, {})
+            return dest
+        if op is Op.TUPLE:
+            for slot, piece in enumerate(e.args):
+                yield from self._accumulate(f"std::get<{slot}>({dest})", piece, skipped, deferred)
+            return dest
+        if (op is Op.BUILD or op is Op.SUMBUILD) and e.args[1].data in e.args[2].free:
+            size, var, body = e.args
+            n = yield size
+            kind = "build" if op is Op.BUILD else "sumbuild"
+            self.line(f'ks::check_size({n}, "{kind}");')
+            if op is Op.BUILD:
+                self.line(f"if ({dest}.n != {n}) ks::size_mismatch({dest}.n, {n});")
+            elif e.type.is_scalar:
+                self.line(f"if ({n} == 0) {skipped} = true;")  # the sum of nothing is +0.0
+            else:
+                self.line(f"if ({n} == 0) (void)ks::zero_of<{cpp_type(e.type)}>({c_string(str(e.type))});")
+            i = self.fresh_var(var.data)
+            reset = self.may_allocate(body)
+            mark = self.fresh("m")
+            part = f"{dest}.data[{i}]" if op is Op.BUILD else dest
+
+            def each() -> Step:
+                if reset:
+                    self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
+                saved = self._push(var.data, i)
+                yield from self._accumulate(part, body, skipped, {})
+                self._pop(var.data, saved)
+                if reset:
+                    self.line(f"ks::arena().reset({mark});")
+                return dest
+
+            yield from self._loop(n, i, var.data, body, frozenset({var.data}), each)
+            return dest
+        if op is Op.IF:
+            cond = yield e.args[0]
+            self.line(f"if ({cond}) {{")
+            self.depth += 1
+            yield from self._accumulate(dest, e.args[1], skipped, {})
+            self.depth -= 1
+            self.line("} else {")
+            self.depth += 1
+            yield from self._accumulate(dest, e.args[2], skipped, {})
+            self.depth -= 1
+            self.line("}")
+            return dest
+        if op is Op.DELTAVEC:
+            n = yield e.args[0]
+            k = yield e.args[1]
+            value = yield e.args[2]
+            self.line(f"if ({dest}.n != {n}) ks::size_mismatch({dest}.n, {n});")
+            inside = f"static_cast<std::uint64_t>({k}) < static_cast<std::uint64_t>({n})"
+            self.line(f"if ({inside}) {{")
+            self.depth += 1
+            self._add_into(f"{dest}.data[{k}]", e.type.elem, value, skipped)
+            self.depth -= 1
+            self.line("}")
+            self.line(f"if ({n} > 1 || !({inside})) {skipped} = true;")
+            return dest
+        value = yield e
+        self._add_into(dest, e.type, value, skipped)
+        return dest
+
+    def _add_into(self, dest: str, t: Type, value: str, skipped: str) -> None:
+        if t is FLOAT:
+            self.line(f"{dest} += {value};")
+        elif t is INTEGER:
+            self.line(f"{dest} = ks::add_i({dest}, {value});")
+        else:
+            self.line(f"ks::add_inplace({dest}, {value}, {skipped});")
+
+
+def _deferrable(name: str, rhs: Expr, body: Expr) -> bool:
+    """Whether ``let name = rhs`` in an accumulation may be added where ``body`` (lets, then a tuple
+    of parts or one part) has ``name`` as a part: its only use, no let between rebinding a variable
+    of ``rhs``, and ``rhs`` a loop, a branch, a deltaVec or a tuple (what is worth not making)."""
+    if rhs.op not in (Op.BUILD, Op.SUMBUILD, Op.LET, Op.IF, Op.DELTAVEC, Op.TUPLE):
+        return False
+    node = body
+    while node.op is Op.LET:
+        var, value, node = node.args
+        if name in value.free or var.data in rhs.free or var.data == name:
+            return False
+    parts = node.args if node.op is Op.TUPLE else (node,)
+    uses = sum(1 for p in parts if p.op is Op.VAR and p.data == name)
+    return uses == 1 and not any(name in p.free for p in parts if not (p.op is Op.VAR and p.data == name))
 
 
 _LAZY = {

@@ -35,18 +35,18 @@ GOLDEN = {
                 (d$y (mul d$z x)))
             (tuple d$x d$y)))
     """,
-    # build and index: a sumbuild over the body's reverse pass, a deltaVec for the index
+    # build and index: the element i of v read in iteration i, its cotangent a gather (a build), no
+    # deltaVec; exp's value read back from the forward loop, not computed again
     "rev$g": """
         (def rev$g (Vec Float) ((v : (Vec Float)) (d$r : (Vec Float)))
           (let ((t (size v))
-                (d$loop (sumbuild t (lam (i : Integer)
-                          (let ((t_1 (index i v))
-                                (t_2 (exp t_1))
-                                (d$r_1 (index i d$r))
-                                (d$t_1 (mul d$r_1 t_2))
-                                (d$v (deltaVec (size v) i d$t_1)))
-                            d$v)))))
-            d$loop))
+                (t_3 (build t (lam (i : Integer) (let (t_1 (index i v)) (let (t_2 (exp t_1)) t_2)))))
+                (d$v (build t (lam (i : Integer)
+                       (let ((t_2 (index i t_3))
+                             (d$r_1 (index i d$r))
+                             (d$t_1 (mul d$r_1 t_2)))
+                         d$t_1)))))
+            d$v))
     """,
     # if: one branch's reverse pass or the other's; an Integer parameter's cotangent is (tuple)
     "rev$h": """

@@ -1,0 +1,132 @@
+"""Loop-invariant bindings moved out of their loops, before the reverse pass is made.
+
+``(build n (lam i (sumbuild m (lam j (mul (index j (index i W)) (index j x))))))`` reads the row
+``(index i W)`` in every iteration of the ``j`` loop.  Left there, the reverse pass of the ``j`` loop
+gives ``W`` a part in each of its iterations; moved out to the ``i`` loop's body, the ``j`` loop reads
+the row at its own index, and its cotangent is a gather (:mod:`autodiff.reverse`) whose rows the ``i``
+loop gathers in turn.  The emitted C++ computes loop invariants once anyway; what this changes is the
+shape of the derivative.
+
+Bindings that cannot fail move as they are: Float arithmetic and comparisons, ``size``, ``get``,
+``tuple``, ``to_float``, and ``(index i v)`` where ``i`` is the index of an enclosing loop over
+``(size v)``.  Invariant calls, reads, loops and branches with Floats in their value move under
+``(if (gt n 0) value placeholder)``, since a loop of no iterations evaluates nothing: then
+``(index i (scal alpha x))`` in a loop over ``i`` calls ``scal`` once outside, and its reverse pass
+calls ``rev$scal`` once with the gathered cotangent instead of once per element with a one-hot.
+Nothing moves out of a branch.
+"""
+
+from __future__ import annotations
+
+from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, value_expr
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import Op
+from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
+
+#: Invariant values that may fail (or that a loop of no iterations must not evaluate), moved out
+#: under ``(if (gt n 0) ...)``: calls and reads of vectors (with loops and branches).
+_GUARDED = frozenset({Op.CALL, Op.INDEX})
+
+#: Ops that never fail when their operands are scalars (Floats: IEEE; comparisons: any scalar).
+_SCALAR = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.POW, Op.ABS, Op.MAX})
+_COMPARE = frozenset({Op.EQ, Op.NE, Op.GT, Op.GTE, Op.LT, Op.LTE, Op.AND, Op.OR, Op.TO_FLOAT})
+_ANY = frozenset({Op.CONST, Op.VAR, Op.SIZE, Op.GET, Op.TUPLE})
+
+
+class Hoister:
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        #: The one-op values of the bindings seen, by variable name (names are unique in a def).
+        self.values: dict[str, Expr] = {}
+        #: Loop indices known to be in range of a vector: index name -> the vector variable.
+        self.ranges: dict[str, Expr] = {}
+
+    def block(self, b: Block) -> None:
+        """Move the invariant bindings of every loop in ``b`` (nested ones first) out of it, in place."""
+        binds: list[Bind] = []
+        for bind in b.binds:
+            value = bind.value
+            if isinstance(value, Loop):
+                binds += self._loop(value)
+            elif isinstance(value, Branch):
+                self.block(value.then)
+                self.block(value.other)
+            else:
+                self.values[bind.var.data] = value
+            binds.append(bind)
+        b.binds = binds
+
+    def _loop(self, loop: Loop) -> list[Bind]:
+        """The bindings moved out of ``loop``'s body (which keeps the others)."""
+        n = loop.n
+        size = self.values.get(n.data) if n.op is Op.VAR else None
+        if size is not None and size.op is Op.SIZE and size.args[0].op is Op.VAR:
+            self.ranges[loop.index.data] = size.args[0]
+        self.block(loop.body)
+        local = {loop.index.data}
+        kept: list[Bind] = []
+        moved: list[Bind] = []
+        for bind in loop.body.binds:
+            value = bind.value
+            free = value.free if isinstance(value, Expr) else value_expr(value).free
+            if free & local:
+                kept.append(bind)
+                local.add(bind.var.data)
+            elif isinstance(value, Expr) and self._safe(value):
+                moved.append(bind)
+            elif has_float(bind.var.type) and (not isinstance(value, Expr) or value.op in _GUARDED):
+                moved.append(self._guarded(bind, loop.n))
+            else:
+                kept.append(bind)
+                local.add(bind.var.data)
+        loop.body.binds = kept
+        return moved
+
+    def _guarded(self, bind: Bind, n: Expr) -> Bind:
+        """``bind`` out of a loop of ``n`` iterations, evaluated only if the loop runs: ``(if (gt n 0)
+        value placeholder)``, the placeholder a value of its type that nothing reads."""
+        inner = E.var(self.names.fresh(bind.var.data), bind.var.type)
+        then = Block([Bind(inner, bind.value, bind.source)], inner)
+        other = Block([], self._placeholder(bind.var.type))
+        return Bind(bind.var, Branch(E.op(Op.GT, n, E.const(0)), then, other), bind.source)
+
+    def _placeholder(self, t: Type) -> Expr:
+        if t.kind is Kind.VEC:
+            return E.build(E.const(0), E.var(self.names.fresh("i"), INTEGER), self._placeholder(t.elem))
+        if t.kind is Kind.TUPLE:
+            return E.tuple_(*(self._placeholder(c) for c in t.children))
+        if t is INTEGER:
+            return E.const(0)
+        if t is BOOL:
+            return E.const(False)
+        return E.const(0.0)
+
+    def _safe(self, e: Expr) -> bool:
+        """Whether evaluating ``e`` cannot fail (see the module docstring)."""
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            op = node.op
+            if op in _ANY:
+                pass
+            elif op in _SCALAR or op in _COMPARE:
+                if not all(a.type.is_scalar for a in node.args):
+                    return False
+                if op in _SCALAR and node.type is not FLOAT:
+                    return False  # Integer arithmetic can overflow
+            elif op is Op.INDEX:
+                k, v = node.args
+                known = self.ranges.get(k.data) if k.op is Op.VAR else None
+                if known is None or v.op is not Op.VAR or known.data != v.data:
+                    return False
+            else:
+                return False
+            stack.extend(node.args)
+        return True
+
+
+def hoist(b: Block, names: Names) -> Block:
+    """``b`` with its loops' invariant bindings moved out (in place; returned for convenience)."""
+    Hoister(names).block(b)
+    return b

@@ -5,7 +5,6 @@ printed and read back."""
 from __future__ import annotations
 
 import random
-import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -127,13 +126,13 @@ def check_finite_differences(d: Def, fwd: Def, rev: Def, seed: int, trials: int 
 
 @pytest.mark.parametrize(("path", "name"), cases())
 def test_derivatives_match_finite_differences(path: Path, name: str) -> None:
-    """Every def of every program file: both modes made anew (not the program's own rev$/fwd$), each in
-    under a second, agree with central finite differences; or the def fails with its one-line error."""
+    """Every def of every program file: both modes made anew (not the program's own rev$/fwd$) agree
+    with central finite differences; or the def fails with its one-line error.  (How long making a
+    derivative takes is measured by benchmarks/bench_grad_let_chain.py, not asserted here.)"""
     prog = program(path)
     made = {}
     for mode in MODES:
         expected = NOT_DIFFERENTIABLE.get((path.name, name, mode))
-        start = time.perf_counter()
         try:
             maker = derivative_defs(prog, [name], mode, reuse=False)
         except NotDifferentiable as err:
@@ -142,7 +141,6 @@ def test_derivatives_match_finite_differences(path: Path, name: str) -> None:
             assert "\n" not in line and line.startswith(f"{path}:") and err.pos is not None
             continue
         assert expected is None, f"{name} ({mode}) differentiates now: update NOT_DIFFERENTIABLE"
-        assert time.perf_counter() - start < 1.0
         made[mode] = maker.new[-1]
         assert made[mode].name == f"{mode}${name}"
     if len(made) == 2:

@@ -9,6 +9,7 @@ structure: the scalar's cotangent is then the sum over the structure (:meth:`Sha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from autodiff.tangent import Shapes
@@ -31,7 +32,7 @@ PRELUDE_OPS: dict[str, Op] = {
 #: Edefs whose meaning is an op's when they take and return Floats (the reference's programs declare them).
 MATH_EDEFS: dict[str, Op] = {"exp": Op.EXP, "log": Op.LOG, "tanh": Op.TANH, "abs": Op.ABS, "pow": Op.POW, "max": Op.MAX}
 #: Edefs with a derivative written here (not an op of the language).
-OWN_RULES = frozenset({"cosh"})
+OWN_RULES = frozenset({"cosh", "erf", "log1p", "expm1", "sin", "cos"})
 
 
 def known_callee(callee: Callee) -> bool:
@@ -51,6 +52,29 @@ def as_op(call: Expr) -> Expr:
 
 def _sinh(x: Expr) -> Expr:
     return E.op(Op.DIV, E.op(Op.SUB, E.op(Op.EXP, x), E.op(Op.EXP, E.op(Op.NEG, x))), E.const(2.0))
+
+
+def _erf_slope(x: Expr) -> Expr:
+    """d erf(x) / dx = 2 / sqrt(pi) exp(-x^2)."""
+    return E.op(Op.MUL, E.const(1.1283791670955126), E.op(Op.EXP, E.op(Op.NEG, E.op(Op.MUL, x, x))))
+
+
+#: The slope of each edef of :data:`OWN_RULES` but cosh, of its call ``e`` (over an atom) and its
+#: result ``r``.
+_SLOPES: dict[str, Callable[[Expr, Expr], Expr]] = {
+    "erf": lambda e, r: _erf_slope(e.args[0]),
+    "log1p": lambda e, r: E.op(Op.DIV, E.const(1.0), E.op(Op.ADD, E.const(1.0), e.args[0])),
+    "expm1": lambda e, r: E.op(Op.ADD, r, E.const(1.0)),
+    # sin' = cos = sin(x + pi/2) and cos' = -sin = cos(x + pi/2): each a call of the function itself,
+    # which the program declares (the other may not be)
+    "sin": lambda e, r: _shifted_call(e),
+    "cos": lambda e, r: _shifted_call(e),
+}
+
+
+def _shifted_call(e: Expr) -> Expr:
+    """The function ``e`` calls, at its argument plus pi/2."""
+    return E.call(e.data, E.op(Op.ADD, e.args[0], E.const(math.pi / 2)))
 
 
 def _one_minus_square(r: Expr) -> Expr:
@@ -129,6 +153,8 @@ def reverse_op(e: Expr, r: Expr, dv: Expr, wants: Callable[[Expr], bool], shapes
         give(1, lambda: dv)
     elif op is Op.CALL and e.data.name == "cosh":
         give(0, lambda: E.op(Op.MUL, dv, _sinh(args[0])))
+    elif op is Op.CALL and e.data.name in _SLOPES:
+        give(0, lambda: E.op(Op.MUL, dv, _SLOPES[e.data.name](e, r)))
     elif op is not Op.TO_FLOAT:  # pragma: no cover  (every op with a Float result is above)
         raise AssertionError(f"no reverse rule for {op.name}")
     return out
@@ -222,6 +248,8 @@ def forward_op(e: Expr, r: Expr, tangent: Tangent, shapes: Shapes) -> Expr | Non
         return scaled(d[1], lambda t: E.op(Op.ASSERT, args[0], t))
     if op is Op.CALL and e.data.name == "cosh":
         return scaled(d[0], lambda t: E.op(Op.MUL, t, _sinh(args[0])))
+    if op is Op.CALL and e.data.name in _SLOPES:
+        return scaled(d[0], lambda t: E.op(Op.MUL, t, _SLOPES[e.data.name](e, r)))
     if op is Op.TO_FLOAT:
         return None
     raise AssertionError(f"no forward rule for {op.name}")  # pragma: no cover

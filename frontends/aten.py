@@ -21,12 +21,15 @@ from frontends.tensor import (
     Tensor,
     broadcast_index,
     broadcasts,
+    converted,
     filled,
+    flit,
     iadd,
     ic,
     idiv,
     imul,
     in_range,
+    literal,
     reshape_index,
     scalar,
     view,
@@ -34,7 +37,7 @@ from frontends.tensor import (
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import BOOL, FLOAT
+from knossos.types import BOOL, FLOAT, INTEGER, Type
 
 #: The most elements one ``amax`` compares (it is unrolled into a tree of ``max``: the language has
 #: no loop that keeps a maximum).
@@ -51,6 +54,8 @@ class Call:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     shape: tuple[int, ...]
+    #: The element type of the (first) result: Float, Integer or Bool, from torch's dtype.
+    elem: Type = FLOAT
 
     def arg(self, k: int, name: str, default: Any = None) -> Any:
         if k < len(self.args):
@@ -61,12 +66,16 @@ class Call:
 Lowering = Callable[[Call], Tensor]
 
 
-def as_tensor(x: Any) -> Tensor:
+def as_tensor(x: Any, elem: Type = FLOAT) -> Tensor:
+    """A Tensor, or a Python number as a 0-d one: an ``int`` an Integer where ``elem`` is, a ``bool``
+    a Bool."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, bool) or not isinstance(x, int | float):
+    if isinstance(x, bool):
+        return scalar(x, BOOL)
+    if not isinstance(x, int | float):
         raise Unsupported(f"an operand of type {type(x).__name__}")
-    return scalar(x)
+    return scalar(x, INTEGER if elem is INTEGER and isinstance(x, int) else FLOAT)
 
 
 def dim_of(d: int, rank: int) -> int:
@@ -74,16 +83,24 @@ def dim_of(d: int, rank: int) -> int:
 
 
 # -- element-wise ------------------------------------------------------------------------------------
-def unary(x: Tensor, f: Callable[[Expr], Expr]) -> Tensor:
-    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False)
+def unary(x: Tensor, f: Callable[[Expr], Expr], elem: Type = FLOAT) -> Tensor:
+    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False, elem=elem)
 
 
 def elementwise(
-    block: Block, shape: tuple[int, ...], operands: Sequence[Any], f: Callable[..., Expr], elem: Any = FLOAT
+    block: Block,
+    shape: tuple[int, ...],
+    operands: Sequence[Any],
+    f: Callable[..., Expr],
+    elem: Type = FLOAT,
+    operand_elem: Type | None = None,
 ) -> Tensor:
     """``f`` of the operands' elements, broadcast to ``shape``; an operand read more than once per
-    element of its own (broadcast, or repeated) is made cheap first."""
-    ts = [as_tensor(x) for x in operands]
+    element of its own (broadcast, or repeated) is made cheap first.  With ``operand_elem``, the
+    operands are converted to that element type first (torch's type promotion)."""
+    ts = [as_tensor(x, operand_elem or FLOAT) for x in operands]
+    if operand_elem is not None:
+        ts = [converted(t, operand_elem) for t in ts]
     ts = [block.cheap(t) if broadcasts(t.shape, shape) or sum(u is t for u in ts) > 1 else t for t in ts]
     maps = [broadcast_index(t.shape, shape) for t in ts]
 
@@ -98,24 +115,56 @@ def _op(o: Op) -> Callable[..., Expr]:
 
 
 def _float(x: Tensor) -> Tensor:
-    if x.elem is not FLOAT:
-        raise Unsupported("arithmetic on a Bool tensor")
-    return x
+    """``x`` with Float elements (torch's float ops promote Integer and Bool tensors)."""
+    return converted(x, FLOAT)
+
+
+def promoted(operands: Sequence[Any]) -> Type:
+    """The element type torch computes a comparison of these operands in: Float if one is, else
+    Integer if one is, else Bool (a Python number counts as its own type only against a Bool)."""
+    elems = [x.elem for x in operands if isinstance(x, Tensor)]
+    numbers = [x for x in operands if not isinstance(x, Tensor)]
+    if FLOAT in elems or any(isinstance(x, float) for x in numbers):
+        return FLOAT
+    if INTEGER in elems or any(isinstance(x, int) and not isinstance(x, bool) for x in numbers):
+        return INTEGER
+    return BOOL
 
 
 def _binary(o: Op) -> Lowering:
     def lower(c: Call) -> Tensor:
         a, b = c.args[0], c.args[1]
+        if c.elem is BOOL:
+            raise Unsupported("arithmetic with a Bool result")
         alpha = c.kwargs.get("alpha", 1)
         if alpha != 1:
-            b = elementwise(c.block, as_tensor(b).shape, [b], lambda x: E.op(Op.MUL, E.const(float(alpha)), x))
-        return elementwise(c.block, c.shape, [a, b], _op(o))
+            b = elementwise(
+                c.block, as_tensor(b).shape, [b], lambda x: E.op(Op.MUL, literal(alpha, c.elem), x), c.elem, c.elem
+            )
+        return elementwise(c.block, c.shape, [a, b], _op(o), c.elem, c.elem)
 
     return lower
 
 
 def _unary(f: Callable[[Expr], Expr]) -> Lowering:
-    return lambda c: unary(_float(as_tensor(c.args[0])), f)
+    """An op of Floats (torch gives a float tensor of an integer one: converted first)."""
+
+    def lower(c: Call) -> Tensor:
+        if c.elem is not FLOAT:
+            raise Unsupported("an integer result")
+        return unary(_float(as_tensor(c.args[0])), f)
+
+    return lower
+
+
+def _signed(o: Op) -> Lowering:
+    """``neg``/``abs``, which keep an integer tensor's dtype."""
+
+    def lower(c: Call) -> Tensor:
+        x = as_tensor(c.args[0])
+        return unary(converted(x, c.elem), _op(o), c.elem)
+
+    return lower
 
 
 def sigmoid(x: Expr) -> Expr:
@@ -130,22 +179,43 @@ def _pow_scalar(c: Call) -> Tensor:
         return x
     if p == 2:
         return unary(x, lambda e: c.block.share(e, lambda v: E.op(Op.MUL, v, v)))
-    return unary(x, lambda e: E.op(Op.POW, e, E.const(float(p))))
+    return unary(x, lambda e: E.op(Op.POW, e, flit(p)))
 
 
-def _compare(o: Op) -> Lowering:
-    return lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(o), elem=BOOL)
+def compare(o: Op) -> Lowering:
+    def lower(c: Call) -> Tensor:
+        operands = [c.args[0], c.args[1]]
+        common = promoted(operands)
+        if common is BOOL and o not in (Op.EQ, Op.NE):
+            common = INTEGER  # torch orders Bools as 0 and 1
+        return elementwise(c.block, c.shape, operands, _op(o), BOOL, common)
+
+    return lower
 
 
 def _where(c: Call) -> Tensor:
     cond = c.args[0]
     if not isinstance(cond, Tensor) or cond.elem is not BOOL:
         raise Unsupported("a condition that is not a Bool tensor")
-    return elementwise(c.block, c.shape, [cond, c.args[1], c.args[2]], _op(Op.IF))
+    common = c.elem
+    return elementwise(
+        c.block,
+        c.shape,
+        [cond, converted(as_tensor(c.args[1], common), common), converted(as_tensor(c.args[2], common), common)],
+        _op(Op.IF),
+        common,
+    )
 
 
-def _minimum(a: Expr, b: Expr) -> Expr:
-    return E.op(Op.IF, E.op(Op.LT, b, a), b, a)
+def nan_max(block: Block, a: Expr, b: Expr) -> Expr:
+    """``max(a, b)``, NaN if either is, as torch's ``maximum`` and ``amax`` are: the language's
+    ``(max a b)`` is ``a`` unless ``a < b``, so it keeps a NaN ``a`` but not a NaN ``b``."""
+    return block.share(b, lambda v: E.op(Op.IF, E.op(Op.NE, v, v), v, E.op(Op.MAX, a, v)))
+
+
+def nan_min(block: Block, a: Expr, b: Expr) -> Expr:
+    """``min(a, b)``, NaN if either is: ``b`` where ``b < a`` or ``b`` is NaN, else ``a``."""
+    return block.share(b, lambda v: E.op(Op.IF, E.op(Op.OR, E.op(Op.LT, v, a), E.op(Op.NE, v, v)), v, a))
 
 
 # -- reductions --------------------------------------------------------------------------------------
@@ -172,7 +242,8 @@ def _in_index(x: Tensor, red: list[int], keepdim: bool, idx: Index, fill: dict[i
 
 
 def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
-    x = _float(x)
+    """The sum over ``red``: Floats, or Integers (a Bool tensor counts its Trues, as torch does)."""
+    x = x if x.elem is FLOAT else converted(x, INTEGER)
 
     def at(idx: Index) -> Expr:
         js = {d: block.index_var() for d in red}
@@ -181,10 +252,10 @@ def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tupl
             body = E.sumbuild(ic(x.shape[d]), js[d], body)
         return body
 
-    return Tensor(shape, at, cheap=False)
+    return Tensor(shape, at, cheap=False, elem=x.elem)
 
 
-def _count(x: Tensor, red: list[int]) -> int:
+def count(x: Tensor, red: list[int]) -> int:
     n = 1
     for d in red:
         n *= x.shape[d]
@@ -192,12 +263,16 @@ def _count(x: Tensor, red: list[int]) -> int:
 
 
 def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
-    x = block.cheap(_float(x))
-    count = _count(x, red)
-    if count == 0:
+    """The largest element over ``red`` (Floats, NaN if one is; or Integers)."""
+    x = block.cheap(x if x.elem is INTEGER else _float(x))
+    n = count(x, red)
+    if n == 0:
         raise Unsupported("amax over no elements")
-    if count > MAX_UNROLLED:
-        raise Unsupported(f"amax over {count} elements (at most {MAX_UNROLLED}: it is unrolled into max)")
+    if n > MAX_UNROLLED:
+        raise Unsupported(f"amax over {n} elements (at most {MAX_UNROLLED}: it is unrolled into max)")
+
+    def pick(a: Expr, b: Expr) -> Expr:
+        return E.op(Op.MAX, a, b) if x.elem is INTEGER else nan_max(block, a, b)
 
     def at(idx: Index) -> Expr:
         leaves = [
@@ -205,11 +280,11 @@ def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tup
             for ks in itertools.product(*(range(x.shape[d]) for d in red))
         ]
         while len(leaves) > 1:  # a balanced tree: depth log2(count)
-            pairs = [E.op(Op.MAX, leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
+            pairs = [pick(leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
             leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
         return leaves[0]
 
-    return Tensor(shape, at, cheap=False)
+    return Tensor(shape, at, cheap=False, elem=x.elem)
 
 
 def _sum(c: Call) -> Tensor:
@@ -225,13 +300,22 @@ def _mean(c: Call) -> Tensor:
         raise Unsupported("mean with a dtype")
     red = reduced_dims(x, c.arg(1, "dim"))
     total = sum_over(c.block, x, red, bool(c.arg(2, "keepdim", False)), c.shape)
-    n = float(_count(x, red))
+    n = float(count(x, red))
     return unary(total, lambda e: E.op(Op.DIV, e, E.const(n)))
 
 
 def _amax(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
     return amax_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
+
+
+def _amin(c: Call) -> Tensor:
+    """``amin`` as ``-amax(-x)``."""
+    x = as_tensor(c.args[0])
+    x = x if x.elem is INTEGER else _float(x)
+    negated = c.block.materialise(unary(x, lambda e: E.op(Op.NEG, e), x.elem), "neg")
+    red, keepdim = reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False))
+    return unary(amax_over(c.block, negated, red, keepdim, c.shape), lambda e: E.op(Op.NEG, e), x.elem)
 
 
 def moments(c: Call) -> tuple[Tensor, Tensor]:
@@ -248,15 +332,15 @@ def moments_over(block: Block, x: Tensor, red: list[int], correction: float, kee
     x = block.cheap(_float(x))
     kept = tuple(1 if d in red else k for d, k in enumerate(x.shape))
     shape = kept if keepdim else tuple(k for d, k in enumerate(x.shape) if d not in red)
-    n = float(_count(x, red))
+    n = float(count(x, red))
     mean = block.materialise(unary(sum_over(block, x, red, True, kept), lambda e: E.op(Op.DIV, e, E.const(n))), "mean")
 
     def square(a: Expr, b: Expr) -> Expr:
         return block.share(E.op(Op.SUB, a, b), lambda v: E.op(Op.MUL, v, v))
 
     dev = elementwise(block, x.shape, [x, mean], square)
-    count = E.const(n - correction)
-    var = unary(sum_over(block, dev, red, keepdim, shape), lambda e: E.op(Op.DIV, e, count))
+    denominator = E.const(n - correction)
+    var = unary(sum_over(block, dev, red, keepdim, shape), lambda e: E.op(Op.DIV, e, denominator))
     return var, (mean if keepdim else view(mean, shape, reshape_index(kept, shape)))
 
 
@@ -333,7 +417,7 @@ def _dot(c: Call) -> Tensor:
 def _scaled(block: Block, x: Any, k: Any) -> Any:
     if k == 1:
         return x
-    return elementwise(block, as_tensor(x).shape, [x], lambda e: E.op(Op.MUL, E.const(float(k)), e))
+    return elementwise(block, as_tensor(x).shape, [x], lambda e: E.op(Op.MUL, flit(k), e))
 
 
 def _addmm(c: Call) -> Tensor:
@@ -439,22 +523,39 @@ def _same(c: Call) -> Tensor:
 
 
 def _to_copy(c: Call) -> Tensor:
+    """A copy, or a conversion between the dtypes translated: float32 and float64 are both Floats
+    (computed in double), an integer tensor to a float one is ``to_float``, a Bool one ``if``."""
     x = as_tensor(c.args[0])
-    for key, value in c.kwargs.items():
-        if key == "dtype" and value is not None and str(value) != "torch.float64":
-            raise Unsupported(f"a conversion to {value} (only float64 tensors are translated)")
-    return x
+    if x.elem is FLOAT and c.elem is not FLOAT:
+        raise Unsupported(f"a conversion of a float tensor to {c.kwargs.get('dtype')} (torch truncates)")
+    return converted(x, c.elem)
 
 
 def _full(c: Call) -> Tensor:
     value = c.args[1]
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not isinstance(value, int | float):
         raise Unsupported(f"a fill value of type {type(value).__name__}")
-    return filled(c.shape, value)
+    return filled(c.shape, value, c.elem)
+
+
+def _empty(c: Call) -> Tensor:
+    """An uninitialised tensor (``empty_like``, before a ``fill_``): zeros, since torch's values are
+    whatever memory held (reading them is the function's bug, and the check sees it)."""
+    return filled(c.shape, 0, c.elem)
+
+
+def _fill(c: Call) -> Tensor:
+    value = c.args[1]
+    if isinstance(value, Tensor):
+        if value.rank:
+            raise Unsupported("a fill value that is not 0-d")
+        v = converted(value, c.elem)
+        return Tensor(c.shape, lambda idx: v.at(()), cheap=v.cheap, elem=c.elem)
+    return filled(c.shape, value, c.elem)
 
 
 def _scalar_tensor(c: Call) -> Tensor:
-    return filled((), c.args[0])
+    return filled((), c.args[0], c.elem)
 
 
 LOWERINGS: dict[str, Lowering] = {
@@ -467,30 +568,34 @@ LOWERINGS: dict[str, Lowering] = {
     "mul.Scalar": _binary(Op.MUL),
     "div.Tensor": _binary(Op.DIV),
     "div.Scalar": _binary(Op.DIV),
-    "maximum.default": _binary(Op.MAX),
-    "minimum.default": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _minimum),
+    "maximum.default": lambda c: elementwise(
+        c.block, c.shape, [c.args[0], c.args[1]], lambda a, b: nan_max(c.block, a, b), c.elem, c.elem
+    ),
+    "minimum.default": lambda c: elementwise(
+        c.block, c.shape, [c.args[0], c.args[1]], lambda a, b: nan_min(c.block, a, b), c.elem, c.elem
+    ),
     "clamp_min.default": _binary(Op.MAX),
     "pow.Tensor_Scalar": _pow_scalar,
-    "pow.Tensor_Tensor": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(Op.POW)),
-    "neg.default": _unary(_op(Op.NEG)),
+    "pow.Tensor_Tensor": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(Op.POW), FLOAT, FLOAT),
+    "neg.default": _signed(Op.NEG),
     "exp.default": _unary(_op(Op.EXP)),
     "log.default": _unary(_op(Op.LOG)),
     "tanh.default": _unary(_op(Op.TANH)),
-    "abs.default": _unary(_op(Op.ABS)),
+    "abs.default": _signed(Op.ABS),
     "sigmoid.default": _unary(sigmoid),
     "relu.default": _unary(lambda x: E.op(Op.MAX, x, E.const(0.0))),
     "sqrt.default": _unary(_op(Op.SQRT)),
     "rsqrt.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, x))),
     "reciprocal.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), x)),
     # comparisons and where
-    "gt.Tensor": _compare(Op.GT),
-    "gt.Scalar": _compare(Op.GT),
-    "ge.Tensor": _compare(Op.GTE),
-    "ge.Scalar": _compare(Op.GTE),
-    "lt.Tensor": _compare(Op.LT),
-    "lt.Scalar": _compare(Op.LT),
-    "le.Tensor": _compare(Op.LTE),
-    "le.Scalar": _compare(Op.LTE),
+    "gt.Tensor": compare(Op.GT),
+    "gt.Scalar": compare(Op.GT),
+    "ge.Tensor": compare(Op.GTE),
+    "ge.Scalar": compare(Op.GTE),
+    "lt.Tensor": compare(Op.LT),
+    "lt.Scalar": compare(Op.LT),
+    "le.Tensor": compare(Op.LTE),
+    "le.Scalar": compare(Op.LTE),
     "where.self": _where,
     # reductions
     "sum.default": _sum,
@@ -499,6 +604,8 @@ LOWERINGS: dict[str, Lowering] = {
     "mean.dim": _mean,
     "amax.default": _amax,
     "max.default": _amax,
+    "amin.default": _amin,
+    "min.default": _amin,
     "var.correction": lambda c: moments(c)[0],
     "_softmax.default": _softmax(log=False),
     "_log_softmax.default": _softmax(log=True),
@@ -529,4 +636,9 @@ LOWERINGS: dict[str, Lowering] = {
     "full.default": _full,
     "full_like.default": _full,
     "scalar_tensor.default": _scalar_tensor,
+    "empty.memory_format": _empty,
+    "empty_like.default": _empty,
+    "empty_permuted.default": _empty,
+    "fill.Scalar": _fill,
+    "fill.Tensor": _fill,
 }

@@ -24,14 +24,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from frontends.dispatch import results
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.expr import Expr
 from knossos.interpreter import Interpreter
 from knossos.ops import Op
-from knossos.program import Def
+from knossos.program import Program
+from knossos.values import to_numpy
 
 #: Largest difference allowed, relative to the largest magnitude of the result.
 TOLERANCE = 1e-6
+#: The same where torch computes in float32 (an argument, a constant or a step of the function is
+#: float32): the translation computes in double, and float32 keeps about 7 digits, fewer after sums.
+FLOAT32_TOLERANCE = 1e-4
 #: The most nodes the interpreter evaluates for the check (about a million a second here: a few
 #: seconds).  A def estimated above it is refused at once (:func:`estimated_steps`).
 MAX_STEPS = 4_000_000
@@ -45,6 +50,10 @@ def fresh_inputs(examples: tuple[torch.Tensor, ...], seed: int = SEED) -> tuple[
     g = torch.Generator().manual_seed(seed)
     out = []
     for t in examples:
+        if not t.dtype.is_floating_point:  # indices: other values in the examples' range
+            lo_i, hi_i = (int(t.min()), int(t.max())) if t.numel() else (0, 0)
+            out.append(torch.randint(lo_i, hi_i + 1, t.shape, generator=g, dtype=t.dtype))
+            continue
         u = torch.rand(t.shape, generator=g, dtype=t.dtype)
         lo, hi = (float(t.min()), float(t.max())) if t.numel() else (0.0, 0.0)
         if hi > lo and np.isfinite(lo) and np.isfinite(hi):
@@ -54,24 +63,49 @@ def fresh_inputs(examples: tuple[torch.Tensor, ...], seed: int = SEED) -> tuple[
     return tuple(out)
 
 
+#: Compiles a program's def to a callable on the interpreter's arguments (numpy arrays, numbers):
+#: ``cpp_backend.compile_def`` with ``exact_order``, given by a layer that may import the backend.
+Compiler = Callable[[Program, str], Callable[..., Any]]
+
+
 def check_def(
-    d: Def, fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], error: Callable[[str, str], KsError]
+    program: Program,
+    name: str,
+    fn: Callable[..., Any],
+    inputs: tuple[torch.Tensor, ...],
+    error: Callable[[str, str], KsError],
+    tolerance: float = TOLERANCE,
+    compiler: Compiler | None = None,
 ) -> None:
-    """Raise ``error(message, stack)`` unless ``d`` equals ``fn`` on ``inputs`` (``stack``: where in
-    the function the message is about, or empty)."""
+    """Raise ``error(message, stack)`` unless the def ``name`` equals ``fn`` on ``inputs``
+    (``stack``: where in the function the message is about, or empty) within ``tolerance`` (see
+    :func:`disagreement`).  A def too big for the interpreter is compiled by ``compiler`` and
+    checked compiled, or refused where there is none."""
+    d = program.defs[name]
     estimate = estimated_steps(d.body)
-    if estimate is not None and estimate > MAX_STEPS:
+    big = estimate is None or estimate > MAX_STEPS
+    if big and compiler is None and estimate is not None:
         raise _too_big(f"about {estimate:,}")
     want = _run_torch(fn, inputs, error)
+    args = [t.numpy() if t.dim() else t.item() for t in inputs]
     try:
-        got = Interpreter(max_steps=MAX_STEPS).call(d, [t.numpy() if t.dim() else float(t) for t in inputs])
+        if big and compiler is not None:
+            steps = f"about {estimate:,}" if estimate is not None else "an unknown number of"
+            print(
+                f"knossos import: checking the translation compiled to C++ ({steps} interpreter steps is too "
+                f"many for the interpreter's {MAX_STEPS:,})",
+                file=sys.stderr,
+            )
+            got = compiler(program, name)(*args)
+        else:
+            got = Interpreter(max_steps=MAX_STEPS).call(d, args)
     except KsEvalError as err:
         if _BUDGET.search(str(err)):
             raise _too_big(f"more than {MAX_STEPS:,}") from None
         raise error(f"the translation fails on other inputs of the same shapes: {err}", "") from None
     gots = list(got) if len(want) > 1 else [got]
     for k, (g, w) in enumerate(zip(gots, want, strict=True)):
-        problem = disagreement(np.asarray(g, dtype=np.float64), w)
+        problem = disagreement(np.asarray(to_numpy(g), dtype=np.float64), w, tolerance)
         if problem:
             which = f"result {k + 1}" if len(want) > 1 else "the result"
             raise error(
@@ -116,8 +150,10 @@ def estimated_steps(root: Expr) -> int | None:
     return counts[root]
 
 
-def disagreement(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> str:
-    """How ``got`` differs from ``want`` beyond the tolerance, or ``""``."""
+def disagreement(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any], tolerance: float = TOLERANCE) -> str:
+    """How ``got`` differs from ``want`` beyond ``tolerance`` times the largest magnitude, or ``""``."""
+    if want.size == 0 and got.size == 0:
+        return ""  # an empty vector of vectors has no inner sizes to compare
     if got.shape != want.shape:
         return f"shape {got.shape}, torch's {want.shape}"
     finite = np.isfinite(want)
@@ -130,8 +166,8 @@ def disagreement(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> str:
         return ""
     diff = float(np.max(np.abs(got[finite] - want[finite])))
     scale = max(float(np.max(np.abs(want[finite]))), float(np.max(np.abs(got[finite]))))
-    if diff > TOLERANCE * scale:
-        return f"a difference of {diff:.3g}, at most {TOLERANCE:g} x {scale:.3g} allowed"
+    if diff > tolerance * scale:
+        return f"a difference of {diff:.3g}, at most {tolerance:g} x {scale:.3g} allowed"
     return ""
 
 
@@ -147,7 +183,7 @@ def _run_torch(
         raise error(
             f"the function failed on other inputs of the same shapes: {type(err).__name__}: {_first(err)}", _stack(err)
         ) from None
-    items = list(out) if isinstance(out, list | tuple) else [out]
+    items = results(out)
     return [t.detach().to(torch.float64).numpy() for t in items]
 
 

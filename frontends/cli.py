@@ -20,27 +20,36 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knossos.cli import ArgumentParser, check_output, write_output
 from knossos.errors import KsError, KsUsageError, one_line
 from knossos.printer import format_program
 
-_SHAPE = re.compile(r"\A\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\(\)|[0-9]+(?:\s*x\s*[0-9]+)*|)\s*\Z")
+if TYPE_CHECKING:  # frontends.check imports torch, which only this command needs
+    from frontends.check import Compiler
+
+_SHAPE = re.compile(
+    r"\A\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\(\)|[0-9]+(?:\s*x\s*[0-9]+)*|)\s*"
+    r"(?::\s*(float64|float32|int\s*<\s*[0-9]+)\s*)?\Z"
+)
 #: The most elements one example tensor may have (2^26 float64s: 512 MiB).
 MAX_ELEMENTS = 2**26
 
 
-def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
-    """Add the ``import`` subcommand to the ``knossos`` command line."""
+def register(sub: argparse._SubParsersAction[ArgumentParser], compiler: Compiler | None = None) -> None:
+    """Add the ``import`` subcommand to the ``knossos`` command line; ``compiler`` checks a def too
+    big for the interpreter compiled (``app.torch_import`` gives ``cpp_backend.compile_def``, which
+    this layer may not import)."""
     p = sub.add_parser("import", help="translate a PyTorch function of a .py file to a Knossos program")
     p.add_argument("file", metavar="FILE.py")
     p.add_argument("--function", required=True, metavar="NAME", help="the function to translate")
     p.add_argument(
         "--shapes",
         default="",
-        metavar="'W=64x32,b=64,x=32'",
-        help="the shape of each tensor parameter (NAME= or NAME=() for a Float); float64 examples of them are traced",
+        metavar="'W=64x32,b=64,x=32,idx=8:int<50'",
+        help="the shape of each tensor parameter (NAME= or NAME=() for a Float), float64 unless :float32 or "
+        ":int<N> follows (int64 indices in [0, N)); seeded examples of them are traced",
     )
     p.add_argument("-o", dest="out", metavar="OUT.ks", help="write the program here instead of to stdout")
     p.add_argument("--force", action="store_true", help="let -o overwrite an existing file")
@@ -49,19 +58,25 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
         action="store_true",
         help="do not evaluate the program on fresh inputs against torch before writing it",
     )
-    p.set_defaults(run=cmd_import)
+    p.set_defaults(run=cmd_import, compiler=compiler)
 
 
 def parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
     """``'W=64x32,b=64,s='`` as ``{"W": (64, 32), "b": (64,), "s": ()}``."""
-    out: dict[str, tuple[int, ...]] = {}
+    return {name: shape for name, (shape, _) in parse_specs(text).items()}
+
+
+def parse_specs(text: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``'W=64x32,idx=8:int<50'`` as ``{"W": ((64, 32), "float64"), "idx": ((8,), "int<50")}``."""
+    out: dict[str, tuple[tuple[int, ...], str]] = {}
     for item in filter(str.strip, text.split(",")):
         m = _SHAPE.match(item)
         if m is None:
             raise KsUsageError(
-                f"bad --shapes item '{item.strip()[:60]}': expected NAME=N, NAME=NxM... or NAME= for a Float"
+                f"bad --shapes item '{item.strip()[:60]}': expected NAME=N, NAME=NxM... or NAME= for a Float, "
+                "then :float32 or :int<N> for another dtype"
             )
-        name, dims = m.group(1), m.group(2)
+        name, dims, kind = m.group(1), m.group(2), re.sub(r"\s", "", m.group(3) or "float64")
         if name in out:
             raise KsUsageError(f"--shapes gives '{name}' twice")
         shape = tuple(int(d) for d in dims.split("x")) if dims and dims != "()" else ()
@@ -70,7 +85,9 @@ def parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
             n *= d
         if n > MAX_ELEMENTS:
             raise KsUsageError(f"--shapes: '{name}' has {n} elements, more than {MAX_ELEMENTS}")
-        out[name] = shape
+        if kind.startswith("int") and int(kind[4:]) < 1:
+            raise KsUsageError(f"--shapes: '{name}' has no values in int<{kind[4:]}> (give N of at least 1)")
+        out[name] = (shape, kind)
     return out
 
 
@@ -107,8 +124,9 @@ def load_function(path: str, name: str) -> Any:
     return fn
 
 
-def example_args(fn: Any, shapes: dict[str, tuple[int, ...]], label: str) -> list[Any]:
-    """Seeded float64 examples for ``fn``'s positional parameters, in order."""
+def example_args(fn: Any, shapes: dict[str, tuple[tuple[int, ...], str]], label: str) -> list[Any]:
+    """Seeded examples for ``fn``'s positional parameters, in order: ``shapes`` gives each tensor's
+    shape and kind (``float64``, ``float32``, ``int<N>``: int64 in [0, N))."""
     import torch
 
     try:
@@ -127,7 +145,11 @@ def example_args(fn: Any, shapes: dict[str, tuple[int, ...]], label: str) -> lis
     out: list[Any] = []
     for p in params:
         if p.name in shapes:
-            out.append(torch.randn(shapes[p.name], generator=g, dtype=torch.float64))
+            shape, kind = shapes[p.name]
+            if kind.startswith("int"):
+                out.append(torch.randint(0, int(kind[4:]), shape, generator=g))
+            else:
+                out.append(torch.randn(shape, generator=g, dtype=getattr(torch, kind)))
         elif p.annotation in (float, "float") or _number(p.default):
             out.append(1.0)
         else:
@@ -144,16 +166,18 @@ def _number(value: Any) -> bool:
 def cmd_import(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output(args.out, args.file, args.force)
-    shapes = parse_shapes(args.shapes)
+    shapes = parse_specs(args.shapes)
     fn = load_function(args.file, args.function)
     from frontends.torch import translate  # torch: only for this command
 
     examples = example_args(fn, shapes, args.file)
     try:
-        program = translate(fn, *examples, name=args.function, check=not args.no_check)
+        program = translate(fn, *examples, name=args.function, check=not args.no_check, compiler=args.compiler)
     except KsError as err:
         raise err.located(None, args.file) from None
-    given = ",".join(f"{k}={'x'.join(map(str, v))}" for k, v in shapes.items())
+    given = ",".join(
+        f"{k}={'x'.join(map(str, v))}{'' if kind == 'float64' else ':' + kind}" for k, (v, kind) in shapes.items()
+    )
     header = one_line(f"; knossos import {Path(args.file).name} --function {args.function} --shapes '{given}'")
     text = header + "\n" + format_program(program)
     write_output(text, args.out, args.force)

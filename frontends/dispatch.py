@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import operator
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -44,6 +44,9 @@ VALUE_READS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "equal"})
 
 #: Tensor methods that hand a tensor's values to numpy or Python, where the tracer cannot follow them.
 VALUE_EXPORTS = frozenset({"numpy", "tolist", "__array__", "__dlpack__"})
+#: In-place ops that change only the tensor's view of its memory (its shape and strides), not the
+#: memory: no other tensor sees them.
+METADATA_IN_PLACE = frozenset({"transpose_", "t_", "squeeze_", "unsqueeze_", "swapdims_", "swapaxes_"})
 #: The key of ``node.meta`` that says a node's value is computed from the function's arguments.
 FROM_INPUTS = "from_inputs"
 
@@ -74,6 +77,9 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.alive: list[torch.Tensor] = []  # the tracked tensors, so that their ids are not reused
         self.constants: dict[str, torch.Tensor] = {}
         self.inputs: list[str] = []
+        #: Tensors an in-place op changed through another tensor that shares their memory (id ->
+        #: the message and stack of that op): their nodes no longer hold their values.
+        self.stale: dict[int, tuple[str, str]] = {}
 
     def track(self, t: torch.Tensor, node: torch.fx.Node) -> None:
         node.meta["val"] = _meta(t)
@@ -93,6 +99,8 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def node_of(self, t: torch.Tensor, stack: str = "") -> torch.fx.Node:
         """``t``'s node; a tensor not traced becomes a constant, read first at ``stack``."""
+        if id(t) in self.stale:
+            raise TraceError(*self.stale[id(t)])
         node = self.nodes.get(id(t))
         if node is None:  # a tensor the function read from elsewhere (a global, a closure, numpy)
             node = self.graph.placeholder(f"const{len(self.constants)}")
@@ -156,28 +164,29 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self.track_results(item, part)
 
     def in_place(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
-        """An in-place op (``x.add_(y)``, the ``squeeze_`` in matmul's own definition) as its
-        out-of-place form, the tensor then standing for the result.  Only where nothing else sees
-        the change: not on a view, nor on a tensor that has views."""
+        """An in-place op (``x.add_(y)``, the ``squeeze_`` in matmul's own definition, the
+        ``sigmoid_`` of the gates in ATen's ``gru_cell``) as its out-of-place form, the tensor then
+        standing for the result.  Every other tensor that shares an element with it (its base, a
+        view of it) no longer holds the value its node computes: it becomes stale, and reading it
+        later is the error (a view that shares no element, another piece of a split, is fine)."""
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         outplace = getattr(torch.ops.aten, name.removesuffix("_"), None) if name.endswith("_") else None
-        overload = getattr(outplace, func._overloadname, None) if outplace is not None else None
-        if target is None or overload is None or kwargs.get("out") is not None or self.aliased(target):
-            raise TraceError(
-                f"an in-place op {func} on a tensor that other tensors share: write it out of place", _stack()
-            )
+        overload = _same_overload(outplace, func) if outplace is not None else None
+        message = f"an in-place op {func} on a tensor that other tensors share: write it out of place"
+        if target is None or overload is None or kwargs.get("out") is not None:
+            raise TraceError(message, _stack())
         with self:
             result = overload(*args, **kwargs)
         func(*args, **kwargs)  # the real tensor changes too: later ops compute on its new value
         self.nodes[id(target)] = self.node_of(result)
         self.alive.append(target)
+        if name in METADATA_IN_PLACE:
+            return target
+        stack = _stack()
+        for u in self.alive:
+            if u is not target and id(u) not in self.stale and _overlap(u, target):
+                self.stale[id(u)] = (message, stack)
         return target
-
-    def aliased(self, t: torch.Tensor) -> bool:
-        if t._base is not None:
-            return True
-        storage = t.untyped_storage().data_ptr()
-        return any(u is not t and u.untyped_storage().data_ptr() == storage for u in self.alive)
 
 
 @functools.cache
@@ -207,6 +216,37 @@ class _Exports(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def _same_overload(packet: Any, func: Any) -> Any:
+    """The overload of the out-of-place ``packet`` with the in-place ``func``'s overload name, or
+    else with its arguments (``transpose_.default`` is ``transpose.int``)."""
+    found = getattr(packet, func._overloadname, None)
+    if found is not None:
+        return found
+    want = [a.name for a in func._schema.arguments]
+    for name in packet.overloads():
+        overload = getattr(packet, name)
+        if [a.name for a in overload._schema.arguments] == want:
+            return overload
+    return None
+
+
+def _elements(t: torch.Tensor) -> torch.Tensor:
+    """The storage offsets of ``t``'s elements."""
+    offsets = torch.tensor([t.storage_offset()], dtype=torch.int64)
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        offsets = (offsets[:, None] + torch.arange(size, dtype=torch.int64)[None, :] * stride).reshape(-1)
+    return offsets
+
+
+def _overlap(u: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether ``u`` and ``t`` share an element of memory."""
+    if u.device != t.device or u.untyped_storage().data_ptr() != t.untyped_storage().data_ptr():
+        return False
+    if u.numel() == 0 or t.numel() == 0 or u.element_size() != t.element_size():
+        return u.numel() > 0 and t.numel() > 0
+    return bool(torch.isin(_elements(u), _elements(t)).any())
+
+
 def _meta(t: Any) -> Any:
     """A tensor's shape and dtype now (an in-place op may change the tensor's own later)."""
     return torch.empty(t.shape, dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else t
@@ -222,8 +262,12 @@ def _stack() -> str:
     return "".join(traceback.format_stack()[:-2])
 
 
-def _outputs(out: Any) -> Iterator[Any]:
-    yield from (out if isinstance(out, list | tuple) else [out])
+def results(out: Any) -> list[Any]:
+    """A function's results, flattened: a tensor, or the tensors of a tuple or list, nested ones
+    (``nn.LSTM``'s ``(output, (h, c))``) in order."""
+    if not isinstance(out, list | tuple):
+        return [out]
+    return [leaf for item in out for leaf in results(item)]
 
 
 def trace(
@@ -238,11 +282,11 @@ def trace(
         recorder.input(a)
     with torch.no_grad(), _Exports(recorder), recorder:
         out = fn(*inputs)
-    results = []
-    for item in _outputs(out):
+    found = []
+    for item in results(out):
         if not isinstance(item, torch.Tensor):
             raise KsUsageError(f"the function returns a {type(item).__name__}; return tensors")
-        results.append(recorder.node_of(item))
-    recorder.graph.output(results[0] if not isinstance(out, list | tuple) else tuple(results))
+        found.append(recorder.node_of(item))
+    recorder.graph.output(found[0] if not isinstance(out, list | tuple) else tuple(found))
     recorder.graph.eliminate_dead_code()
     return recorder.graph, recorder.inputs, recorder.constants

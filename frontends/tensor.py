@@ -11,13 +11,14 @@ each ATen op is in these terms.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import FLOAT, INTEGER, Type, vec
+from knossos.types import BOOL, FLOAT, INTEGER, Type, vec
 
 Index = tuple[Expr, ...]
 
@@ -64,15 +65,59 @@ def from_var(v: Expr, shape: tuple[int, ...], elem: Type = FLOAT) -> Tensor:
     return Tensor(shape, at, cheap=True, elem=elem)
 
 
-def scalar(value: float) -> Tensor:
-    """A Float literal as a 0-d tensor."""
-    c = E.const(float(value))
-    return Tensor((), lambda idx: c, cheap=True)
+def flit(value: float) -> Expr:
+    """A Float: a literal where it is finite; an infinity or NaN as the division that makes it
+    (``(div -1.0 0.0)`` is -inf), since the language's Float literals are finite (the rules do not
+    fold a division whose result is not)."""
+    x = float(value)
+    if math.isfinite(x):
+        return E.const(x)
+    top = 0.0 if math.isnan(x) else math.copysign(1.0, x)
+    return E.op(Op.DIV, E.const(top), E.const(0.0))
 
 
-def filled(shape: tuple[int, ...], value: float) -> Tensor:
-    c = E.const(float(value))
-    return Tensor(shape, lambda idx: c, cheap=True)
+def literal(value: float | int | bool, elem: Type = FLOAT) -> Expr:
+    """``value`` as a literal of the element type ``elem`` (Float, Integer or Bool)."""
+    if elem is BOOL:
+        return E.const(bool(value))
+    if elem is INTEGER:
+        return E.const(int(value))
+    return flit(float(value))
+
+
+def scalar(value: float | int | bool, elem: Type = FLOAT) -> Tensor:
+    """A literal as a 0-d tensor."""
+    c = literal(value, elem)
+    return Tensor((), lambda idx: c, cheap=True, elem=elem)
+
+
+def filled(shape: tuple[int, ...], value: float | int | bool, elem: Type = FLOAT) -> Tensor:
+    c = literal(value, elem)
+    return Tensor(shape, lambda idx: c, cheap=True, elem=elem)
+
+
+def convert(e: Expr, src: Type, dst: Type) -> Expr:
+    """An element of type ``src`` as one of ``dst`` (as torch converts: True is 1, a number is True
+    unless 0); a Float is not made an Integer here (torch truncates; no op of the language does)."""
+    if src is dst:
+        return e
+    if dst is BOOL:
+        zero = E.const(0) if src is INTEGER else E.const(0.0)
+        return E.op(Op.NE, e, zero)
+    if src is BOOL:
+        return E.op(Op.IF, e, literal(1, dst), literal(0, dst))
+    if src is INTEGER and dst is FLOAT:
+        return E.op(Op.TO_FLOAT, e)
+    raise ValueError(f"a {src} element as a {dst}")
+
+
+def converted(t: Tensor, elem: Type) -> Tensor:
+    """``t`` with elements of type ``elem``."""
+    if t.elem is elem:
+        return t
+    src = t.elem
+    convert(E.const(0 if src is INTEGER else (False if src is BOOL else 0.0)), src, elem)  # fails now, not later
+    return Tensor(t.shape, lambda idx: convert(t.at(idx), src, elem), cheap=False, elem=elem)
 
 
 # -- index arithmetic (Integers, constants folded) ---------------------------------------------------

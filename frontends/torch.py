@@ -39,18 +39,35 @@ from typing import Any, TypeVar
 
 import torch
 
-from frontends.aten import LOWERINGS, Call, Unsupported, as_tensor
-from frontends.aten_several import SEVERAL, Results
-from frontends.check import check_def, fresh_inputs
+from frontends.aten import LOWERINGS as CORE_LOWERINGS
+from frontends.aten import Call, Lowering, Unsupported
+from frontends.aten_composite import COMPOSITE_LOWERINGS
+from frontends.aten_index import INDEX_LOWERINGS
+from frontends.aten_math import MATH_LOWERINGS, NATIVE_FUNCTIONS, native_callee
+from frontends.aten_several import ARG_LOWERINGS, SEVERAL, Results
+from frontends.check import FLOAT32_TOLERANCE, TOLERANCE, Compiler, check_def, fresh_inputs
 from frontends.dispatch import TraceError, trace
 from frontends.provenance import first_difference
-from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, tensor_type
+from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, literal, tensor_type
 from knossos import expr as E
-from knossos.errors import KsUsageError, Pos, one_line
+from knossos.callee import CalleeKind
+from knossos.errors import KsError, KsUsageError, Pos, one_line
 from knossos.expr import Expr
 from knossos.ops import KEYWORDS, Op
-from knossos.program import Def, Param, Program, def_callee
-from knossos.types import BOOL, FLOAT
+from knossos.program import Def, Edef, Param, Program, def_callee
+from knossos.types import BOOL, FLOAT, INTEGER, Type
+
+#: The tables of the ops with one result, looked up in this order (each read when an op is lowered).
+TABLES = (CORE_LOWERINGS, MATH_LOWERINGS, INDEX_LOWERINGS, COMPOSITE_LOWERINGS, ARG_LOWERINGS)
+#: The element type of each dtype translated: floats are computed in double (float32 results are
+#: checked against torch with :data:`frontends.check.FLOAT32_TOLERANCE`), integers are 64-bit.
+ELEMENTS: dict[Any, Type] = {
+    torch.float64: FLOAT,
+    torch.float32: FLOAT,
+    torch.int64: INTEGER,
+    torch.int32: INTEGER,
+    torch.bool: BOOL,
+}
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>[0-9]+), in (?P<fn>\S+)')
@@ -59,9 +76,18 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _T = TypeVar("_T")
 
 
+def lowering(key: str) -> Lowering | None:
+    """The lowering of the op ``key`` (``"add.Tensor"``) with one result, or None."""
+    for table in TABLES:
+        found = table.get(key)
+        if found is not None:
+            return found
+    return None
+
+
 def supported_ops() -> list[str]:
     """The core ATen ops that have a lowering (``aten.NAME.OVERLOAD``)."""
-    return sorted(f"aten.{k}" for k in [*LOWERINGS, *SEVERAL])
+    return sorted({f"aten.{k}" for table in (*TABLES, SEVERAL) for k in table})
 
 
 def translate(
@@ -70,12 +96,15 @@ def translate(
     name: str | None = None,
     tracer: str = "dispatch",
     check: bool = True,
+    compiler: Compiler | None = None,
 ) -> Program:
     """A program of one def computing ``fn`` on arguments of the examples' shapes (float64 tensors,
     or Python numbers, which become Floats).  ``tracer`` is ``"dispatch"`` (the default,
     :mod:`frontends.dispatch`) or ``"export"`` (``torch.export``: the same graph, slower).  With
     ``check`` (the default), the def is evaluated on fresh inputs by the interpreter and compared with
-    torch (:mod:`frontends.check`); a disagreement is an error."""
+    torch (:mod:`frontends.check`); a disagreement is an error.  A def too big for the interpreter is
+    checked compiled by ``compiler`` (``cpp_backend.compile_def`` with ``exact_order``, which this
+    layer does not import: ``knossos import`` passes it), and refused without one."""
     if tracer not in ("dispatch", "export"):
         raise KsUsageError(f"unknown tracer '{tracer}': expected dispatch or export")
     if isinstance(fn, torch.nn.Module) or not callable(fn):
@@ -93,8 +122,18 @@ def translate(
             raise _node_error(*difference)
     program = _lower(graph, inputs, constants, params, def_name)
     if check:
-        check_def(program.defs[def_name], fn, fresh, _error_at)
+        check_def(program, def_name, fn, fresh, _error_at, tolerance_of(graph), compiler)
     return program
+
+
+def tolerance_of(graph: torch.fx.Graph) -> float:
+    """The check's tolerance: :data:`~frontends.check.FLOAT32_TOLERANCE` where a value of the graph is
+    float32 (torch computes it in float32, the translation in double)."""
+    for node in graph.nodes:
+        vals, _ = torch.utils._pytree.tree_flatten(node.meta.get("val"))
+        if any(isinstance(v, torch.Tensor) and v.dtype == torch.float32 for v in vals):
+            return FLOAT32_TOLERANCE
+    return TOLERANCE
 
 
 def _example(a: Any, k: int) -> torch.Tensor:
@@ -102,8 +141,8 @@ def _example(a: Any, k: int) -> torch.Tensor:
         raise KsUsageError(f"argument {k + 1}: expected a float64 tensor or a number, not {type(a).__name__}")
     if not isinstance(a, torch.Tensor):
         return torch.tensor(float(a), dtype=torch.float64)
-    if a.dtype != torch.float64:
-        raise KsUsageError(f"argument {k + 1}: expected a float64 tensor, not {a.dtype}")
+    if a.dtype not in ELEMENTS or a.dtype is torch.bool:
+        raise KsUsageError(f"argument {k + 1}: expected a float64, float32 or int64 tensor, not {a.dtype}")
     return a
 
 
@@ -199,7 +238,7 @@ def _dispatch_trace(
 ) -> tuple[torch.fx.Graph, list[str], dict[str, torch.Tensor]]:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the program may be going to stdout
-            return trace(fn, args, keep=lambda key: key in LOWERINGS or key in SEVERAL)
+            return trace(fn, args, keep=lambda key: lowering(key) is not None or key in SEVERAL)
     except TraceError as err:
         raise _error_at(err.message, err.stack) from None
     except KsUsageError:
@@ -281,18 +320,19 @@ def _uses(node: torch.fx.Node) -> int:
 
 
 def _constant(block: Block, value: torch.Tensor, node: torch.fx.Node) -> Tensor:
-    if value.dtype != torch.float64:
-        raise _node_error(node, f"a constant tensor of dtype {value.dtype} (only float64 is translated)")
+    elem = _element(node, value.dtype, "a constant tensor")
     shape = tuple(int(d) for d in value.shape)
     if value.numel() > 1024:
         raise _node_error(node, f"a constant tensor of {value.numel()} elements (at most 1024 become literals)")
-    flat = [float(v) for v in value.reshape(-1).tolist()]
+    flat = value.reshape(-1).tolist()
     if not shape:
-        return as_tensor(flat[0])
+        return Tensor((), lambda idx: literal(flat[0], elem), cheap=True, elem=elem)
+    if not flat:
+        return Tensor(shape, lambda idx: literal(0, elem), cheap=True, elem=elem)
 
     def pick(i: Expr, lo: int, hi: int) -> Expr:  # a balanced tree of ifs over the flat index
         if hi - lo == 1:
-            return E.const(flat[lo])
+            return literal(flat[lo], elem)
         mid = (lo + hi) // 2
         return E.op(Op.IF, E.op(Op.LT, i, E.const(mid)), pick(i, lo, mid), pick(i, mid, hi))
 
@@ -302,7 +342,7 @@ def _constant(block: Block, value: torch.Tensor, node: torch.fx.Node) -> Tensor:
             f = iadd(imul(f, n), i)
         return block.share(f, lambda v: pick(v, 0, len(flat)))
 
-    return block.materialise(Tensor(shape, at, cheap=False), "const")
+    return block.materialise(Tensor(shape, at, cheap=False, elem=elem), "const")
 
 
 def _lower(
@@ -320,11 +360,10 @@ def _lower(
             if node.name in constants:
                 values[node] = _constant(block, constants[node.name], node)
                 continue
-            if dtype != torch.float64:
-                raise _node_error(node, f"an argument of dtype {dtype} (only float64 is translated)")
-            v = E.var(by_input[node.name], tensor_type(len(shape)))
+            elem = _element(node, dtype, "an argument")
+            v = E.var(by_input[node.name], tensor_type(len(shape), elem))
             param_vars.append(Param(v.data, v.type))
-            values[node] = from_var(v, shape)
+            values[node] = from_var(v, shape, elem)
         elif node.op == "call_function":
             if not node.users and _op_name(node).startswith("aten._assert"):
                 continue  # a check torch adds (of a dtype, say): shapes and dtypes are checked here anyway
@@ -341,20 +380,32 @@ def _lower(
     body = _result(block, output)
     d = Def(def_name, body.type, tuple(param_vars), body)
     program = Program()
+    called = {n.data.name for n in E.preorder(body) if n.op is Op.CALL and n.data.kind is CalleeKind.EDEF}
+    for fname in NATIVE_FUNCTIONS:  # the library functions the def calls, declared before it
+        if fname in called:
+            program.add(Edef(fname, FLOAT, (FLOAT,)), native_callee(fname))
     program.add(d, def_callee(d))
     return program
+
+
+def _element(node: torch.fx.Node, dtype: Any, what: str) -> Type:
+    elem = ELEMENTS.get(dtype)
+    if elem is None:
+        raise _node_error(
+            node, f"{what} of dtype {dtype} (float64, float32, int64, int32 and bool tensors are translated)"
+        )
+    return elem
 
 
 def _call(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Tensor:
     shape, dtype = _shape(node)
     name = _op_name(node)
     key = name.removeprefix("aten.")
-    lower = LOWERINGS.get(key) if name.startswith("aten.") else None
+    lower = lowering(key) if name.startswith("aten.") else None
     if lower is None:
         raise _node_error(node, f"unsupported op {name}")
-    if dtype not in (torch.float64, torch.bool):
-        raise _node_error(node, f"{name} gives a {dtype} tensor (only float64 is translated)")
-    t = _lowered(node, lambda: lower(_call_of(block, node, values, shape)))
+    elem = _element(node, dtype, f"{name} gives a tensor")
+    t = _lowered(node, lambda: lower(_call_of(block, node, values, shape, elem)))
     _agree(node, t, shape, dtype)
     return block.cheap(t) if _uses(node) > 1 else t
 
@@ -367,7 +418,8 @@ def _call_several(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node,
         raise _node_error(node, f"unsupported op {name}")
     first = next((v for v in node.meta["val"] if isinstance(v, torch.Tensor)), None)
     shape = tuple(int(d) for d in first.shape) if first is not None else ()
-    return _lowered(node, lambda: lower(_call_of(block, node, values, shape)))
+    elem = ELEMENTS.get(first.dtype, FLOAT) if first is not None else FLOAT
+    return _lowered(node, lambda: lower(_call_of(block, node, values, shape, elem)))
 
 
 def _result_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Any:
@@ -378,8 +430,7 @@ def _result_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, An
     if isinstance(val, list | tuple):  # a list inside the results: its parts are read by getitem nodes
         return values[parent][k]  # type: ignore[index]
     shape, dtype = _shape(node)
-    if dtype not in (torch.float64, torch.bool):
-        raise _node_error(node, f"{name} gives a {dtype} tensor as its result {k} (only float64 is translated)")
+    _element(node, dtype, f"{name} gives as its result {k} a tensor")
     t = values[parent][k]  # type: ignore[index]
     if t is None:
         raise _node_error(node, f"result {k} of {name} has no lowering")
@@ -387,10 +438,12 @@ def _result_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, An
     return block.cheap(t) if _uses(node) > 1 else t
 
 
-def _call_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any], shape: tuple[int, ...]) -> Call:
+def _call_of(
+    block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any], shape: tuple[int, ...], elem: Type
+) -> Call:
     args = torch.fx.node.map_arg(node.args, lambda n: values[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
-    return Call(block, tuple(args), dict(kwargs), shape)
+    return Call(block, tuple(args), dict(kwargs), shape, elem)
 
 
 def _lowered(node: torch.fx.Node, lower: Callable[[], _T]) -> _T:
@@ -398,12 +451,20 @@ def _lowered(node: torch.fx.Node, lower: Callable[[], _T]) -> _T:
         return lower()
     except Unsupported as err:
         raise _node_error(node, f"{_op_name(node)} with {err}") from None
+    except KsError as err:  # a type error in the code made (no position of its own): the user's line
+        if err.pos is not None:
+            raise
+        raise _node_error(node, f"{_op_name(node)}: {err.message}") from None
 
 
 def _agree(node: torch.fx.Node, t: Tensor, shape: tuple[int, ...], dtype: Any) -> None:
-    want = BOOL if dtype == torch.bool else FLOAT
+    want = ELEMENTS.get(dtype, FLOAT)
     if t.shape != shape or t.elem is not want:
-        raise AssertionError(f"{_op_name(node)} lowered to shape {t.shape} {t.elem}, torch says {shape} {want}")
+        raise _node_error(
+            node,
+            f"{_op_name(node)} was lowered to a tensor of shape {t.shape} of {t.elem}, torch gives {shape} of "
+            f"{want} (please report it)",
+        )
 
 
 def _result(block: Block, output: Any) -> Expr:

@@ -87,6 +87,29 @@ def fcosh(a: float) -> float:
         return INF
 
 
+def flog1p(a: float) -> float:
+    """C's log1p: -inf at -1, NaN below it (Python raises)."""
+    if a > -1.0 or math.isnan(a):
+        return math.log1p(a)
+    return -INF if a == -1.0 else math.nan
+
+
+def fexpm1(a: float) -> float:
+    try:
+        return math.expm1(a)
+    except OverflowError:
+        return INF
+
+
+def fsin(a: float) -> float:
+    """C's sin: NaN of an infinity (Python raises)."""
+    return math.sin(a) if math.isfinite(a) else math.nan
+
+
+def fcos(a: float) -> float:
+    return math.cos(a) if math.isfinite(a) else math.nan
+
+
 def flgamma(a: float) -> float:
     """The C library's lgamma, as the compiled C++ calls it (knossos/libm.py)."""
     return libm.lgamma(a)

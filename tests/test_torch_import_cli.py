@@ -10,8 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from frontends.cli import parse_shapes  # noqa: E402
+from frontends.cli import parse_shapes, parse_specs  # noqa: E402
 from knossos.cli import main  # noqa: E402
+from knossos.errors import KsUsageError  # noqa: E402
 from knossos.interpreter import call_def  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 
@@ -106,6 +107,40 @@ def test_a_file_that_fails_to_import(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 1 and "importing it failed: ValueError: no" in err
     code, _, err = run(capsys, str(tmp_path / "missing.py"), "--function", "f")
     assert code == 1 and "no such file" in err
+
+
+def test_parse_specs_reads_dtypes() -> None:
+    assert parse_specs("x=4:float32, idx = 2x3 : int < 50,y=") == {
+        "x": ((4,), "float32"),
+        "idx": ((2, 3), "int<50"),
+        "y": ((), "float64"),
+    }
+    for bad in ("x=4:int", "x=4:float16", "x=4:int<0"):
+        with pytest.raises(KsUsageError, match="--shapes"):
+            parse_specs(bad)
+
+
+LM = """import torch
+import torch.nn.functional as F
+
+
+def lm_loss(idx, targets, wte, w):
+    logits = F.embedding(idx, wte) @ w
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+"""
+
+
+def test_import_takes_integer_and_float32_tensors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "lm.py"
+    path.write_text(LM)
+    shapes = "idx=2x3:int<7,targets=2x3:int<5,wte=7x4:float32,w=4x5:float32"
+    code, out, err = run(capsys, str(path), "--function", "lm_loss", "--shapes", shapes)
+    assert code == 0 and not err and out.startswith(f"; knossos import lm.py --function lm_loss --shapes '{shapes}'")
+    (tmp_path / "lm.ks").write_text(out)
+    d = load_program(str(tmp_path / "lm.ks")).defs["lm_loss"]
+    assert [str(p.type) for p in d.params][:3] == ["(Vec (Vec Integer))"] * 2 + ["(Vec (Vec Float))"]
+    code, out, err = run(capsys, str(path), "--function", "lm_loss", "--shapes", shapes.replace("int<7", "int<9"))
+    assert code == 1 and err.count("\n") == 1 and "lm.py:6:5: error: the function failed on its examples" in err
 
 
 def test_parse_shapes() -> None:

@@ -41,7 +41,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     opt = [r["optimised_s"] / r["eager_s"] for r in rows]
     written = [r["written_s"] / r["eager_s"] for r in rows]
     lines = [
-        f"{len(rows)} layers (revision {rows[0]['revision'][:7]}, {rows[0]['date'][:10]}, optimize.py "
+        f"{len(rows)} layers (revision {', '.join(dict.fromkeys(r['revision'][:7] for r in rows))}, "
+        f"{rows[0]['date'][:10]}, optimize.py "
         f"--seconds {rows[0]['seconds_limit']:g}). Compiled gradient / PyTorch eager, optimised: geometric mean "
         f"**{_x(_geomean(opt))}**, median **{_x(statistics.median(opt))}**; as written: geometric mean "
         f"{_x(_geomean(written))}, median {_x(statistics.median(written))}."

@@ -34,6 +34,7 @@ FOLDERS = (
     "egglog_engine",
     "gradients",
     "training_runs",
+    "layers",
 )
 
 

@@ -28,6 +28,7 @@ READMES = (
     ROOT / "docs" / "egraph.md",
     ROOT / "docs" / "programs.md",
     ROOT / "docs" / "torch.md",
+    ROOT / "docs" / "layers.md",
     RESULTS / "training" / "README.md",
 )
 MARKER = re.compile(r"(<!-- table:(?P<figure>[\w]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)

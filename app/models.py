@@ -40,7 +40,7 @@ def load_model(spec: str, precision: Precision = "float32", scale: float | None 
     shipped: list[str] = []
     if "/" not in spec and not spec.endswith(".pt"):
         try:
-            from training.checkpoint import shipped_model, shipped_model_names
+            from gnn.model_file import shipped_model, shipped_model_names
         except ImportError:
             raise KsUsageError(f"the model '{spec}' needs the gnn package (torch)") from None
         found = shipped_model(spec)
@@ -56,7 +56,7 @@ def load_model(spec: str, precision: Precision = "float32", scale: float | None 
         names = f"one of {', '.join(shipped)}" if shipped else "a shipped model's name"
         raise KsUsageError(f"no model file '{spec}' (give a checkpoint written by train.py, {names}, or 'none')")
     try:
-        from training.checkpoint import load_value_function as load_checkpoint
+        from gnn.model_file import load_value_function as load_checkpoint
     except ImportError:
         raise KsUsageError(f"{spec}: loading a trained model needs the gnn package (torch)") from None
     return load_checkpoint(path, precision, scale)

@@ -45,12 +45,11 @@ from knossos.errors import KsError
 from knossos.perf import fewer_gc_pauses
 from ksbench.best_known import best_known
 from ksbench.results import QUICK, RESULTS, ResultsFile, revision
-from ksdata.loader import load_targets
+from ksdata.loader import DataSource, load_targets
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.registry import get_search
 from search.spec import SearchSpec
-from training.config import DataSource
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -57,14 +57,13 @@ from knossos import expr as E
 from knossos.ops import Op
 from knossos.printer import format_expr
 from knossos.types import FLOAT
-from ksdata.loader import load_targets
+from ksdata.loader import DataSource, load_targets
 from rules.pattern import Hole, Lit, Pattern
 from rules.sets import get_rule_set
 from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph as PyEGraph
 from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, Limits, saturate
 from search.egraph.translate import Rewrite, translate
-from training.config import DataSource
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -31,7 +31,7 @@ from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr
 from ksbench.engines import BY_NAME, Engine, summarise
 from ksbench.results import QUICK, RESULTS, ResultsFile
-from ksdata.loader import load_targets
+from ksdata.loader import DataSource, load_targets
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.astar import astar
@@ -39,7 +39,6 @@ from search.registry import Search, get_search
 from search.saturated import saturated
 from search.spec import SearchSpec
 from search.value import ValueFunction
-from training.config import DataSource
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,8 +35,7 @@ from knossos.errors import KsUsageError, one_line
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
 from knossos.printer import format_expr
-from ksdata.loader import DATA, ROOT, SET_FILES, load_targets
-from training.config import DataSource
+from ksdata.loader import DATA, ROOT, SET_FILES, DataSource, load_targets
 
 SCHEME: Final = "benchmark://"
 FILE_SCHEME: Final = "file://"

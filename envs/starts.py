@@ -14,8 +14,7 @@ from knossos.cli import find_def
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
-from ksdata.loader import load_targets
-from training.config import DataSource
+from ksdata.loader import DataSource, load_targets
 
 #: What an environment starts from.
 Start = Benchmark

@@ -7,11 +7,9 @@ a program file named relative to ``ROOT`` (``ksdata/programs/blas_test.kso``) is
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Protocol
 
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
@@ -22,15 +20,17 @@ DATA = Path(__file__).resolve().parent
 ROOT = DATA.parent
 
 
-class Source(Protocol):
-    """Expressions to load (``training.config.DataSource`` is one): a set by name, or defs of a program file."""
+@dataclass
+class DataSource:
+    """Expressions to load (a training config's ``data.train`` / ``data.test``, or a benchmark's set): an
+    arithmetic set by name, or defs of a program file."""
 
-    @property
-    def set(self) -> str | None: ...
-    @property
-    def file(self) -> str | None: ...
-    @property
-    def defs(self) -> Sequence[str]: ...
+    #: A set of ksdata/arithmetic_sets.json (bindgen_36, bindgen_test, binding_simplify_8, ...)
+    #: or generated_sets.json (generated_train, generated_validation, generated_heldout); several joined by +.
+    set: str | None = None
+    #: A program file (relative to the repository root) and the defs of it to use (all targets if empty).
+    file: str | None = None
+    defs: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _best_known_programs() -> dict[str, float]:
     return out
 
 
-def load_targets(src: Source, label: str) -> list[Target]:
+def load_targets(src: DataSource, label: str) -> list[Target]:
     if src.set is not None:
         sets = _arithmetic_sets()
         out: list[Target] = []

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from gnn.model_file import rules_of, search_settings_of
 from knossos.parser import parse_expr
 from rules.sets import get_rule_set
-from training.checkpoint import load_checkpoint, rules_of, search_settings_of
+from training.checkpoint import load_checkpoint
 from training.config import load_config
 from training.executors import LocalExecutor, make_executor
 from training.search_jobs import SearchJob, run_search

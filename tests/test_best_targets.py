@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from test_train_cli import metrics, run, train_cmd
 
+from gnn.sample import Sample
 from knossos.parser import parse_expr
-from training.fit import Sample
 from training.trainer import BestTargets
 
 A = parse_expr("(add x 1.0)")[0]

@@ -11,9 +11,10 @@ import sys
 
 import pytest
 
+from gnn.model_file import load_value_function, shipped_model, value_scale_of
 from knossos.parser import load_program
 from search.settings import SearchSettings
-from training.checkpoint import load_checkpoint, load_value_function, shipped_model, value_scale_of
+from training.checkpoint import load_checkpoint
 
 from conftest import ROOT
 

@@ -9,19 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from gnn import model_file
 from gnn.graph import NODE_TYPE_INDEX, NODE_TYPES
 from gnn.model import ModelConfig, ValueNetwork
+from gnn.model_file import NODE_TYPES_KEY, UNSTORED_NODE_TYPES, load_value_function, save_model_file, shipped_model
 from knossos.errors import KsUsageError
 from knossos.ops import Op
-from training import checkpoint
-from training.checkpoint import (
-    NODE_TYPES_KEY,
-    UNSTORED_NODE_TYPES,
-    load_checkpoint,
-    load_value_function,
-    save_checkpoint,
-    shipped_model,
-)
+from training.checkpoint import load_checkpoint
 
 
 def small_state() -> dict[str, object]:
@@ -30,7 +24,7 @@ def small_state() -> dict[str, object]:
 
 
 def write_raw(path: Path, state: dict[str, object]) -> Path:
-    """A checkpoint written as it is, without save_checkpoint's vocabulary (an older writer's)."""
+    """A checkpoint written as it is, without save_model_file's vocabulary (an older writer's)."""
     torch.save(state, path)
     return path
 
@@ -42,7 +36,7 @@ def test_the_vocabulary_is_the_op_of_each_node_type_index() -> None:
 
 def test_new_checkpoints_store_the_vocabulary(tmp_path: Path) -> None:
     path = tmp_path / "m.pt"
-    save_checkpoint(path, small_state())
+    save_model_file(path, small_state())
     assert load_checkpoint(path)[NODE_TYPES_KEY] == list(NODE_TYPES)
     load_value_function(path)
 
@@ -93,7 +87,7 @@ def test_reordering_op_refuses_the_checkpoints_without_a_vocabulary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reordered = (NODE_TYPES[1], NODE_TYPES[0], *NODE_TYPES[2:])
-    monkeypatch.setattr(checkpoint, "NODE_TYPES", reordered)  # as if VAR came before CONST in Op
+    monkeypatch.setattr(model_file, "NODE_TYPES", reordered)  # as if VAR came before CONST in Op
     message = r"node types are not this code's.*another order: type 0 is CONST there, VAR here"
     with pytest.raises(KsUsageError, match=message):
         load_checkpoint(write_raw(tmp_path / "old.pt", small_state()))

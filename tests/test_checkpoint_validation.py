@@ -15,7 +15,7 @@ import torch
 
 from app.optimize_cli import main as optimize_main
 from app.train_cli import main as train_main
-from training.checkpoint import SHIPPED_MODELS, load_value_function
+from gnn.model_file import SHIPPED_MODELS, load_value_function
 from training.export import main as export_main
 
 from conftest import ROOT, run_cli

@@ -254,7 +254,7 @@ def test_a_checkpoint_that_cannot_be_written_is_one_line(
     def full(path: Path, state: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(training.trainer, "save_checkpoint", full)
+    monkeypatch.setattr(training.trainer, "save_model_file", full)
     out = tmp_path / "run"
     code, _, err = run_cli(main, capsys, str(config(tmp_path)), "--out", str(out), "--quiet")
     assert code == 1

@@ -13,14 +13,15 @@ import pytest
 import torch
 
 from gnn.model import ModelConfig
+from gnn.model_file import load_value_function, save_model_file, search_settings_of
 from gnn.networks import build_network, value_function
 from gnn.normalization import check_normalization, from_network, to_network
+from gnn.sample import Sample
 from knossos.errors import KsUsageError
 from knossos.parser import parse_expr
 from search.settings import SearchSettings
-from training.checkpoint import load_value_function, save_checkpoint, search_settings_of
 from training.config import load_config
-from training.fit import Fitter, Sample
+from training.fit import Fitter
 
 from conftest import ROOT
 
@@ -77,7 +78,7 @@ def _checkpoint(tmp_path: Path, search: dict[str, object] | None) -> Path:
     if search is not None:
         state["config"] = {"search": search}
     path = tmp_path / "model.pt"
-    save_checkpoint(path, state)
+    save_model_file(path, state)
     return path
 
 

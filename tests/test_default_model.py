@@ -17,15 +17,15 @@ import sys
 import numpy as np
 import pytest
 
+from gnn.model_file import DEFAULT_MODEL, load_value_function, shipped_model
 from gnn.tree_value import TreeValue
 from knossos.parser import load_program, parse_expr
-from ksdata.loader import load_targets
+from ksdata.loader import DataSource, load_targets
 from rules.sets import get_rule_set
 from search.registry import get_search
 from search.spec import SearchSpec
 from search.value import ZeroValue
-from training.checkpoint import DEFAULT_MODEL, load_checkpoint, load_value_function, shipped_model
-from training.config import DataSource
+from training.checkpoint import load_checkpoint
 
 from conftest import ROOT
 

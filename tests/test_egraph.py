@@ -132,8 +132,7 @@ def test_no_let_takes_a_value_out_of_an_if_branch() -> None:
 
 
 def test_results_keep_the_meaning_and_their_cost_is_the_reference_cost() -> None:
-    from ksdata.loader import load_targets
-    from training.config import DataSource
+    from ksdata.loader import DataSource, load_targets
 
     for t in load_targets(DataSource(set="simplify_expressions+binding_simplify_8"), "test"):
         result = egraph(t.expr, SearchSpec(rules=BINDING_SIMPLIFY, depth=10, budget=2000))

@@ -11,13 +11,14 @@ import torch
 from test_train_cli import metrics, run, train_cmd
 
 from gnn.model import ModelConfig, ValueNetwork
+from gnn.sample import Sample
 from knossos.errors import KsUsageError
 from knossos.parser import parse_expr
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.spec import SearchSpec
 from training.config import load_config
-from training.fit import Fitter, Sample
+from training.fit import Fitter
 from training.trainer import BestTargets, samples_of
 
 A = parse_expr("(add x 1.0)")[0]

@@ -261,7 +261,7 @@ def test_optimize_arguments(tmp_path_factory: pytest.TempPathFactory, data: st.D
 @fuzz(40)
 @given(data=st.data())
 def test_export_arguments(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
-    from training.checkpoint import DEFAULT_MODEL
+    from gnn.model_file import DEFAULT_MODEL
     from training.export import main
 
     base = tmp_path_factory.getbasetemp()

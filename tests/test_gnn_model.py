@@ -12,10 +12,11 @@ from torch import nn
 
 from gnn.graph import NUM_EDGE_TYPES, NUM_NODE_TYPES, batch_graphs, padded
 from gnn.model import GatedGraphConv, ModelConfig, ValueNetwork
+from gnn.sample import Sample
 from gnn.value import NetworkValue, _chunks
 from knossos.expr import Expr
 from knossos.parser import parse_expr
-from training.fit import Fitter, Sample, normalised_target
+from training.fit import Fitter, normalised_target
 
 from conftest import DATA
 
@@ -207,7 +208,8 @@ GGNN_VALUES = [
 
 
 def test_the_shipped_ggnn_gives_the_values_it_gave(exprs: list[Expr]) -> None:
-    from training.checkpoint import load_checkpoint, network_from, shipped_model
+    from gnn.model_file import network_from, shipped_model
+    from training.checkpoint import load_checkpoint
 
     path = shipped_model("ggnn")
     assert path is not None

@@ -21,8 +21,7 @@ from envs.state import EnvState, StateError, read_states, validate, write_states
 from envs.wrappers import FlatObservation
 from knossos.errors import KsError
 from knossos.printer import format_expr
-from ksdata.loader import load_targets
-from training.config import DataSource
+from ksdata.loader import DataSource, load_targets
 
 from conftest import ROOT
 

@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from gnn.model import ModelConfig, ValueNetwork
+from gnn.model_file import load_value_function, save_model_file
 from gnn.value import NetworkValue
 from knossos.parser import parse_expr
-from training.checkpoint import export_model, load_value_function, save_checkpoint
+from training.checkpoint import export_model
 
 from conftest import ROOT
 
@@ -121,7 +122,7 @@ def test_a_checkpoint_carries_its_value_scale(tmp_path: Path) -> None:
     network = ValueNetwork(config)
     trained = tmp_path / "checkpoint.pt"
     state = {"model": network.state_dict(), "model_config": dataclasses.asdict(config)}
-    save_checkpoint(trained, {**state, "config": {"search": {"value_scale": 0.6}}})
+    save_model_file(trained, {**state, "config": {"search": {"value_scale": 0.6}}})
     assert load_value_function(trained).scale == 0.6  # the training's
     exported = tmp_path / "model.pt"
     export_model(trained, exported, value_scale=0.3)
@@ -129,7 +130,7 @@ def test_a_checkpoint_carries_its_value_scale(tmp_path: Path) -> None:
     assert load_value_function(exported, scale=0.9).scale == 0.9  # the command line's
     export_model(trained, exported)
     assert load_value_function(exported).scale == 0.6
-    save_checkpoint(trained, state)
+    save_model_file(trained, state)
     assert load_value_function(trained).scale == 1.0  # from before value scales: the paper's A*
     with pytest.raises(ValueError, match="value scale"):
         export_model(trained, exported, value_scale=-1.0)
@@ -142,7 +143,7 @@ def test_export_averages_the_weights_of_several_epochs(tmp_path: Path) -> None:
         torch.manual_seed(seed)
         state = {"model": ValueNetwork(config).state_dict(), "model_config": dataclasses.asdict(config)}
         paths.append(tmp_path / f"epoch_{seed}.pt")
-        save_checkpoint(paths[-1], state)
+        save_model_file(paths[-1], state)
     out = tmp_path / "model.pt"
     done = subprocess.run(
         [sys.executable, "-m", "training.export", str(paths[0]), str(out), "--average-with", *map(str, paths[1:])],
@@ -157,7 +158,7 @@ def test_export_averages_the_weights_of_several_epochs(tmp_path: Path) -> None:
         assert torch.allclose(averaged[key], sum(w[key] for w in weights) / 3)
     other = tmp_path / "other.pt"
     small = ModelConfig(hidden=41, steps=1, depth=5)
-    save_checkpoint(other, {"model": ValueNetwork(small).state_dict(), "model_config": dataclasses.asdict(small)})
+    save_model_file(other, {"model": ValueNetwork(small).state_dict(), "model_config": dataclasses.asdict(small)})
     done = subprocess.run(
         [sys.executable, "-m", "training.export", str(paths[0]), str(out), "--average-with", str(other), "--force"],
         capture_output=True,

@@ -9,12 +9,13 @@ import torch
 from experiments.default_model import dataset
 from gnn.model import ModelConfig
 from gnn.networks import build_network, value_function
+from gnn.sample import Sample
 from knossos.parser import parse_expr
 from knossos.printer import format_expr
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.spec import SearchSpec
-from training.fit import Fitter, Sample
+from training.fit import Fitter
 from training.ranking import SiblingGroup, ranking_loss, reductions
 
 

@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 import torch
 
+from gnn.model_file import DEFAULT_MODEL, save_model_file
+from gnn.sample import Sample
 from knossos.errors import KsUsageError
 from knossos.parser import parse_expr
-from training.checkpoint import DEFAULT_MODEL, load_checkpoint, save_checkpoint
-from training.fit import Sample
+from training.checkpoint import load_checkpoint
 
 from conftest import ROOT
 
@@ -168,7 +169,7 @@ def test_training_state_round_trips(tmp_path: Path) -> None:
         "history": [{"loss": np.float64(0.25), "n": np.int64(3), "ok": True, "none": None, "t": (1, 2)}],
     }
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(path, state)
+    save_model_file(path, state)
     back = load_checkpoint(path)
     assert back["replay"][0][0] == state["replay"][0][0]
     assert back["replay"][0][0].expr is e  # back through the intern table
@@ -191,7 +192,7 @@ def test_replay_samples_pickled_under_their_old_module_load(tmp_path: Path, monk
     monkeypatch.setitem(sys.modules, "gnn.fit", old)
     monkeypatch.setattr(Sample, "__module__", "gnn.fit")
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(path, {"model": {}, "model_config": {"hidden": 48}, "replay": [[Sample(e, 2, 1.0, (0.5,))]]})
+    save_model_file(path, {"model": {}, "model_config": {"hidden": 48}, "replay": [[Sample(e, 2, 1.0, (0.5,))]]})
     monkeypatch.undo()
     with zipfile.ZipFile(path) as z:
         assert any(b"gnn.fit" in z.read(n) for n in z.namelist() if n.endswith(".pkl"))
@@ -229,7 +230,7 @@ def test_expressions_with_calls_round_trip(tmp_path: Path) -> None:
         for d in load_program(ROOT / "ksdata" / "programs" / name).targets
     ]
     path = tmp_path / "calls.pt"
-    save_checkpoint(path, {"model": {}, "model_config": {}, "replay": [[Sample(e, 3, 1.0) for e in exprs]]})
+    save_model_file(path, {"model": {}, "model_config": {}, "replay": [[Sample(e, 3, 1.0) for e in exprs]]})
     back = [s.expr for s in load_checkpoint(path)["replay"][0]]
     assert [e.cost for e in back] == [e.cost for e in exprs]
     assert [str(e) for e in back] == [str(e) for e in exprs]

@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from gnn.model import ModelConfig, ValueNetwork
+from gnn.model_file import load_value_function, network_from, save_model_file
 from gnn.networks import build_network, value_function
+from gnn.sample import Sample
 from gnn.tree_features import NUM_FEATURES, node_features, plan, postorder_new
 from gnn.tree_model import TreeValueNetwork
 from gnn.tree_value import TreeValue
@@ -23,8 +25,7 @@ from rules.sets import get_rule_set
 from search.astar import astar
 from search.result import SearchResult
 from search.spec import SearchSpec
-from training.checkpoint import load_value_function, network_from, save_checkpoint
-from training.fit import Fitter, Sample
+from training.fit import Fitter
 
 EXPRS = [
     "(div (div 1.0 x) (add 1.0 (div 1.0 x)))",
@@ -172,7 +173,7 @@ def test_networks_are_built_and_wrapped_by_kind() -> None:
 def test_a_tree_checkpoint_loads_as_a_tree_value_function(tmp_path: Path, exprs: list[Expr]) -> None:
     net = tree_network()
     path = tmp_path / "tree.pt"
-    save_checkpoint(path, {"model": net.state_dict(), "model_config": dataclasses.asdict(net.config)})
+    save_model_file(path, {"model": net.state_dict(), "model_config": dataclasses.asdict(net.config)})
     loaded = load_value_function(path)
     assert isinstance(loaded, TreeValue)
     assert np.allclose(loaded.per_step(exprs), TreeValue(net).per_step(exprs))

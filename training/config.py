@@ -20,6 +20,7 @@ import yaml
 from gnn.model_config import FILLED_FROM, ModelConfig
 from knossos.errors import KsUsageError, Pos
 from knossos.user_files import read_regular_file
+from ksdata.loader import DataSource
 from search.settings import SearchSettings, SettingError, TrainingSearchName
 
 # -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
@@ -29,18 +30,6 @@ TARGET_SCHEMES: tuple[str, ...] = typing.get_args(TargetScheme)
 #: Where an epoch's searches run (``training.executor``; :mod:`training.executors`).
 ExecutorName = Literal["local", "processes", "ray"]
 EXECUTORS: tuple[str, ...] = typing.get_args(ExecutorName)
-
-
-@dataclass
-class DataSource:
-    """Expressions to train or test on: an arithmetic set by name, or defs of a program file."""
-
-    #: A set of ksdata/arithmetic_sets.json (bindgen_36, bindgen_test, binding_simplify_8, ...)
-    #: or generated_sets.json (generated_train, generated_validation, generated_heldout); several joined by +.
-    set: str | None = None
-    #: A program file (relative to the repository root) and the defs of it to use (all targets if empty).
-    file: str | None = None
-    defs: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -18,31 +18,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gnn.model_config import CostNormalization
 from gnn.networks import Network
-from gnn.normalization import to_network
-from knossos.cost_models import get_cost_model
-from knossos.expr import Expr
+from gnn.sample import Sample
 from training.ranking import SiblingGroup, ranking_loss
-
-
-@dataclass(frozen=True)
-class Sample:
-    expr: Expr
-    steps_left: int
-    target: float
-    #: Targets for 1 .. steps_left - 1 steps, fitted too (empty: only ``steps_left``'s is).
-    shorter: tuple[float, ...] = ()
-
-    def fitted(
-        self, depth: int, normalization: CostNormalization = "none", cost_model: str = "reference"
-    ) -> list[tuple[int, float]]:
-        """(steps, normalised target) of every column this sample fits, for a network of ``depth``
-        whose outputs measure reductions of ``cost_model`` as ``normalization`` says (:mod:`gnn.normalization`)."""
-        top = min(self.steps_left, depth)
-        cost = get_cost_model(cost_model)(self.expr)
-        pairs = [*enumerate(self.shorter[: top - 1], start=1), (top, self.target)]
-        return [(t, to_network(normalization, cost, v) / t) for t, v in pairs]
 
 
 def normalised_target(sample: Sample, depth: int | None = None) -> float:

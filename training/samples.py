@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gnn.sample import Sample
 from search.result import SearchResult
 from training.config import TARGET_SCHEMES, TargetScheme
-from training.fit import Sample
 
 
 def samples_of(

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from gnn.model_file import network_from
 from gnn.networks import Network, value_function
+from gnn.sample import Sample
 from knossos.expr import Expr
 from knossos.serialize import Wire, exprs_from_wire, exprs_to_wire
 from rules.rule_set import RuleSet
@@ -24,9 +26,7 @@ from search.registry import get_search
 from search.settings import SearchName, SearchSettings
 from search.spec import ctrl_c_stops_searches
 from search.value import ValueFunction, ZeroValue
-from training.checkpoint import network_from
 from training.config import TargetScheme
-from training.fit import Sample
 from training.samples import split_samples
 
 

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnn.model_file import load_weights, save_model_file
 from gnn.networks import build_network, value_function
+from gnn.sample import Sample
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
@@ -28,10 +30,10 @@ from ksdata.loader import Target, load_targets
 from rules.sets import get_rule_set
 from search.settings import SearchName
 from search.value import ValueFunction
-from training.checkpoint import load_checkpoint, load_weights, save_checkpoint
+from training.checkpoint import load_checkpoint
 from training.config import TrainConfig, config_dict, flatten_keys
 from training.executors import make_executor
-from training.fit import Fitter, Sample
+from training.fit import Fitter
 from training.metrics import EpochMetrics, Evaluation, write_metrics
 from training.samples import limit_samples
 from training.samples import samples_of as samples_of
@@ -244,13 +246,13 @@ class Trainer:
         return True
 
     def save(self) -> None:
-        save_checkpoint(self.out / CHECKPOINT, self.state())
+        save_model_file(self.out / CHECKPOINT, self.state())
 
     def save_weights(self) -> None:
         """The model of the epoch just finished, alone (as ``python -m training.export`` writes it)."""
         state = self.state()
         kept = {key: state[key] for key in ("model", "model_config", "config", "epoch")}
-        save_checkpoint(weights_path(self.out, self.epoch), kept)
+        save_model_file(weights_path(self.out, self.epoch), kept)
 
     # -- the loop ------------------------------------------------------------------------------
     def value_function(self, scaled: bool = True) -> ValueFunction:

@@ -32,20 +32,20 @@ from tqdm import tqdm
 
 from app.models import value_scale
 from experiments.default_model.dataset import written_lines
+from gnn.model_file import network_from
 from gnn.networks import value_function
 from knossos.cli import whole_number
 from knossos.expr import Expr
 from ksbench.best_known import best_known
 from ksbench.results import RESULTS, ResultsFile
-from ksdata.loader import Target, load_targets
+from ksdata.loader import DataSource, Target, load_targets
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.lazy_astar import lazy_astar
 from search.limits import MAX_BUDGET
 from search.spec import SearchSpec
 from search.value import ValueFunction
-from training.checkpoint import average_weights, load_checkpoint, network_from
-from training.config import DataSource
+from training.checkpoint import average_weights, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 

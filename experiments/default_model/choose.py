@@ -20,14 +20,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from gnn.model_file import load_value_function
 from knossos.perf import fewer_gc_pauses
 from ksbench.results import RESULTS, ResultsFile
-from ksdata.loader import load_targets
+from ksdata.loader import DataSource, load_targets
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.spec import SearchSpec
-from training.checkpoint import export_model, load_value_function
-from training.config import DataSource
+from training.checkpoint import export_model
 from training.trainer import weights_path
 
 RULES, DEPTH, BUDGET, SET = "binding_simplify_rules", 10, 300, "generated_validation"

@@ -36,9 +36,8 @@ def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool 
     import numpy as np
 
     from app.models import load_value_function
-    from ksdata.loader import load_targets
+    from ksdata.loader import DataSource, load_targets
     from rules.sets import get_rule_set
-    from training.config import DataSource
 
     _worker.update(
         targets=load_targets(DataSource(set=set_name), "--set"),

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from app.models import value_scale
 from experiments.default_model.fit_offline import PROVENANCE
+from gnn.model_file import save_model_file
 from knossos.cli import whole_number
 from knossos.errors import KsError
-from training.checkpoint import export_model, load_checkpoint, save_checkpoint
+from training.checkpoint import export_model, load_checkpoint
 from training.config import load_config
 from training.trainer import weights_path
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     state["averaged"] = [str(source)]
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "model.pt"
-        save_checkpoint(staged, state)
+        save_model_file(staged, state)
         export_model(staged, args.out, args.scale)
     print(f"wrote {args.out}: {source}, value scale {args.scale:g}")
 

@@ -83,7 +83,8 @@ def default_model_brief_table() -> str:
         for r in json.loads(path.read_text())["searches"]
         if r["set"] == "generated_heldout"
     }
-    from training.checkpoint import DEFAULT_MODEL, load_checkpoint, search_settings_of
+    from gnn.model_file import DEFAULT_MODEL, search_settings_of
+    from training.checkpoint import load_checkpoint
 
     search = search_settings_of(load_checkpoint(DEFAULT_MODEL)).algorithm
     lines = [

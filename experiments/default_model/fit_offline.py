@@ -30,21 +30,23 @@ from tqdm import tqdm
 from app.models import value_scale
 from experiments.default_model.dataset import written_lines
 from experiments.default_model.passes import PassMetrics, Validation
+from gnn.model_file import save_model_file
 from gnn.networks import build_network, value_function
+from gnn.sample import Sample
 from knossos.atomic import atomic_write_text
 from knossos.cli import whole_number
 from knossos.errors import KsError
 from knossos.expr import Expr
 from knossos.parser import parse_expr
 from knossos.perf import fewer_gc_pauses
-from ksdata.loader import Target, load_targets
+from ksdata.loader import DataSource, Target, load_targets
 from rules.sets import get_rule_set
 from search.astar import astar
 from search.limits import MAX_BUDGET
 from search.spec import SearchSpec
-from training.checkpoint import load_checkpoint, save_checkpoint
-from training.config import DataSource, load_config
-from training.fit import Fitter, Sample
+from training.checkpoint import load_checkpoint
+from training.config import load_config
+from training.fit import Fitter
 from training.metrics import write_metrics
 from training.ranking import SiblingGroup
 from training.trainer import BestTargets, weights_path
@@ -264,8 +266,8 @@ def main(argv: list[str] | None = None) -> None:
             "epoch": n,
         }
         weights_path(args.run, n).parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(weights_path(args.run, n), kept)
-        save_checkpoint(
+        save_model_file(weights_path(args.run, n), kept)
+        save_model_file(
             ckpt,
             {
                 **kept,

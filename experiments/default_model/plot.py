@@ -25,7 +25,8 @@ FOLDER = RESULTS / "default_model"
 
 def chosen_pass() -> int:
     """The pass of the offline fit whose weights the shipped default model holds."""
-    from training.checkpoint import DEFAULT_MODEL, load_checkpoint
+    from gnn.model_file import DEFAULT_MODEL
+    from training.checkpoint import load_checkpoint
 
     return int(load_checkpoint(DEFAULT_MODEL)["epoch"])
 

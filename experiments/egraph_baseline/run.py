@@ -31,13 +31,12 @@ from app.models import load_value_function
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr
 from ksbench.results import QUICK, RESULTS, ResultsFile
-from ksdata.loader import DATA, Target, load_targets
+from ksdata.loader import DATA, DataSource, Target, load_targets
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.registry import get_search
 from search.spec import SearchSpec
 from search.value import ValueFunction
-from training.config import DataSource
 
 RULES = "binding_simplify_rules"
 KEY = ("set", "index", "search", "model", "budget", "depth")

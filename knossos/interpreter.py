@@ -13,7 +13,7 @@ strictly nested.  A ``lam`` value captures a copy.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ from knossos.values import ARITHMETIC, Value, add, elementwise, from_python, zer
 DEFAULT_MAX_ELEMENTS = 10**8
 
 Env = dict[str, Value]
-Step = Generator[tuple[Expr, Env], Value, Value]
+_Eval = trampoline.Step[tuple[Expr, Env], Value]
 _MISSING = object()
 
 
@@ -207,7 +207,7 @@ class Interpreter:
                 "vector elements (--max-elements raises it)"
             )
 
-    def _start(self, node: Expr, env: Env) -> Value | Step:
+    def _start(self, node: Expr, env: Env) -> Value | _Eval:
         op = node.op
         if op is Op.CONST:
             return node.data
@@ -220,7 +220,7 @@ class Interpreter:
             return self._strict(node, env)
         return getattr(self, f"_{op.name.lower()}")(node, env)  # type: ignore[no-any-return]
 
-    def _strict(self, node: Expr, env: Env) -> Step:
+    def _strict(self, node: Expr, env: Env) -> _Eval:
         values: list[Value] = []
         for a in node.args:
             if a.op is Op.CONST:
@@ -233,24 +233,24 @@ class Interpreter:
             self._allocate(values[0], node.op.name.lower().replace("vec", "Vec"))
         return STRICT[node.op](node, values)
 
-    def _if(self, node: Expr, env: Env) -> Step:
+    def _if(self, node: Expr, env: Env) -> _Eval:
         cond = yield node.args[0], env
         return (yield node.args[1] if cond else node.args[2], env)
 
-    def _and(self, node: Expr, env: Env) -> Step:
+    def _and(self, node: Expr, env: Env) -> _Eval:
         left = yield node.args[0], env
         return (yield node.args[1], env) if left else False
 
-    def _or(self, node: Expr, env: Env) -> Step:
+    def _or(self, node: Expr, env: Env) -> _Eval:
         left = yield node.args[0], env
         return True if left else (yield node.args[1], env)
 
-    def _assert(self, node: Expr, env: Env) -> Step:
+    def _assert(self, node: Expr, env: Env) -> _Eval:
         if not (yield node.args[0], env):
             raise KsEvalError("assertion failed")
         return (yield node.args[1], env)
 
-    def _let(self, node: Expr, env: Env) -> Step:
+    def _let(self, node: Expr, env: Env) -> _Eval:
         var, rhs, body = node.args
         value = yield rhs, env
         saved = env.get(var.data, _MISSING)
@@ -259,18 +259,18 @@ class Interpreter:
         _restore(env, var.data, saved)
         return result
 
-    def _lam(self, node: Expr, env: Env) -> Step:
+    def _lam(self, node: Expr, env: Env) -> _Eval:
         return Closure(node.args[0].data, node.args[1], dict(env))
         yield  # pragma: no cover  (makes this a generator like the others)
 
-    def _apply(self, node: Expr, env: Env) -> Step:
+    def _apply(self, node: Expr, env: Env) -> _Eval:
         closure = yield node.args[0], env
         arg = yield node.args[1], env
         inner = dict(closure.env)
         inner[closure.param] = arg
         return (yield closure.body, inner)
 
-    def _build(self, node: Expr, env: Env) -> Step:
+    def _build(self, node: Expr, env: Env) -> _Eval:
         n_expr, var, body = node.args
         n = yield n_expr, env
         self._allocate(n, node.op.name.lower())
@@ -282,11 +282,11 @@ class Interpreter:
         _restore(env, var.data, saved)
         return out
 
-    def _sumbuild(self, node: Expr, env: Env) -> Step:
+    def _sumbuild(self, node: Expr, env: Env) -> _Eval:
         items = yield from self._build(node, env)
         return _total(node.type, items)
 
-    def _call(self, node: Expr, env: Env) -> Step:
+    def _call(self, node: Expr, env: Env) -> _Eval:
         values: list[Value] = []
         for a in node.args:
             values.append((yield a, env))

@@ -13,7 +13,9 @@ from typing import Any, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
-Step = Generator[Any, Any, Any]
+#: A generator that yields sub-items, receives their results, and returns its own result
+#: (``Step[Item, Result]``; a bare ``Step`` is ``Step[Any, Any]``).
+Step = Generator[Item, Result, Result]
 
 
 def run(
@@ -33,7 +35,7 @@ def run(
     first = start(root)
     if not isinstance(first, GeneratorType):
         return first
-    stack: list[tuple[Step, Item]] = [(first, root)]
+    stack: list[tuple[Step[Any, Any], Item]] = [(first, root)]
     value: Any = None
     steps = 0
     while True:

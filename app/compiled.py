@@ -41,7 +41,7 @@ def optimise_def(
     """``d`` with its body replaced by the best that the search named by ``optimize`` finds."""
     kind = "rules" if _names_rule_set(optimize) else "model"
     try:
-        trained = trained_search(None, start=d.body) if kind == "rules" else trained_search(optimize)
+        trained = trained_search(None, start=d.body, name=d.name) if kind == "rules" else trained_search(optimize)
     except KsUsageError as err:
         raise KsUsageError(
             f"optimize='{optimize}' is neither a rule set ({', '.join(sorted(RULE_SETS))}) nor a usable model: "

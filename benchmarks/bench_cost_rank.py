@@ -9,8 +9,9 @@ builds it), ``frontends.torch.translate`` then ``autodiff.grad_program(mode="rev
 ``rev$layer``.  :data:`SEARCHES` run on it (each bounded by its budget and :data:`SEARCH_SECONDS`);
 the variants are the def as written, each search's result, the states on the path to each search's
 best, and states spread over the costs of every state the searches reached, at most ``--variants``
-distinct ones.  Each is compiled with ``cpp_backend.compile_def`` (one thread) and timed: the min
-seconds per call over three interleaved rounds of at least :data:`ROUND_SECONDS`, on the same inputs;
+distinct ones.  Each is compiled with ``cpp_backend.compile_def`` (one thread) and timed on the same
+inputs: the min seconds per call over :data:`ROUNDS` interleaved rounds of at least
+:data:`ROUND_SECONDS`, in the calling thread's CPU time (:func:`time_call`; the wall time is kept too);
 a variant whose results differ from the written def's (relative 1e-9) is reported and left out.
 
 Per layer, for each cost model of :func:`cost_models`: Spearman's rho of the variants' costs against
@@ -32,6 +33,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import datetime  # noqa: E402
+import functools  # noqa: E402
 import io  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -45,12 +47,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_layers, run as a script or imported
-from bench_layers import Problem  # noqa: E402
-
 from app.models import trained_search  # noqa: E402
 from autodiff import grad_program  # noqa: E402
-from cpp_backend.bench import time_python  # noqa: E402
+from benchmarks.bench_layers import Problem  # noqa: E402
 from cpp_backend.callable import compile_def  # noqa: E402
 from frontends.torch import translate  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
@@ -68,7 +67,7 @@ from search.graph import SearchGraph  # noqa: E402
 from search.registry import get_search  # noqa: E402
 from search.result import SearchResult  # noqa: E402
 from search.settings import SearchSettings  # noqa: E402
-from search.state import expr_of  # noqa: E402
+from search.state import State, expr_of  # noqa: E402
 
 NAME = "rev$layer"
 #: Layers whose gradients compile and run in milliseconds today.
@@ -86,8 +85,23 @@ LAYERS = (
 )
 #: Each search's time limit (seconds).
 SEARCH_SECONDS = 30.0
-#: Seconds of calls per variant and round (three rounds, interleaved).
-ROUND_SECONDS = 0.2
+#: Rounds of calls per variant, interleaved, and the seconds of calls per variant and round.
+ROUNDS, ROUND_SECONDS = 5, 0.15
+
+
+def time_call(fn: Callable[[], object], seconds: float) -> tuple[float, float]:
+    """Min seconds per call of ``fn`` over calls for at least ``seconds`` (at least three): the thread's
+    CPU time and the wall time.  The CPU time leaves out the time the thread waits for a core, which on
+    a loaded machine is most of the difference between calls of a few milliseconds (each is likely to
+    be preempted once); alone on a core the two are the same."""
+    cpu = wall = float("inf")
+    start, calls = time.perf_counter(), 0
+    while calls < 3 or time.perf_counter() - start < seconds:
+        w0, c0 = time.perf_counter(), time.thread_time()
+        fn()
+        c1, w1 = time.thread_time(), time.perf_counter()
+        cpu, wall, calls = min(cpu, c1 - c0), min(wall, w1 - w0), calls + 1
+    return cpu, wall
 
 
 @dataclass(frozen=True)
@@ -99,23 +113,40 @@ class Searched:
     settings: SearchSettings | None
 
 
-#: The searches whose visited states are the variants: optimize.py with no flags, and the settings of
-#: the ``gradients`` model (gradient_rules, the alloc cost model) without its network.
+#: The searches whose visited states are the variants: optimize.py with no flags (for reverse-mode code:
+#: pseudo-beam, gradient_rules, the alloc cost model; app/models.py REVERSE); the default before
+#: reverse-mode code had its own (saturation and pseudo-beam, ml_rules, the reference cost model); and
+#: saturation and pseudo-beam under the alloc cost model with ml_rules or gradient_rules.
 SEARCHES = (
     Searched("default", "ml_rules", None),
     Searched(
-        "gradient_rules/alloc",
-        "gradient_rules",
-        SearchSettings(algorithm="pseudo-beam", depth=150, budget=2000, prune_commutes=True, cost="alloc"),
-    ),
-    Searched(
-        "ml_rules/alloc",
+        "saturate/ml_rules/reference",
         "ml_rules",
         SearchSettings(
-            algorithm="saturate-pseudo-beam", depth=99, budget=2000, prune_commutes=True, prune_inlines=True, cost="alloc"
+            algorithm="saturate-pseudo-beam", depth=99, budget=5000, prune_commutes=True, prune_inlines=True
         ),
     ),
+    Searched(
+        "saturate/ml_rules/alloc",
+        "ml_rules",
+        SearchSettings(
+            algorithm="saturate-pseudo-beam",
+            depth=99,
+            budget=2000,
+            prune_commutes=True,
+            prune_inlines=True,
+            cost="alloc",
+        ),
+    ),
+    Searched(
+        "saturate/gradient_rules/alloc",
+        "gradient_rules",
+        SearchSettings(algorithm="saturate-pseudo-beam", depth=99, budget=2000, prune_commutes=True, cost="alloc"),
+    ),
 )
+
+#: Two variants whose times differ by less than this factor are left out of :func:`agreement` (noise).
+CLEAR = 1.05
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -127,6 +158,19 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     if np.std(rx) == 0 or np.std(ry) == 0:
         return None
     return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def agreement(costs: Sequence[float], times: Sequence[float]) -> float | None:
+    """Of the pairs of variants whose times differ by at least :data:`CLEAR`, the share whose costs
+    order them as the clock does (a tie in cost counts half); None without such pairs.  Spearman's rho
+    over variants that run equally fast ranks noise; this looks only at the differences that are real."""
+    right = total = 0.0
+    for a in range(len(times)):
+        for b in range(len(times)):
+            if times[b] >= CLEAR * times[a]:  # a is clearly faster
+                total += 1
+                right += 1.0 if costs[a] < costs[b] else 0.5 if costs[a] == costs[b] else 0.0
+    return right / total if total else None
 
 
 def _ranks(values: Sequence[float]) -> np.ndarray:
@@ -172,7 +216,7 @@ def cost_models(program: Program, d: Def, sizes: dict[str, tuple[int, ...]]) -> 
 def _path(graph: SearchGraph) -> list[Expr]:
     """The states from the search's start to its best, in order."""
     out: list[Expr] = []
-    state = graph.best
+    state: State | None = graph.best
     while state is not None:
         out.append(expr_of(state))
         reached = graph.states.get(state)
@@ -185,9 +229,11 @@ def run_searches(start: Expr, budget_scale: float) -> tuple[dict[str, SearchResu
     results: dict[str, SearchResult] = {}
     reached: list[Expr] = []
     for s in SEARCHES:
-        base = trained_search(None, start=start).settings if s.settings is None else s.settings
+        default = trained_search(None, start=start, name=NAME)  # optimize.py's choice with no flags
+        base = default.settings if s.settings is None else s.settings
         budget = max(1, int(base.budget * budget_scale))
-        spec = base.spec(get_rule_set(s.rules), budget=budget, seconds=SEARCH_SECONDS)
+        rules = default.rules if s.settings is None else s.rules
+        spec = base.spec(get_rule_set(rules), budget=budget, seconds=SEARCH_SECONDS)
         result = get_search(base.algorithm)(start, spec)
         results[s.label] = result
         reached.extend(_path(result.graph))
@@ -195,7 +241,9 @@ def run_searches(start: Expr, budget_scale: float) -> tuple[dict[str, SearchResu
     return results, reached
 
 
-def pick_variants(start: Expr, results: dict[str, SearchResult], reached: list[Expr], most: int) -> list[tuple[str, Expr]]:
+def pick_variants(
+    start: Expr, results: dict[str, SearchResult], reached: list[Expr], most: int
+) -> list[tuple[str, Expr]]:
     """At most ``most`` distinct variants, labelled: the start, each search's result, the states on the
     path to each search's best (spread along it), then reached states spread over the reference costs."""
     chosen: dict[Expr, str] = {start: "written"}
@@ -266,17 +314,19 @@ def measure_layer(name: str, size: str, most: int, budget_scale: float, cache: P
             continue
         kept.append((label, e))
         compiled.append(fn)
-    best = [float("inf")] * len(compiled)
-    for _ in range(3):  # interleaved rounds, so that every variant sees the machine's load alike
-        for k, fn in enumerate(compiled):
-            best[k] = min(best[k], time_python(lambda fn=fn: fn(*args), ROUND_SECONDS)[0])
     sizes = shapes_of(d, p.arrays)
+    best = [(float("inf"), float("inf"))] * len(compiled)
+    for _ in range(ROUNDS):  # interleaved rounds, so that every variant sees the machine's load alike
+        for k, compiled_fn in enumerate(compiled):
+            cpu, wall = time_call(functools.partial(compiled_fn, *args), ROUND_SECONDS)
+            best[k] = (min(best[k][0], cpu), min(best[k][1], wall))
     models = cost_models(program, d, sizes)
     rows = [
         {
             "label": label,
             "def": format_def(Def(d.name, d.ret_type, d.params, e, d.ret_sizes)),
-            "seconds": t,
+            "seconds": t[0],
+            "wall_seconds": t[1],
             "costs": {m: fn(e) for m, fn in models.items()},
         }
         for (label, e), t in zip(kept, best, strict=True)
@@ -285,6 +335,7 @@ def measure_layer(name: str, size: str, most: int, budget_scale: float, cache: P
         "layer": name,
         "size": size,
         "variants_most": most,
+        "sizes": sizes,
         "program": format_program(program),
         "search_s": search_s,
         "search_costs": {label: [r.start_cost, r.best_cost] for label, r in results.items()},
@@ -301,9 +352,11 @@ def score(variants: list[dict[str, Any]]) -> dict[str, Any]:
     fastest = int(np.argmin(times))
     models = list(variants[0]["costs"]) if variants else []
     rho = {m: spearman([v["costs"][m] for v in variants], times) for m in models}
+    agree = {m: agreement([v["costs"][m] for v in variants], times) for m in models}
     picked = {m: times[int(np.argmin([v["costs"][m] for v in variants]))] / written for m in models}
     return {
         "rho": rho,
+        "agreement": agree,
         "fastest": variants[fastest]["label"] if variants else None,
         "fastest_vs_written": times[fastest] / written if variants else None,
         "cheapest_vs_written": picked,
@@ -316,7 +369,11 @@ def rescore(row: dict[str, Any]) -> dict[str, Any]:
     d = program.defs[NAME]
     written = format_def(d)
     p_sizes = row.get("sizes")
-    sizes = {k: tuple(v) for k, v in p_sizes.items()} if p_sizes else shapes_of(d, Problem(row["layer"], row["size"]).arrays)
+    sizes = (
+        {k: tuple(v) for k, v in p_sizes.items()}
+        if p_sizes
+        else shapes_of(d, Problem(row["layer"], row["size"]).arrays)
+    )
     models = cost_models(program, d, sizes)
     variants = []
     for v in row["variants"]:
@@ -351,7 +408,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if row["layer"] in names:
                 now = rescore(row)
                 print(f"{row['layer']}: rho then {_fmt(row['rho'])}; now {_fmt(now['rho'])}")
-                print(f"  cheapest / written now: {', '.join(f'{m} {r:.2f}x' for m, r in now['cheapest_vs_written'].items())}")
+                print(f"  clear pairs ordered as the clock now: {_fmt(now['agreement'])}")
+                print(
+                    f"  cheapest / written now: {', '.join(f'{m} {r:.2f}x' for m, r in now['cheapest_vs_written'].items())}"
+                )
         return 0
     todo = [n for n in names if available(SUITE[n]) and not rows.has(layer=n, size=size, variants_most=args.variants)]
     with tempfile.TemporaryDirectory(prefix="bench_cost_rank") as tmp:
@@ -361,7 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             row["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
             rows.add(row)
             tqdm.write(
-                f"{name}: {len(row['variants'])} variants, rho {_fmt(row['rho'])}; fastest {row['fastest']} "
+                f"{name}: {len(row['variants'])} variants, rho {_fmt(row['rho'])}; clear pairs ordered as the clock: "
+                f"{_fmt(row['agreement'])}; fastest {row['fastest']} "
                 f"{row['fastest_vs_written']:.2f}x written; cheapest by each model: "
                 + ", ".join(f"{m} {r:.2f}x" for m, r in row["cheapest_vs_written"].items())
                 + (f"; WRONG: {row['wrong']}" if row["wrong"] else ""),

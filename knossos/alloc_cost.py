@@ -27,6 +27,15 @@ The counts set a vector's stores, the adds and accumulator stores of a ``sumbuil
 while ``(build (size x) ...)`` counted its real trips, and the gather rated dearer than the scatter it
 replaces (rev$dense_relu at N = 256, docs/autodiff.md).
 
+A scalar-valued ``if`` costs both of its branches, not the dearer one as in the reference: in compiled
+loops g++ makes it a select, evaluating both branches for every element (vectorised, lane by lane), or
+a branch on the data that the processor mispredicts half the time.  An ``if`` on a literal condition
+(``(gt 1024 0)``, a shape guard of reverse mode's) costs only the branch taken, as g++ folds it: the
+reference charges its dearer branch, often a dense vector of zeros that never runs.  Under the reference's charge,
+work moved into both branches (``(if c (f x) (neg (f x)))`` for ``(let (y (f x)) (if c y (neg y)))``,
+what equality saturation extracts from reverse-mode code) is free, and it made BCEWithLogitsLoss's
+gradient 1.8x slower (benchmarks/bench_cost_rank.py, docs/cost.md).
+
 Recognising sizes and lengths from the expression alone keeps every node's cost independent of its
 context, so costs are computed once per interned node and cached.  Code without vectors or
 literal-size loops costs what the reference says.
@@ -34,9 +43,19 @@ literal-size loops costs what the reference says.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from knossos.cost import ASSUMED_VECTOR_SIZE, LET_COST, MALLOC_COST, OWN_COST, call_overhead, if_cost
+from knossos.cost import (
+    ASSUMED_VECTOR_SIZE,
+    IF_SELECTION_COST,
+    LET_COST,
+    MALLOC_COST,
+    OWN_COST,
+    call_overhead,
+    if_cost,
+)
 from knossos.expr import Expr
 from knossos.ops import Op
 from knossos.types import Kind
@@ -104,6 +123,11 @@ class AllocCost:
                 accumulate += trips * STORE_COST * elements
             return accumulate + c[args[0]] + trips * c[args[2]]
         if op is Op.IF:
+            taken = _constant_condition(args[0])
+            if taken is not None:  # g++ folds it: only the taken branch runs
+                return IF_SELECTION_COST + c[args[0]] + c[args[1] if taken else args[2]]
+            if node.type.is_scalar:  # a select: both branches run (see the module's docstring)
+                return IF_SELECTION_COST + c[args[0]] + c[args[1]] + c[args[2]]
             return if_cost(c[args[0]], c[args[1]], c[args[2]])
         if op is Op.LET:
             return LET_COST + c[args[1]] + c[args[2]]
@@ -216,6 +240,27 @@ class AllocCost:
             depth, inner = depth + 1, inner.args[1]
         dims = self.sizes.get(inner.data) if inner.op is Op.VAR else None
         return dims[depth] if dims is not None and depth < len(dims) else ASSUMED_VECTOR_SIZE
+
+
+_COMPARE: dict[Op, Callable[[Any, Any], bool]] = {
+    Op.EQ: operator.eq,
+    Op.NE: operator.ne,
+    Op.GT: operator.gt,
+    Op.GTE: operator.ge,
+    Op.LT: operator.lt,
+    Op.LTE: operator.le,
+}
+
+
+def _constant_condition(cond: Expr) -> bool | None:
+    """The value of an ``if``'s condition when it is a literal Bool or a comparison of two literal
+    numbers (``(gt 1024 0)``, as reverse mode writes shape guards); None otherwise."""
+    if cond.op is Op.CONST and isinstance(cond.data, bool):
+        return cond.data
+    test = _COMPARE.get(cond.op)
+    if test is None or any(a.op is not Op.CONST or isinstance(a.data, bool) for a in cond.args):
+        return None
+    return bool(test(cond.args[0].data, cond.args[1].data))
 
 
 #: The model with the reference's sizes (every vector 16 long): ``--cost alloc``.

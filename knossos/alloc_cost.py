@@ -27,9 +27,14 @@ The counts set a vector's stores, the adds and accumulator stores of a ``sumbuil
 while ``(build (size x) ...)`` counted its real trips, and the gather rated dearer than the scatter it
 replaces (rev$dense_relu at N = 256, docs/autodiff.md).
 
-A scalar-valued ``if`` costs both of its branches, not the dearer one as in the reference: in compiled
-loops g++ makes it a select, evaluating both branches for every element (vectorised, lane by lane), or
-a branch on the data that the processor mispredicts half the time.  An ``if`` on a literal condition
+A scalar-valued ``if`` on Float data costs both of its branches, not the dearer one as in the reference:
+in compiled loops g++ makes it a select, evaluating both branches for every element (vectorised, lane by
+lane), or
+a branch on the data that the processor mispredicts half the time: a select when both branches are
+small arithmetic on values at hand, a jump (:data:`JUMP_COST` more) when a branch loads through
+``index`` or calls (``(if c (neg (index i v)) (index i v))`` for ``(let (x (index i v)) (if c (neg x)
+x))`` made SmoothL1Loss's gradient 1.2x slower per copy).  An ``if`` on indices and sizes only (a
+loop's bounds guard) is predicted right, and costs its dearer branch as in the reference.  An ``if`` on a literal condition
 (``(gt 1024 0)``, a shape guard of reverse mode's) costs only the branch taken, as g++ folds it: the
 reference charges its dearer branch, often a dense vector of zeros that never runs.  Under the reference's charge,
 work moved into both branches (``(if c (f x) (neg (f x)))`` for ``(let (y (f x)) (if c y (neg y)))``,
@@ -56,12 +61,20 @@ from knossos.cost import (
     call_overhead,
     if_cost,
 )
-from knossos.expr import Expr
+from knossos.expr import Expr, preorder
 from knossos.ops import Op
 from knossos.types import Kind
 
 #: Cost of storing one element of a new vector, in the reference model's units (an add is 1.0).
 STORE_COST = 1.0
+#: A scalar ``if`` whose branches are not both :func:`_select` values is a jump on the data: half of a
+#: mispredicted branch (some 16 cycles), in adds.
+JUMP_COST = 8.0
+#: What g++ evaluates unconditionally to make an ``if`` a select: arithmetic, comparisons, variables and
+#: literals (no load through ``index``, which is range-checked, and no call).
+_SELECT_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.EQ, Op.NE, Op.GT, Op.GTE, Op.LT, Op.LTE})
+_SELECT_NODES = 16
+_CONDITION_NODES = 64
 #: Ops whose result is a new vector (or tuple of vectors) when their type is not a scalar.
 _MAKERS = frozenset({Op.BUILD, Op.DELTAVEC, Op.CONSTVEC, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG})
 _ARITHMETIC = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG})
@@ -126,8 +139,9 @@ class AllocCost:
             taken = _constant_condition(args[0])
             if taken is not None:  # g++ folds it: only the taken branch runs
                 return IF_SELECTION_COST + c[args[0]] + c[args[1] if taken else args[2]]
-            if node.type.is_scalar:  # a select: both branches run (see the module's docstring)
-                return IF_SELECTION_COST + c[args[0]] + c[args[1]] + c[args[2]]
+            if node.type.is_scalar and _on_floats(args[0]):  # see the module's docstring
+                jump = 0.0 if _select(args[1]) and _select(args[2]) else JUMP_COST
+                return IF_SELECTION_COST + jump + c[args[0]] + c[args[1]] + c[args[2]]
             return if_cost(c[args[0]], c[args[1]], c[args[2]])
         if op is Op.LET:
             return LET_COST + c[args[1]] + c[args[2]]
@@ -240,6 +254,30 @@ class AllocCost:
             depth, inner = depth + 1, inner.args[1]
         dims = self.sizes.get(inner.data) if inner.op is Op.VAR else None
         return dims[depth] if dims is not None and depth < len(dims) else ASSUMED_VECTOR_SIZE
+
+
+def _on_floats(cond: Expr) -> bool:
+    """Whether the condition ``cond`` compares Float values (data, which a branch predictor cannot
+    learn) rather than indices and sizes (loop guards, predicted right); a large one counts as data."""
+    if cond.size > _CONDITION_NODES:
+        return True
+    return any(n.type.kind is Kind.FLOAT for n in preorder(cond))
+
+
+def _select(e: Expr) -> bool:
+    """Whether ``e`` is a small tree of arithmetic on variables and literals (at most
+    :data:`_SELECT_NODES` nodes), which g++ computes in both arms of a select."""
+    if e.size > _SELECT_NODES:
+        return False
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if node.op in (Op.VAR, Op.CONST):
+            continue
+        if node.op not in _SELECT_OPS or not node.type.is_scalar:
+            return False
+        stack.extend(node.args)
+    return True
 
 
 _COMPARE: dict[Op, Callable[[Any, Any], bool]] = {

@@ -12,7 +12,7 @@ import pytest
 from app.models import PROGRAM, REVERSE, default_pipeline, trained_search
 from app.optimize_cli import main
 from knossos import expr as E
-from knossos.alloc_cost import AllocCost, alloc_cost
+from knossos.alloc_cost import JUMP_COST, AllocCost, alloc_cost
 from knossos.expr import Expr, preorder
 from knossos.ops import Op
 from knossos.parser import Parser, parse_program
@@ -45,11 +45,20 @@ def test_work_copied_into_both_branches_of_a_scalar_if_costs_twice() -> None:
     assert AllocCost({"x": 1024})(duplicated) > AllocCost({"x": 1024})(shared)
 
 
-def test_a_scalar_if_costs_its_condition_and_both_branches() -> None:
+def test_a_select_costs_its_condition_and_both_branches() -> None:
+    e = expr("(if (lt y 0.0) (neg d) (mul y d))")
+    parts = sum(alloc_cost(expr(t)) for t in ("(lt y 0.0)", "(neg d)", "(mul y d)"))
+    assert alloc_cost(e) == 1.0 + parts
+
+
+def test_a_branch_that_loads_or_calls_is_a_jump() -> None:
     e = expr("(if (lt y 0.0) (exp y) (mul y y))")
-    assert alloc_cost(e) == 1.0 + alloc_cost(expr("(lt y 0.0)")) + alloc_cost(expr("(exp y)")) + alloc_cost(
-        expr("(mul y y)")
-    )
+    parts = sum(alloc_cost(expr(t)) for t in ("(lt y 0.0)", "(exp y)", "(mul y y)"))
+    assert alloc_cost(e) == 1.0 + JUMP_COST + parts
+    # SmoothL1Loss's gradient: the load copied into both branches ran 1.2x slower than the select of it
+    copied = expr("(build 1024 (lam (i : Integer) (if (lt (index i x) 0.0) (neg (index i x)) (index i x))))")
+    select = expr("(build 1024 (lam (i : Integer) (let (v (index i x)) (if (lt v 0.0) (neg v) v))))")
+    assert alloc_cost(copied) > alloc_cost(select) + 1024 * (JUMP_COST - 1)
 
 
 def test_an_if_on_a_literal_condition_costs_the_branch_taken() -> None:

@@ -49,7 +49,8 @@ def optimise_def(
         ) from None
     rules = optimize if kind == "rules" else trained.rules
     settings = trained.settings if depth is None else dataclasses.replace(trained.settings, depth=depth)
-    spec = settings.spec(get_rule_set(rules), trained.value, budget=budget, seconds=seconds)
+    limit = seconds if seconds is not None else trained.seconds  # reverse-mode code: the default pipeline's limit
+    spec = settings.spec(get_rule_set(rules), trained.value, budget=budget, seconds=limit)
     result = get_search(settings.algorithm)(d.body, spec)
     return dataclasses.replace(d, body=result.best)
 

@@ -41,7 +41,7 @@ def optimise_def(
     """``d`` with its body replaced by the best that the search named by ``optimize`` finds."""
     kind = "rules" if _names_rule_set(optimize) else "model"
     try:
-        trained = trained_search(None, start=d.body) if kind == "rules" else trained_search(optimize)
+        trained = trained_search(None, start=d.body, name=d.name) if kind == "rules" else trained_search(optimize)
     except KsUsageError as err:
         raise KsUsageError(
             f"optimize='{optimize}' is neither a rule set ({', '.join(sorted(RULE_SETS))}) nor a usable model: "
@@ -49,7 +49,8 @@ def optimise_def(
         ) from None
     rules = optimize if kind == "rules" else trained.rules
     settings = trained.settings if depth is None else dataclasses.replace(trained.settings, depth=depth)
-    spec = settings.spec(get_rule_set(rules), trained.value, budget=budget, seconds=seconds)
+    limit = seconds if seconds is not None else trained.seconds  # reverse-mode code: the default pipeline's limit
+    spec = settings.spec(get_rule_set(rules), trained.value, budget=budget, seconds=limit)
     result = get_search(settings.algorithm)(d.body, spec)
     return dataclasses.replace(d, body=result.best)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autodiff import Mode
 from knossos.callee import CalleeKind
 from knossos.cost_models import CostFunction
 from knossos.errors import KsUsageError
@@ -79,6 +80,8 @@ DEFAULT_RULES = "ml_rules"
 #: The search settings of a run whose model does not say them (or with no model named ``none``).
 DEFAULTS = SearchSettings()
 DEFAULT_DEPTH, DEFAULT_COST, DEFAULT_BUDGET = DEFAULTS.depth, DEFAULTS.cost, DEFAULTS.budget
+#: How ``knossos grad`` names a def's reverse-mode derivative (``rev$f``).
+REV_PREFIX = Mode.REV.name_of("")
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,11 @@ class Pipeline:
     budget: int
     prune_commutes: bool
     prune_inlines: bool
+    #: The rule set (rules.sets.RULE_SETS) and the cost model (knossos.cost_models.COST_MODELS).
+    rules: str = DEFAULT_RULES
+    cost: str = DEFAULT_COST
+    #: The time limit of a run that does not give --seconds (None: none).
+    seconds: float | None = None
 
     @property
     def settings(self) -> SearchSettings:
@@ -100,6 +108,7 @@ class Pipeline:
             budget=self.budget,
             prune_commutes=self.prune_commutes,
             prune_inlines=self.prune_inlines,
+            cost=self.cost,
         )
 
     def spec(self, rules: RuleSet, value: ValueFunction, seconds: float | None = None) -> SearchSpec:
@@ -114,6 +123,8 @@ class Pipeline:
 #: benchmarks/bench_default_programs.py: docs/egraph.md, "The default".
 PROGRAM = Pipeline("saturate-pseudo-beam", 99, 5000, True, True)
 ARITHMETIC = Pipeline("saturate-astar", DEFAULT_DEPTH, 300, False, False)
+#: With no --model, reverse-mode code (a def ``rev$f`` that is not scalar arithmetic): REVERSE_DOC
+REVERSE = Pipeline("pseudo-beam", 150, 2000, True, False, rules="gradient_rules", cost="alloc", seconds=20.0)
 
 
 def is_arithmetic(e: Expr) -> bool:
@@ -127,8 +138,15 @@ def is_arithmetic(e: Expr) -> bool:
     return True
 
 
-def default_pipeline(start: Expr) -> Pipeline:
-    """The pipeline optimize.py runs on ``start`` with no --model."""
+def is_reverse_mode(name: str | None) -> bool:
+    """Whether the def ``name`` is reverse-mode code as ``knossos grad`` names it (``rev$f``)."""
+    return name is not None and name.startswith(REV_PREFIX)
+
+
+def default_pipeline(start: Expr, name: str | None = None) -> Pipeline:
+    """The pipeline optimize.py runs on ``start`` (the body of the def ``name``, if a def's) with no --model."""
+    if is_reverse_mode(name) and not is_arithmetic(start):
+        return REVERSE
     return ARITHMETIC if is_arithmetic(start) else PROGRAM
 
 
@@ -140,6 +158,8 @@ class TrainedSearch:
     value: ValueFunction
     rules: str
     settings: SearchSettings
+    #: The time limit where the command line gives none (the default pipeline's; None: none).
+    seconds: float | None = None
 
     # the settings by the names optimize.py's report gives them
     @property
@@ -180,17 +200,18 @@ def trained_search(
     depth: int = DEFAULT_DEPTH,
     start: Expr | None = None,
     search: str | None = None,
+    name: str | None = None,
 ) -> TrainedSearch:
     """The model ``spec`` (loaded as :func:`load_value_function` loads it) with its training's settings;
     where it does not say one (and for ``none``), ``rules``, ``depth`` and the other defaults above.
     ``None`` (no model named): the zero value function with :func:`default_pipeline` of ``start``
-    (without one, a program's), unless ``search`` names another search: then
-    that search with the defaults above."""
+    (without one, a program's; ``name``: the def's name, which says whether it is reverse-mode code) and
+    its rules, unless ``search`` names another search: then that search with the defaults above."""
     if spec is None:
-        p = PROGRAM if start is None else default_pipeline(start)
+        p = PROGRAM if start is None else default_pipeline(start, name)
         if search is not None and search != p.search:
             p = Pipeline(search, depth, DEFAULT_BUDGET, False, False)
-        return TrainedSearch(ZeroValue(), rules, p.settings)
+        return TrainedSearch(ZeroValue(), p.rules if rules == DEFAULT_RULES else rules, p.settings, p.seconds)
     untrained = dataclasses.replace(DEFAULTS, depth=depth)
     if spec in ("none", "zero"):
         return TrainedSearch(ZeroValue(), rules, untrained)

@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--rules",
         default=None,
         metavar="SET",
-        help=f"rule set ({', '.join(RULE_SETS)}; ml_rules, or the one the model was trained with); join "
+        help=f"rule set ({', '.join(RULE_SETS)}; ml_rules, gradient_rules for reverse-mode code with no --model, "
+        "or the one the model was trained with); join "
         "several with +; strict:SET keeps only the rules that change no value on any input; by default no "
         "rewrite may overflow an Integer the program did not, unsafe-int:SET lets the rules that regroup "
         "arithmetic (add_of_muls, assoc_add_add, ...) rewrite Integer arithmetic too (docs/rules.md)",
@@ -89,7 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_option(p, "precision")
     add_search_option(p, "value_scale")
     p.add_argument(
-        "--seconds", type=_amount, default=None, metavar="S", help="time limit: stop with the best found so far"
+        "--seconds",
+        type=_amount,
+        default=None,
+        metavar="S",
+        help="time limit: stop with the best found so far (none; reverse-mode code with no --model: 20)",
     )
     p.add_argument(
         "--max-states",
@@ -213,7 +218,9 @@ def run(args: argparse.Namespace) -> int:
         d = _pick_def(src.program, args.def_name, src.label)
         start = d.body
         outputs.check_def(src.program, d)
-    trained = trained_search(args.model, args.precision, args.value_scale, start=start, search=args.search)
+    trained = trained_search(
+        args.model, args.precision, args.value_scale, start=start, search=args.search, name=d.name if d else None
+    )
     # a model (or, without one, the def's shape) says which rules, search, depth, prunings, cost and
     # budget; the command line overrides
     rule_set = args.rules if args.rules is not None else trained.rules
@@ -230,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         trained.value,
         cost=cost,
         seed=args.seed,
-        seconds=args.seconds,
+        seconds=args.seconds if args.seconds is not None else trained.seconds,
         max_states=args.max_states,
         max_memory_mib=args.max_memory if args.max_memory is not None else default_max_memory_mib(),
         progress=bar.update if bar is not None else None,

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from app.models import ARITHMETIC, PROGRAM, value_scale
+from app.models import ARITHMETIC, PROGRAM, REVERSE, value_scale
 from knossos.cli import whole_number
 from knossos.cost_models import COST_MODELS
 from search.limits import MAX_BUDGET, MAX_DEPTH
@@ -25,7 +25,8 @@ def _options() -> dict[str, tuple[str, dict[str, Any]]]:
                 choices=tuple(COST_MODELS),
                 default=None,
                 help="the cost model to minimise: reference (the paper's) or alloc (also charges every element a "
-                "vector op writes, as compiled code does; docs/cost.md) (reference, or the model's)",
+                "vector op writes, as compiled code does; docs/cost.md) (reference; alloc for reverse-mode code, rev$f, "
+                "with no --model; or the model's)",
             ),
         ),
         "algorithm": (
@@ -34,7 +35,8 @@ def _options() -> dict[str, tuple[str, dict[str, Any]]]:
                 default=None,
                 metavar="NAME",
                 help=f"search ({', '.join(SEARCHES)}; without --model, {PROGRAM.search} for a program (loops, "
-                f"vectors, calls) and {ARITHMETIC.search} for scalar arithmetic; or the one the model was trained for)",
+                f"vectors, calls), {REVERSE.search} for reverse-mode code (rev$f) and {ARITHMETIC.search} for scalar "
+                "arithmetic; or the one the model was trained for)",
             ),
         ),
         "depth": (

@@ -27,6 +27,20 @@ The counts set a vector's stores, the adds and accumulator stores of a ``sumbuil
 while ``(build (size x) ...)`` counted its real trips, and the gather rated dearer than the scatter it
 replaces (rev$dense_relu at N = 256, docs/autodiff.md).
 
+A scalar-valued ``if`` on Float data costs both of its branches, not the dearer one as in the reference:
+in compiled loops g++ makes it a select, evaluating both branches for every element (vectorised, lane by
+lane), or
+a branch on the data that the processor mispredicts half the time: a select when both branches are
+small arithmetic on values at hand, a jump (:data:`JUMP_COST` more) when a branch loads through
+``index`` or calls (``(if c (neg (index i v)) (index i v))`` for ``(let (x (index i v)) (if c (neg x)
+x))`` made SmoothL1Loss's gradient 1.2x slower per copy).  An ``if`` on indices and sizes only (a
+loop's bounds guard) is predicted right, and costs its dearer branch as in the reference.  An ``if`` on a literal condition
+(``(gt 1024 0)``, a shape guard of reverse mode's) costs only the branch taken, as g++ folds it: the
+reference charges its dearer branch, often a dense vector of zeros that never runs.  Under the reference's charge,
+work moved into both branches (``(if c (f x) (neg (f x)))`` for ``(let (y (f x)) (if c y (neg y)))``,
+what equality saturation extracts from reverse-mode code) is free, and it made BCEWithLogitsLoss's
+gradient 1.8x slower (benchmarks/bench_cost_rank.py, docs/cost.md).
+
 Recognising sizes and lengths from the expression alone keeps every node's cost independent of its
 context, so costs are computed once per interned node and cached.  Code without vectors or
 literal-size loops costs what the reference says.
@@ -34,15 +48,33 @@ literal-size loops costs what the reference says.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from knossos.cost import ASSUMED_VECTOR_SIZE, LET_COST, MALLOC_COST, OWN_COST, call_overhead, if_cost
-from knossos.expr import Expr
+from knossos.cost import (
+    ASSUMED_VECTOR_SIZE,
+    IF_SELECTION_COST,
+    LET_COST,
+    MALLOC_COST,
+    OWN_COST,
+    call_overhead,
+    if_cost,
+)
+from knossos.expr import Expr, preorder
 from knossos.ops import Op
 from knossos.types import Kind
 
 #: Cost of storing one element of a new vector, in the reference model's units (an add is 1.0).
 STORE_COST = 1.0
+#: A scalar ``if`` whose branches are not both :func:`_select` values is a jump on the data: half of a
+#: mispredicted branch (some 16 cycles), in adds.
+JUMP_COST = 8.0
+#: What g++ evaluates unconditionally to make an ``if`` a select: arithmetic, comparisons, variables and
+#: literals (no load through ``index``, which is range-checked, and no call).
+_SELECT_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.EQ, Op.NE, Op.GT, Op.GTE, Op.LT, Op.LTE})
+_SELECT_NODES = 16
+_CONDITION_NODES = 64
 #: Ops whose result is a new vector (or tuple of vectors) when their type is not a scalar.
 _MAKERS = frozenset({Op.BUILD, Op.DELTAVEC, Op.CONSTVEC, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG})
 _ARITHMETIC = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG})
@@ -104,6 +136,12 @@ class AllocCost:
                 accumulate += trips * STORE_COST * elements
             return accumulate + c[args[0]] + trips * c[args[2]]
         if op is Op.IF:
+            taken = _constant_condition(args[0])
+            if taken is not None:  # g++ folds it: only the taken branch runs
+                return IF_SELECTION_COST + c[args[0]] + c[args[1] if taken else args[2]]
+            if node.type.is_scalar and _on_floats(args[0]):  # see the module's docstring
+                jump = 0.0 if _select(args[1]) and _select(args[2]) else JUMP_COST
+                return IF_SELECTION_COST + jump + c[args[0]] + c[args[1]] + c[args[2]]
             return if_cost(c[args[0]], c[args[1]], c[args[2]])
         if op is Op.LET:
             return LET_COST + c[args[1]] + c[args[2]]
@@ -216,6 +254,51 @@ class AllocCost:
             depth, inner = depth + 1, inner.args[1]
         dims = self.sizes.get(inner.data) if inner.op is Op.VAR else None
         return dims[depth] if dims is not None and depth < len(dims) else ASSUMED_VECTOR_SIZE
+
+
+def _on_floats(cond: Expr) -> bool:
+    """Whether the condition ``cond`` compares Float values (data, which a branch predictor cannot
+    learn) rather than indices and sizes (loop guards, predicted right); a large one counts as data."""
+    if cond.size > _CONDITION_NODES:
+        return True
+    return any(n.type.kind is Kind.FLOAT for n in preorder(cond))
+
+
+def _select(e: Expr) -> bool:
+    """Whether ``e`` is a small tree of arithmetic on variables and literals (at most
+    :data:`_SELECT_NODES` nodes), which g++ computes in both arms of a select."""
+    if e.size > _SELECT_NODES:
+        return False
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if node.op in (Op.VAR, Op.CONST):
+            continue
+        if node.op not in _SELECT_OPS or not node.type.is_scalar:
+            return False
+        stack.extend(node.args)
+    return True
+
+
+_COMPARE: dict[Op, Callable[[Any, Any], bool]] = {
+    Op.EQ: operator.eq,
+    Op.NE: operator.ne,
+    Op.GT: operator.gt,
+    Op.GTE: operator.ge,
+    Op.LT: operator.lt,
+    Op.LTE: operator.le,
+}
+
+
+def _constant_condition(cond: Expr) -> bool | None:
+    """The value of an ``if``'s condition when it is a literal Bool or a comparison of two literal
+    numbers (``(gt 1024 0)``, as reverse mode writes shape guards); None otherwise."""
+    if cond.op is Op.CONST and isinstance(cond.data, bool):
+        return cond.data
+    test = _COMPARE.get(cond.op)
+    if test is None or any(a.op is not Op.CONST or isinstance(a.data, bool) for a in cond.args):
+        return None
+    return bool(test(cond.args[0].data, cond.args[1].data))
 
 
 #: The model with the reference's sizes (every vector 16 long): ``--cost alloc``.

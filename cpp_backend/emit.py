@@ -75,6 +75,7 @@ import functools
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
+from cpp_backend.products import canonical_products
 from knossos import trampoline
 from knossos.arith import INT_MIN
 from knossos.callee import Callee, CalleeKind
@@ -1431,12 +1432,14 @@ def _size_bindings(d: Def, em: _FunctionEmitter) -> None:
         em.env[name] = slot
 
 
-def emit_def(d: Def) -> str:
-    """The C++ definition of one def."""
+def emit_def(d: Def, *, exact_order: bool = False) -> str:
+    """The C++ definition of one def (its products first put in the blocked nest's shape,
+    :func:`cpp_backend.products.canonical_products`; ``exact_order``: only where every sum stays the
+    same to the bit)."""
     env = {p.name: f"p{k}_{escape_name(p.name)}" for k, p in enumerate(d.params)}
     em = _FunctionEmitter(env)
     _size_bindings(d, em)
-    result = em.body(d.body)
+    result = em.body(canonical_products(d.body, exact_order=exact_order))
     em.line(f"return {result};")
     return "\n".join([_signature(d) + " {", *em.lines, "}"])
 
@@ -1479,7 +1482,7 @@ def emit_program(
         parts += ['#include "runtime.h"', ""]
     parts += [_signature(d) + ";" for d in chosen]
     parts.append("")
-    parts += [emit_def(d) + "\n" for d in chosen]
+    parts += [emit_def(d, exact_order=exact_order) + "\n" for d in chosen]
     return "\n".join(parts)
 
 

@@ -1,0 +1,323 @@
+"""Matrix products in any of their written shapes, rewritten into the one the blocked loop nest computes.
+
+The emitter computes one shape of product with a register-blocked loop nest (``emit.py``, Loops):
+
+    (build n (lam i (build m (lam k (sumbuild p (lam j (mul (index j (index i A)) (index k (index j B))))))))))
+
+C[i][k] = sum_j A[i][j] B[j][k], both operands walked along their rows.  Gradients write their products
+otherwise: x^T W and W^T dy read an operand down a column, dX = dY W^T is a sum over k of scaled rows
+(a sum of vectors), dW accumulates outer products over a batch.  This pass, run over a def's body
+before emission, recognises them with patterns (:mod:`cpp_backend.patterns`: alternates for which
+operand walks rows or columns and in which order the product is written, guards for the loop
+variables and loop-invariance) and rewrites each into the shape above:
+
+- ``transpose``: an operand read down a column (``(index i (index j A))``) is read from a transposed
+  copy made once, before the loops (O(n^2) against the product's O(n^3)); the copy holds exactly
+  the elements the product reads (an empty copy where the loops run no term), so the same reads
+  fail.  The terms and their order are unchanged: the sums are the same to the bit.
+- ``interchange``: a sum of vectors of Float terms, ``(sumbuild p (lam j (build m (lam k e))))``
+  (through lets, nested builds, and an enclosing ``build``), becomes a vector of sums,
+  ``(build m (lam k (sumbuild p (lam j e))))``, when ``p > 0`` (a sum of no vectors fails, as before).
+  Each element adds the same terms in the same order, but from +0.0 where the vector sum starts
+  from its first term: a sum of terms that are all -0.0 gives +0.0.  So it is not done under
+  ``KS_EXACT_ORDER`` (``exact_order``), which keeps the interpreter's result to the bit.
+
+Sizes that the rewrite evaluates again (in a guard or a copy's size) must be small pure expressions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
+from knossos import expr as E
+from knossos.expr import Expr, names_in
+from knossos.ops import Op
+from knossos.types import FLOAT, Kind, Type
+
+_LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
+#: A size expression evaluated again by a rewrite has at most this many nodes.
+_SMALL = 8
+
+
+def _loop_free(e: Expr) -> bool:
+    """Whether evaluating ``e`` runs no loop and makes no vector (reads of vectors are fine)."""
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.LET, Op.IF, Op.AND, Op.OR, Op.ASSERT):
+            return False
+        if x.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and x.type.kind in (Kind.VEC, Kind.TUPLE):
+            return False
+        stack.extend(x.args)
+    return True
+
+
+def _small(e: Expr) -> bool:
+    return e.size <= _SMALL and _loop_free(e)
+
+
+def _peel_lets(e: Expr) -> tuple[list[tuple[Expr, Expr]], Expr]:
+    """``e``'s chain of lets (variable, right-hand side), outermost first, and what they scope."""
+    lets = []
+    while e.op is Op.LET:
+        lets.append((e.args[0], e.args[1]))
+        e = e.args[2]
+    return lets, e
+
+
+def _wrap_lets(lets: list[tuple[Expr, Expr]], body: Expr) -> Expr:
+    for v, rhs in reversed(lets):
+        body = E.let(v, rhs, body)
+    return body
+
+
+def _i(n: int) -> Expr:
+    return E.const(n)
+
+
+# -- transpose: operands walked down a column -------------------------------------------------------
+_LEFT = alt(
+    "a",
+    rows=node(Op.INDEX, Bound("j"), node(Op.INDEX, Bound("i"), Cap("A"))),
+    cols=node(Op.INDEX, Bound("i"), node(Op.INDEX, Bound("j"), Cap("A"))),
+)
+_RIGHT = alt(
+    "b",
+    rows=node(Op.INDEX, Bound("k"), node(Op.INDEX, Bound("j"), Cap("B"))),
+    cols=node(Op.INDEX, Bound("j"), node(Op.INDEX, Bound("k"), Cap("B"))),
+)
+#: The term of a product: its two reads in either order.
+TERM = alt("order", ab=node(Op.MUL, _LEFT, _RIGHT), ba=node(Op.MUL, _RIGHT, _LEFT))
+
+
+def _nest_guard(b: Bindings) -> bool:
+    """Three distinct loop variables; the inner sizes invariant of the outer loops; sizes small."""
+    i, k, j = b["i"], b["k"], b["j"]
+    n, m, p = (b[x] for x in "nmp")
+    assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
+    return (
+        len({i, j, k}) == 3
+        and i not in m.free
+        and not {i, k} & p.free
+        and j not in m.free
+        and all(_small(x) for x in (n, m, p))
+    )
+
+
+#: The loop nest of a product: rows i, columns k, terms j; the term ``e`` (checked by :data:`TERM`).
+NEST: Pat = Where(
+    node(
+        Op.BUILD,
+        Cap("n"),
+        Bound("i"),
+        node(Op.BUILD, Cap("m"), Bound("k"), node(Op.SUMBUILD, Cap("p"), Bound("j"), Cap("e"))),
+    ),
+    _nest_guard,
+)
+
+
+def _resolve(e: Expr, lets: dict[str, Expr]) -> Expr:
+    """``e`` with the variables of ``lets`` replaced by their (resolved) right-hand sides (binder-free)."""
+    if e.op is Op.VAR:
+        return lets.get(e.data, e)
+    if not e.args:
+        return e
+    return e.replace_args(tuple(_resolve(a, lets) for a in e.args))
+
+
+def _subterms(e: Expr) -> set[int]:
+    out, stack = set(), [e]
+    while stack:
+        x = stack.pop()
+        out.add(id(x))
+        stack.extend(x.args)
+    return out
+
+
+class _Names:
+    """Fresh variable names for the copies, none of them used anywhere in the def."""
+
+    def __init__(self, root: Expr) -> None:
+        self.used = set(names_in(root)) | set(root.free)
+
+    def fresh(self, base: str) -> str:
+        k = 0
+        while f"{base}{k}" in self.used:
+            k += 1
+        self.used.add(f"{base}{k}")
+        return f"{base}{k}"
+
+
+def transpose(e: Expr, names: _Names) -> Expr | None:
+    """``e`` (a :data:`NEST`) with every operand that its term reads down a column read from a
+    transposed copy, or None where it is no product or its operands walk rows already."""
+    b = first(NEST, e)
+    if b is None:
+        return None
+    body = b["e"]
+    assert isinstance(body, Expr)
+    lets, core = _peel_lets(body)
+    bound = [v.data for v, _ in lets]
+    i, k, j = (str(b[x]) for x in "ikj")
+    if len(set(bound)) < len(bound) or {i, j, k} & set(bound) or core.type is not FLOAT:
+        return None
+    if not all(_loop_free(rhs) for _, rhs in lets):
+        return None
+    resolved: dict[str, Expr] = {}
+    for v, rhs in lets:
+        resolved[v.data] = _resolve(rhs, resolved)
+    loop_vars = {i, j, k, *bound}
+
+    def invariant(x: Bindings) -> bool:
+        a, m = x["A"], x["B"]
+        assert isinstance(a, Expr) and isinstance(m, Expr)
+        return not (loop_vars & (a.free | m.free)) and (x["a"], x["b"]) != ("rows", "rows")
+
+    t = next((x for x in match(TERM, core, resolved, {"i": i, "j": j, "k": k}) if invariant(x)), None)
+    if t is None:
+        return None
+    n, m, p = (b[x] for x in "nmp")
+    a_mat, b_mat = t["A"], t["B"]
+    assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
+    assert isinstance(a_mat, Expr) and isinstance(b_mat, Expr)
+    iv, kv, jv = e.args[1], e.args[2].args[1], e.args[2].args[2].args[1]
+    # The loops read anything only when n > 0 and m > 0 (p > 0 too, which the copy's loops check).
+    runs = E.op(Op.AND, E.op(Op.GT, n, _i(0)), E.op(Op.GT, m, _i(0)))
+    copies: list[tuple[Expr, Expr]] = []
+    if t["a"] == "cols":  # A read as A[j][i]: At[i][j], i < n, j < p
+        at = E.var(names.fresh("ks$at"), a_mat.type)
+        size = E.op(Op.IF, runs, n, _i(0))
+        copies.append((at, E.build(size, iv, E.build(p, jv, E.op(Op.INDEX, iv, E.op(Op.INDEX, jv, a_mat))))))
+        a_mat = at
+    if t["b"] == "cols":  # B read as B[k][j]: Bt[j][k], j < p, k < m
+        bt = E.var(names.fresh("ks$bt"), b_mat.type)
+        size = E.op(Op.IF, runs, p, _i(0))
+        copies.append((bt, E.build(size, jv, E.build(m, kv, E.op(Op.INDEX, jv, E.op(Op.INDEX, kv, b_mat))))))
+        b_mat = bt
+    left = E.op(Op.INDEX, jv, E.op(Op.INDEX, iv, a_mat))
+    right = E.op(Op.INDEX, kv, E.op(Op.INDEX, jv, b_mat))
+    term = E.op(Op.MUL, left, right) if t["order"] == "ab" else E.op(Op.MUL, right, left)
+    # Lets the new term no longer uses are dropped where their reads are the operands' (which the
+    # copies or the new term still make, failing alike); any other let stays.
+    reads = _subterms(_resolve(core, resolved))
+    kept = [(v, rhs) for v, rhs in lets if id(resolved[v.data]) not in reads]
+    inner = E.sumbuild(p, jv, _wrap_lets(kept, term))
+    return _wrap_lets(copies, E.build(n, iv, E.build(m, kv, inner)))
+
+
+# -- interchange: a sum of vectors becomes a vector of sums -----------------------------------------
+def _zero(t: Type, index: Expr) -> Expr:
+    """A value of type ``t`` (its vectors empty): the body of a sum that runs no iteration."""
+    if t.kind is Kind.VEC:
+        return E.build(_i(0), index, _zero(t.children[0], index))
+    return E.const(0.0) if t is FLOAT else E.const(0)
+
+
+def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr | None:
+    """``(sumbuild p (lam j LETS (build m1 (lam k1 LETS ... e))))`` with ``e`` a Float term: the builds
+    outside, the sum of ``e`` inside; also where a ``build`` (and lets) encloses the sum.  None
+    where ``e`` is no such sum.  ``rewrite`` is applied to the result (its products)."""
+    outer: tuple[Expr, Expr] | None = None
+    outer_lets: list[tuple[Expr, Expr]] = []
+    s = e
+    if e.op is Op.BUILD:
+        outer = (e.args[0], e.args[1])
+        outer_lets, s = _peel_lets(e.args[2])
+    if s.op is not Op.SUMBUILD:
+        return None
+    p, jv, body = s.args
+    chain: list[tuple[str, Expr, Expr]] = [("let", v, rhs) for v, rhs in outer_lets]
+    while True:
+        lets, body = _peel_lets(body)
+        chain += [("let", v, rhs) for v, rhs in lets]
+        if body.op is not Op.BUILD:
+            break
+        chain.append(("build", body.args[0], body.args[1]))
+        body = body.args[2]
+    builds = [(size, v) for kind, size, v in chain if kind == "build"]
+    lets_all = [(v, rhs) for kind, v, rhs in chain if kind == "let"]
+    if not builds or body.type is not FLOAT or not _loop_free(body):
+        return None
+    names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [jv.data]
+    if outer is not None:
+        names_bound.append(outer[1].data)
+    if len(set(names_bound)) < len(names_bound) or not all(_loop_free(rhs) for _, rhs in lets_all):
+        return None
+    let_names = {v.data for v, _ in lets_all}
+    if not _small(p) or (let_names | {jv.data}) & p.free:
+        return None
+    if outer is not None and (outer[1].data in p.free or not _small(outer[0])):
+        return None
+    if any(jv.data in rhs.free for _, rhs in outer_lets):
+        return None  # they move inside the sum
+    # A let moves inside the builds after it: none of their variables may be free in it.
+    later: set[str] = set()
+    for kind, x, y in reversed(chain):
+        if kind == "build":
+            later.add(y.data)
+            if (let_names | {jv.data}) & x.free:
+                return None  # a size that a let or the term's variable decides
+        elif later & y.free:
+            return None
+    new: Expr = E.sumbuild(p, jv, _wrap_lets(lets_all, body))
+    for size, v in reversed(builds):
+        new = E.build(size, v, new)
+    zero = E.sumbuild(p, jv, _zero(s.type, jv))
+    positive = E.op(Op.GT, p, _i(0))
+    if outer is not None:
+        n, iv = outer
+        new, zero = E.build(n, iv, new), E.build(n, iv, zero)
+        positive = E.op(Op.AND, E.op(Op.GT, n, _i(0)), positive)
+    return E.op(Op.IF, positive, rewrite(new), zero)
+
+
+# -- the pass ----------------------------------------------------------------------------------------
+def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
+    """``root`` with every product recognised rewritten into the blocked nest's shape (see the module
+    docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
+    names = _Names(root)
+
+    def here(e: Expr) -> Expr:
+        if e.op is Op.BUILD:
+            found = transpose(e, names)
+            if found is not None:
+                return found
+        if not exact_order and e.op in (Op.BUILD, Op.SUMBUILD) and e.type.kind is Kind.VEC:
+            found = interchange(e, names, lambda x: canonical_products_in(x, here))
+            if found is not None:
+                return found
+        return e
+
+    return canonical_products_in(root, here)
+
+
+def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:
+    """``root`` rebuilt top-down with ``here`` applied at every node before its children (on an
+    explicit stack: deep let chains need no recursion)."""
+    top: dict[int, Expr] = {}
+    done: dict[int, Expr] = {}
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    keep: list[Expr] = []  # the originals stay alive while their ids are keys
+    while stack:
+        e, ready = stack.pop()
+        if ready:
+            new = top[id(e)]
+            args = tuple(done[id(a)] for a in new.args)
+            changed = any(a is not b for a, b in zip(args, new.args, strict=True))
+            done[id(e)] = new.replace_args(args) if changed else new
+            continue
+        if id(e) in done or id(e) in top:
+            continue
+        keep.append(e)
+        new = here(e) if e.op in (Op.BUILD, Op.SUMBUILD) else e
+        top[id(e)] = new
+        stack.append((e, True))
+        stack.extend((a, False) for a in new.args)
+    return done[id(root)]
+
+
+__all__ = ["NEST", "TERM", "canonical_products", "interchange", "transpose"]

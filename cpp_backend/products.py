@@ -33,7 +33,7 @@ from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, m
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
-from knossos.types import FLOAT, Kind, Type
+from knossos.types import FLOAT, INTEGER, Kind, Type
 
 _LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
 #: A size expression evaluated again by a rewrite has at most this many nodes.
@@ -48,7 +48,7 @@ def _loop_free(e: Expr) -> bool:
         if id(x) in seen:
             continue
         seen.add(id(x))
-        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.LET, Op.IF, Op.AND, Op.OR, Op.ASSERT):
+        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT):
             return False
         if x.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and x.type.kind in (Kind.VEC, Kind.TUPLE):
             return False
@@ -95,17 +95,11 @@ TERM = alt("order", ab=node(Op.MUL, _LEFT, _RIGHT), ba=node(Op.MUL, _RIGHT, _LEF
 
 
 def _nest_guard(b: Bindings) -> bool:
-    """Three distinct loop variables; the inner sizes invariant of the outer loops; sizes small."""
+    """Three distinct loop variables; sizes small; the terms' count invariant of the columns."""
     i, k, j = b["i"], b["k"], b["j"]
     n, m, p = (b[x] for x in "nmp")
     assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
-    return (
-        len({i, j, k}) == 3
-        and i not in m.free
-        and not {i, k} & p.free
-        and j not in m.free
-        and all(_small(x) for x in (n, m, p))
-    )
+    return len({i, j, k}) == 3 and k not in p.free and j not in m.free and all(_small(x) for x in (n, m, p))
 
 
 #: The loop nest of a product: rows i, columns k, terms j; the term ``e`` (checked by :data:`TERM`).
@@ -119,14 +113,88 @@ NEST: Pat = Where(
     _nest_guard,
 )
 
+_ZERO = Where(Cap("zero"), lambda b: isinstance(b["zero"], Expr) and b["zero"].op is Op.CONST and b["zero"].data == 0.0)
+#: A term, or a term of columns below a bound ``S`` (a gradient's read of a shorter vector, padded).
+PADDED = alt("pad", plain=TERM, below=node(Op.IF, node(Op.LT, Bound("k"), Cap("S")), TERM, _ZERO))
+
+#: ``(size (index v M))``: the length of a row of ``M`` that a loop variable chooses.
+ROW_SIZE = node(Op.SIZE, node(Op.INDEX, Bound("v"), Cap("M")))
+
 
 def _resolve(e: Expr, lets: dict[str, Expr]) -> Expr:
-    """``e`` with the variables of ``lets`` replaced by their (resolved) right-hand sides (binder-free)."""
+    """``e`` (binder-free) with the variables of ``lets`` replaced by their (resolved) right-hand sides."""
     if e.op is Op.VAR:
         return lets.get(e.data, e)
     if not e.args:
         return e
     return e.replace_args(tuple(_resolve(a, lets) for a in e.args))
+
+
+def _unwrap(e: Expr) -> Expr:
+    """``(let (x r) x)`` is ``r`` (through a chain: the last let's variable as the chain's value)."""
+    lets, body = _peel_lets(e)
+    while lets and body.op is Op.VAR and body.data == lets[-1][0].data and body.data not in lets[-1][1].free:
+        body = lets.pop()[1]
+        more, body = _peel_lets(body)
+        lets += more
+    return _wrap_lets(lets, body)
+
+
+def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
+    """The branch that ``(if (eq a b) X Y)`` takes whatever ``a`` and ``b`` (atoms): ``X`` where they are
+    the same expression; ``Y`` where it is ``X`` padded, ``X`` = ``(build a (lam k t))`` and ``Y`` =
+    ``(build b (lam k (if (lt k a) t 0.0)))`` (a gradient's cotangent of a vector that a loop of
+    ``a`` reads: equal to ``X`` when a = b).  None otherwise."""
+    cond, x, y = e.args
+    if cond.op is not Op.EQ or not all(a.op in (Op.VAR, Op.CONST) for a in cond.args):
+        return None
+    ra, rb = (_resolve(a, resolved) for a in cond.args)
+    if ra is rb:
+        return x
+    x, y = _unwrap(x), _unwrap(y)
+    if x.op is not Op.BUILD or y.op is not Op.BUILD or x.args[1] is not y.args[1]:
+        return None
+    sx, sy = _resolve(x.args[0], resolved), _resolve(y.args[0], resolved)
+    if {id(sx), id(sy)} != {id(ra), id(rb)}:
+        return None
+    pad = _unwrap(y.args[2])
+    if (
+        pad.op is Op.IF
+        and pad.args[0].op is Op.LT
+        and pad.args[0].args[0] is x.args[1]
+        and _resolve(pad.args[0].args[1], resolved) is sx
+        and pad.args[1] is x.args[2]
+        and pad.args[2].op is Op.CONST
+        and pad.args[2].data == 0.0
+    ):
+        return y
+    return None
+
+
+def _inline(e: Expr, lets: dict[str, Expr], rhss: list[Expr]) -> Expr | None:
+    """The loop-free term ``e`` with its lets (and those of ``lets``) inlined; every let's inlined
+    right-hand side is added to ``rhss``.  None where ``e`` binds anything but lets."""
+    if e.op is Op.LET:
+        if not _loop_free(e.args[1]):
+            return None
+        rhs = _inline(e.args[1], lets, rhss)
+        if rhs is None:
+            return None
+        rhss.append(rhs)
+        return _inline(e.args[2], {**lets, e.args[0].data: rhs}, rhss)
+    if e.op is Op.VAR:
+        return lets.get(e.data, e)
+    if e.op in _LOOPING or (e.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and e.type.kind in (Kind.VEC, Kind.TUPLE)):
+        return None
+    if not e.args:
+        return e
+    args = []
+    for a in e.args:
+        x = _inline(a, lets, rhss)
+        if x is None:
+            return None
+        args.append(x)
+    return e.replace_args(tuple(args))
 
 
 def _subterms(e: Expr) -> set[int]:
@@ -139,10 +207,12 @@ def _subterms(e: Expr) -> set[int]:
 
 
 class _Names:
-    """Fresh variable names for the copies, none of them used anywhere in the def."""
+    """Fresh variable names for the copies, none of them used anywhere in the def; the fallbacks."""
 
     def __init__(self, root: Expr) -> None:
         self.used = set(names_in(root)) | set(root.free)
+        #: Originals kept as the fallback of a guarded rewrite: not rewritten again (kept alive: ids).
+        self.fallbacks: dict[int, Expr] = {}
 
     def fresh(self, base: str) -> str:
         k = 0
@@ -152,37 +222,105 @@ class _Names:
         return f"{base}{k}"
 
 
+class _Rectangular:
+    """Row lengths that loop variables choose, assumed equal to the first row's: the checks that make
+    it so (each cannot fail: it reads only rows that exist), and the assumed lengths."""
+
+    def __init__(self) -> None:
+        self.checks: list[Expr] = []
+        self.width: dict[str, Expr] = {}
+
+    def assume(self, size: Expr, var: str, count: Expr) -> Expr | None:
+        """``size``, ``(size (index var M))`` for ``var`` below ``count``, as M's first row's length
+        under the check that rows 0..count-1 exist, there is one, and all have that length."""
+        b = first(ROW_SIZE, size, given={"v": var})
+        if b is None:
+            return None
+        m = b["M"]
+        assert isinstance(m, Expr)
+        if m.op is not Op.VAR:
+            return None
+        w = self.width.get(m.data)
+        if w is None:
+            w = E.op(Op.SIZE, E.op(Op.INDEX, _i(0), m))
+            self.width[m.data] = w
+        v = E.var(var, INTEGER)
+        rows_differ = E.sumbuild(
+            count, v, E.op(Op.IF, E.op(Op.EQ, E.op(Op.SIZE, E.op(Op.INDEX, v, m)), w), _i(0), _i(1))
+        )
+        exists = E.op(Op.AND, E.op(Op.GT, count, _i(0)), E.op(Op.LTE, count, E.op(Op.SIZE, m)))
+        self.checks.append(E.op(Op.AND, exists, E.op(Op.EQ, rows_differ, _i(0))))
+        return w
+
+    def guard(self, fast: Expr, original: Expr) -> Expr:
+        if not self.checks:
+            return fast
+        cond = self.checks[-1]
+        for c in reversed(self.checks[:-1]):
+            cond = E.op(Op.AND, c, cond)
+        return E.op(Op.IF, cond, fast, original)
+
+
 def transpose(e: Expr, names: _Names) -> Expr | None:
     """``e`` (a :data:`NEST`) with every operand that its term reads down a column read from a
-    transposed copy, or None where it is no product or its operands walk rows already."""
+    transposed copy, or None where it is no product or already in the blocked nest's shape.
+
+    Row lengths chosen by the row or term variable (a gradient's sizes, ``(size (index i x))``) are
+    taken as the first row's under a check (:class:`_Rectangular`), the original nest computing
+    otherwise; so is a term padded with zeros past such a length (``(if (lt k S) term 0.0)``)."""
     b = first(NEST, e)
     if b is None:
         return None
     body = b["e"]
     assert isinstance(body, Expr)
-    lets, core = _peel_lets(body)
-    bound = [v.data for v, _ in lets]
     i, k, j = (str(b[x]) for x in "ikj")
-    if len(set(bound)) < len(bound) or {i, j, k} & set(bound) or core.type is not FLOAT:
+    n, m, p = (b[x] for x in "nmp")
+    assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
+    if body.type is not FLOAT:
         return None
-    if not all(_loop_free(rhs) for _, rhs in lets):
+    rhss: list[Expr] = []
+    core = _inline(body, {}, rhss)
+    if core is None:
         return None
-    resolved: dict[str, Expr] = {}
-    for v, rhs in lets:
-        resolved[v.data] = _resolve(rhs, resolved)
-    loop_vars = {i, j, k, *bound}
+    loop_vars = {i, j, k}
 
     def invariant(x: Bindings) -> bool:
         a, m = x["A"], x["B"]
         assert isinstance(a, Expr) and isinstance(m, Expr)
-        return not (loop_vars & (a.free | m.free)) and (x["a"], x["b"]) != ("rows", "rows")
+        return not (loop_vars & (a.free | m.free))
 
-    t = next((x for x in match(TERM, core, resolved, {"i": i, "j": j, "k": k}) if invariant(x)), None)
+    t = next((x for x in match(PADDED, core, given={"i": i, "j": j, "k": k}) if invariant(x)), None)
     if t is None:
         return None
-    n, m, p = (b[x] for x in "nmp")
+    # Lets are dropped: each must compute what the new code reads too (the term, the sizes, the checks
+    # of row lengths), failing alike, or read a variable.
+    reads = _subterms(core) | _subterms(n) | _subterms(m) | _subterms(p)
+    if any(
+        id(r) not in reads and r.op is not Op.VAR and not (r.op is Op.SIZE and r.args[0].op is Op.VAR) for r in rhss
+    ):
+        return None
+    rect = _Rectangular()
+    if i in m.free:
+        w = rect.assume(m, i, n)
+        if w is None:
+            return None
+        m = w
+    if i in p.free:
+        w = rect.assume(p, i, n)
+        if w is None:
+            return None
+        p = w
+    if t["pad"] == "below":  # k < m <= every row's length that S is
+        s = t["S"]
+        assert isinstance(s, Expr)
+        w = rect.assume(s, j, p) if j in s.free else s
+        if w is None or loop_vars & w.free:
+            return None
+        if w is not m:
+            rect.checks.append(E.op(Op.LTE, m, w))
+    if (t["a"], t["b"]) == ("rows", "rows") and not rect.checks:
+        return None
     a_mat, b_mat = t["A"], t["B"]
-    assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
     assert isinstance(a_mat, Expr) and isinstance(b_mat, Expr)
     iv, kv, jv = e.args[1], e.args[2].args[1], e.args[2].args[2].args[1]
     # The loops read anything only when n > 0 and m > 0 (p > 0 too, which the copy's loops check).
@@ -201,12 +339,9 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
     left = E.op(Op.INDEX, jv, E.op(Op.INDEX, iv, a_mat))
     right = E.op(Op.INDEX, kv, E.op(Op.INDEX, jv, b_mat))
     term = E.op(Op.MUL, left, right) if t["order"] == "ab" else E.op(Op.MUL, right, left)
-    # Lets the new term no longer uses are dropped where their reads are the operands' (which the
-    # copies or the new term still make, failing alike); any other let stays.
-    reads = _subterms(_resolve(core, resolved))
-    kept = [(v, rhs) for v, rhs in lets if id(resolved[v.data]) not in reads]
-    inner = E.sumbuild(p, jv, _wrap_lets(kept, term))
-    return _wrap_lets(copies, E.build(n, iv, E.build(m, kv, inner)))
+    fast = _wrap_lets(copies, E.build(n, iv, E.build(m, kv, E.sumbuild(p, jv, term))))
+    names.fallbacks[id(e)] = e
+    return rect.guard(fast, e)
 
 
 # -- interchange: a sum of vectors becomes a vector of sums -----------------------------------------
@@ -226,18 +361,40 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
     s = e
     if e.op is Op.BUILD:
         outer = (e.args[0], e.args[1])
-        outer_lets, s = _peel_lets(e.args[2])
+        outer_lets, s = _peel_lets(_unwrap(e.args[2]))
     if s.op is not Op.SUMBUILD:
         return None
     p, jv, body = s.args
-    chain: list[tuple[str, Expr, Expr]] = [("let", v, rhs) for v, rhs in outer_lets]
+    chain: list[tuple[str, Expr, Expr]] = []
+    resolved: dict[str, Expr] = {}
+
+    def add_lets(lets: list[tuple[Expr, Expr]]) -> bool:
+        for v, rhs in lets:
+            if not _loop_free(rhs) or rhs.op is Op.LET:
+                return False
+            chain.append(("let", v, rhs))
+            resolved[v.data] = _resolve(rhs, resolved)
+        return True
+
+    if not add_lets(outer_lets):
+        return None
     while True:
-        lets, body = _peel_lets(body)
-        chain += [("let", v, rhs) for v, rhs in lets]
-        if body.op is not Op.BUILD:
+        lets, body = _peel_lets(_unwrap(body))
+        if not add_lets(lets):
+            return None
+        if body.op is Op.IF:
+            picked = _pick_branch(body, resolved)
+            if picked is None:
+                break  # the term's own branches
+            body = picked
+        elif body.op is Op.BUILD:
+            size = _resolve(body.args[0], resolved)
+            if not _small(size):
+                return None
+            chain.append(("build", size, body.args[1]))
+            body = body.args[2]
+        else:
             break
-        chain.append(("build", body.args[0], body.args[1]))
-        body = body.args[2]
     builds = [(size, v) for kind, size, v in chain if kind == "build"]
     lets_all = [(v, rhs) for kind, v, rhs in chain if kind == "let"]
     if not builds or body.type is not FLOAT or not _loop_free(body):
@@ -245,7 +402,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
     names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [jv.data]
     if outer is not None:
         names_bound.append(outer[1].data)
-    if len(set(names_bound)) < len(names_bound) or not all(_loop_free(rhs) for _, rhs in lets_all):
+    if len(set(names_bound)) < len(names_bound):
         return None
     let_names = {v.data for v, _ in lets_all}
     if not _small(p) or (let_names | {jv.data}) & p.free:
@@ -260,7 +417,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         if kind == "build":
             later.add(y.data)
             if (let_names | {jv.data}) & x.free:
-                return None  # a size that a let or the term's variable decides
+                return None  # a size that the term's variable decides
         elif later & y.free:
             return None
     new: Expr = E.sumbuild(p, jv, _wrap_lets(lets_all, body))
@@ -282,6 +439,8 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
     names = _Names(root)
 
     def here(e: Expr) -> Expr:
+        if id(e) in names.fallbacks:
+            return e
         if e.op is Op.BUILD:
             found = transpose(e, names)
             if found is not None:
@@ -306,7 +465,7 @@ def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:
         e, ready = stack.pop()
         if ready:
             new = top[id(e)]
-            args = tuple(done[id(a)] for a in new.args)
+            args = tuple(done.get(id(a), a) for a in new.args)  # the original kept as a fallback: as it is
             changed = any(a is not b for a, b in zip(args, new.args, strict=True))
             done[id(e)] = new.replace_args(args) if changed else new
             continue

@@ -352,20 +352,30 @@ def _zero(t: Type, index: Expr) -> Expr:
     return E.const(0.0) if t is FLOAT else E.const(0)
 
 
+def _all_hold(loops: list[tuple[Expr, Expr]], cond: Expr) -> Expr:
+    """``cond`` at every iteration of the nest of builds ``loops`` (size, variable), counted."""
+    count: Expr = E.op(Op.IF, cond, _i(0), _i(1))
+    for size, v in reversed(loops):
+        count = E.sumbuild(size, v, count)
+    return E.op(Op.EQ, count, _i(0))
+
+
 def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr | None:
-    """``(sumbuild p (lam j LETS (build m1 (lam k1 LETS ... e))))`` with ``e`` a Float term: the builds
-    outside, the sum of ``e`` inside; also where a ``build`` (and lets) encloses the sum.  None
-    where ``e`` is no such sum.  ``rewrite`` is applied to the result (its products)."""
+    """A sum of vectors as a vector of sums: ``(sumbuild p (lam j LETS (build m (lam k LETS t))))``,
+    ``t`` a Float term, as ``(build m (lam k (sumbuild p (lam j LETS t))))``; through lets, nested
+    builds and nested sums of vectors, and where a ``build`` (and lets) encloses the sum.  A sum
+    of one-hots ``(deltaVec s k v)`` over the innermost sum's ``k`` < ``q`` is the vector of
+    ``(if (lt k q) v 0.0)`` for ``k`` < ``s``, where ``q <= s`` (checked; the same ``v`` are computed).
+    None where ``e`` is no such sum.  ``rewrite`` is applied to the result (its products)."""
     outer: tuple[Expr, Expr] | None = None
     outer_lets: list[tuple[Expr, Expr]] = []
     s = e
     if e.op is Op.BUILD:
         outer = (e.args[0], e.args[1])
         outer_lets, s = _peel_lets(_unwrap(e.args[2]))
-    if s.op is not Op.SUMBUILD:
+    if s.op is not Op.SUMBUILD or s.type.kind is not Kind.VEC:
         return None
-    p, jv, body = s.args
-    chain: list[tuple[str, Expr, Expr]] = []
+    chain: list[tuple[str, Expr, Expr]] = []  # ("let", var, rhs) | ("build" | "sum", size, var)
     resolved: dict[str, Expr] = {}
 
     def add_lets(lets: list[tuple[Expr, Expr]]) -> bool:
@@ -378,6 +388,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
 
     if not add_lets(outer_lets):
         return None
+    body = s
     while True:
         lets, body = _peel_lets(_unwrap(body))
         if not add_lets(lets):
@@ -387,49 +398,70 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
             if picked is None:
                 break  # the term's own branches
             body = picked
-        elif body.op is Op.BUILD:
+        elif body.op is Op.BUILD or (body.op is Op.SUMBUILD and body.type.kind is Kind.VEC):
             size = _resolve(body.args[0], resolved)
             if not _small(size):
                 return None
-            chain.append(("build", size, body.args[1]))
+            chain.append(("build" if body.op is Op.BUILD else "sum", size, body.args[1]))
             body = body.args[2]
         else:
             break
     builds = [(size, v) for kind, size, v in chain if kind == "build"]
+    sums = [(size, v) for kind, size, v in chain if kind == "sum"]
     lets_all = [(v, rhs) for kind, v, rhs in chain if kind == "let"]
+    checks = [E.op(Op.GT, size, _i(0)) for size, _ in sums]  # a sum of no vectors fails
+    if body.op is Op.DELTAVEC and body.args[1] is sums[-1][1]:  # one-hots at the innermost sum's index
+        q, kv = sums.pop()
+        width = _resolve(body.args[0], resolved)
+        if not _small(width):
+            return None
+        checks.append(_all_hold(list(builds), E.op(Op.LTE, q, width)))
+        builds.append((width, kv))
+        body = E.op(Op.IF, E.op(Op.LT, kv, q), body.args[2], E.const(0.0))
     if not builds or body.type is not FLOAT or not _loop_free(body):
         return None
-    names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [jv.data]
+    names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [v.data for _, v in sums]
     if outer is not None:
         names_bound.append(outer[1].data)
     if len(set(names_bound)) < len(names_bound):
         return None
     let_names = {v.data for v, _ in lets_all}
-    if not _small(p) or (let_names | {jv.data}) & p.free:
+    sum_names = {v.data for _, v in sums}
+    if any(not _small(size) or (let_names | {v.data for _, v in builds}) & size.free for size, _ in sums):
         return None
-    if outer is not None and (outer[1].data in p.free or not _small(outer[0])):
+    if any((let_names | sum_names) & size.free for size, _ in builds):
+        return None  # a length that a term decides
+    if outer is not None and (outer[1].data in sums[0][0].free or not _small(outer[0])):
         return None
-    if any(jv.data in rhs.free for _, rhs in outer_lets):
-        return None  # they move inside the sum
-    # A let moves inside the builds after it: none of their variables may be free in it.
+    # A let moves inside the loops after it: none of their variables may be free in it.
     later: set[str] = set()
-    for kind, x, y in reversed(chain):
-        if kind == "build":
+    for kind, _, y in reversed(chain):
+        if kind == "let":
+            if later & y.free:
+                return None
+        else:
             later.add(y.data)
-            if (let_names | {jv.data}) & x.free:
-                return None  # a size that the term's variable decides
-        elif later & y.free:
-            return None
-    new: Expr = E.sumbuild(p, jv, _wrap_lets(lets_all, body))
+    new: Expr = _wrap_lets(lets_all, body)
+    for size, v in reversed(sums):
+        new = E.sumbuild(size, v, new)
     for size, v in reversed(builds):
         new = E.build(size, v, new)
-    zero = E.sumbuild(p, jv, _zero(s.type, jv))
-    positive = E.op(Op.GT, p, _i(0))
+    positive = checks[0]
+    for c in checks[1:]:
+        positive = E.op(Op.AND, positive, c)
+    fallback = e
+    if len(checks) == 1:  # only p > 0, and a sum of no vectors fails: any vector serves as the body
+        p, jv = sums[0]
+        fallback = E.sumbuild(p, jv, _zero(s.type, jv))
+        if outer is not None:
+            fallback = E.build(outer[0], outer[1], fallback)
+    else:
+        names.fallbacks[id(e)] = e
     if outer is not None:
         n, iv = outer
-        new, zero = E.build(n, iv, new), E.build(n, iv, zero)
+        new = E.build(n, iv, new)
         positive = E.op(Op.AND, E.op(Op.GT, n, _i(0)), positive)
-    return E.op(Op.IF, positive, rewrite(new), zero)
+    return E.op(Op.IF, positive, rewrite(new), fallback)
 
 
 # -- the pass ----------------------------------------------------------------------------------------

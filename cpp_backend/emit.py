@@ -56,8 +56,12 @@ once its temporaries are fused, about 8 times slower element by element), the su
 first, row-wise, into a vector, and the element loop reads them from it.  Where that build is itself
 the element of an outer build over ``i`` and the term depends on ``i`` (a matrix product), the row
 sums of a panel of rows are computed together by a register-blocked loop nest (see
-``_FunctionEmitter._block_rows``: the same additions in the same order per element).  Errors: the same
-calls fail, possibly with another of their errors first.
+``_FunctionEmitter._block_rows``: the same additions in the same order per element).  Products written
+otherwise (an operand read down a column, a sum of vectors, one-hots accumulated over a batch) are
+first rewritten into that shape by :mod:`cpp_backend.products` (transposed copies, which keep every sum
+to the bit; interchanges of a sum of vectors with its builds, which are not done under
+``KS_EXACT_ORDER``: a sum of terms all -0.0 becomes +0.0).  Errors: the same calls fail, possibly with
+another of their errors first.
 
 Identifiers.  No text of the input ever reaches the C++ source: a def ``f`` becomes ``ks_`` followed by
 :func:`escape_name` of ``f`` (ASCII letters but ``Z``, digits and single underscores kept, every other

@@ -461,7 +461,32 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         n, iv = outer
         new = E.build(n, iv, new)
         positive = E.op(Op.AND, E.op(Op.GT, n, _i(0)), positive)
-    return E.op(Op.IF, positive, rewrite(new), fallback)
+    new = rewrite(new)
+    if not _has_product(new):
+        names.fallbacks.pop(id(e), None)
+        return None  # a vector of sums is no faster than the sum of vectors added in place
+    return E.op(Op.IF, positive, new, fallback)
+
+
+def _has_product(e: Expr) -> bool:
+    """Whether ``e`` has a product in the blocked nest's shape (both operands walked along rows)."""
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op is Op.BUILD:
+            b = first(NEST, x)
+            if b is not None:
+                body = b["e"]
+                assert isinstance(body, Expr)
+                core = _inline(body, {}, [])
+                given = {v: b[v] for v in "ijk"}
+                if core is not None and any(t["a"] == t["b"] == "rows" for t in match(TERM, core, given=given)):
+                    return True
+        stack.extend(x.args)
+    return False
 
 
 # -- the pass ----------------------------------------------------------------------------------------

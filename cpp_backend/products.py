@@ -113,6 +113,37 @@ NEST: Pat = Where(
     _nest_guard,
 )
 
+#: The same nest where the sum is an operand of each element (``(add (index k bias) (sumbuild ...))``).
+NEST_OPERAND: Pat = node(Op.BUILD, Cap("n"), Bound("i"), node(Op.BUILD, Cap("m"), Bound("k"), Cap("elem")))
+
+_STRICT = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.ABS, Op.POW})
+
+
+def _operand_sum(elem: Expr) -> Expr | None:
+    """The Float sum that evaluating ``elem`` evaluates whatever the values, through lets and arithmetic
+    (as the emitter's row sums find it), depending on no variable that ``elem`` binds; or None."""
+    stack: list[tuple[Expr, frozenset[str]]] = [(elem, frozenset())]
+    while stack:
+        x, bound = stack.pop()
+        if x.op is Op.SUMBUILD and x.type is FLOAT and not bound & x.free:
+            return x
+        if x.op is Op.LET:
+            stack += [(x.args[2], bound | {x.args[0].data}), (x.args[1], bound)]
+        elif x.op in _STRICT:
+            stack.extend((a, bound) for a in reversed(x.args))
+    return None
+
+
+def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
+    """``e`` with the node ``old`` (the one found by :func:`_operand_sum`: not under a binder of its
+    variables) replaced by ``new``."""
+    if e is old:
+        return new
+    if old.size > e.size or (e.op not in _STRICT and e.op is not Op.LET):
+        return e
+    return e.replace_args(tuple(_replace(a, old, new) for a in e.args))
+
+
 _ZERO = Where(Cap("zero"), lambda b: isinstance(b["zero"], Expr) and b["zero"].op is Op.CONST and b["zero"].data == 0.0)
 #: A term, or a term of columns below a bound ``S`` (a gradient's read of a shorter vector, padded).
 PADDED = alt("pad", plain=TERM, below=node(Op.IF, node(Op.LT, Bound("k"), Cap("S")), TERM, _ZERO))
@@ -269,8 +300,15 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
     taken as the first row's under a check (:class:`_Rectangular`), the original nest computing
     otherwise; so is a term padded with zeros past such a length (``(if (lt k S) term 0.0)``)."""
     b = first(NEST, e)
+    elem: Expr | None = None
     if b is None:
-        return None
+        b = first(NEST_OPERAND, e)
+        elem = None if b is None else _operand_sum(b["elem"])  # type: ignore[arg-type]
+        if b is None or elem is None:
+            return None
+        b = {**b, "p": elem.args[0], "j": elem.args[1].data, "e": elem.args[2]}
+        if not _nest_guard(b):
+            return None
     body = b["e"]
     assert isinstance(body, Expr)
     i, k, j = (str(b[x]) for x in "ikj")
@@ -322,7 +360,8 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
         return None
     a_mat, b_mat = t["A"], t["B"]
     assert isinstance(a_mat, Expr) and isinstance(b_mat, Expr)
-    iv, kv, jv = e.args[1], e.args[2].args[1], e.args[2].args[2].args[1]
+    iv, kv = e.args[1], e.args[2].args[1]
+    jv = (elem if elem is not None else e.args[2].args[2]).args[1]
     # The loops read anything only when n > 0 and m > 0 (p > 0 too, which the copy's loops check).
     runs = E.op(Op.AND, E.op(Op.GT, n, _i(0)), E.op(Op.GT, m, _i(0)))
     copies: list[tuple[Expr, Expr]] = []
@@ -339,7 +378,14 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
     left = E.op(Op.INDEX, jv, E.op(Op.INDEX, iv, a_mat))
     right = E.op(Op.INDEX, kv, E.op(Op.INDEX, jv, b_mat))
     term = E.op(Op.MUL, left, right) if t["order"] == "ab" else E.op(Op.MUL, right, left)
-    fast = _wrap_lets(copies, E.build(n, iv, E.build(m, kv, E.sumbuild(p, jv, term))))
+    new_sum = E.sumbuild(p, jv, term)
+    if elem is not None:  # the sum was an operand: the element around it stays
+        if (t["a"], t["b"]) == ("rows", "rows") or rect.checks:
+            return None  # (the emitter blocks it as it is; no checks of lengths around elements)
+        outer = b["elem"]
+        assert isinstance(outer, Expr)
+        new_sum = _replace(outer, elem, new_sum)
+    fast = _wrap_lets(copies, E.build(n, iv, E.build(m, kv, new_sum)))
     names.fallbacks[id(e)] = e
     return rect.guard(fast, e)
 

@@ -71,6 +71,14 @@ PRODUCTS = """
             (build (size w) (lam (o : Integer)
               (let (row (index o w)) (deltaVec (size row) c (mul (index o g) xc)))))))))))))
 
+; a fused GEMM, alpha a b^T + beta c: the sum an operand of each element
+(def fused_abt (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float)) (c : Vec (Vec Float)))
+  (let (p (size (index 0 a)))
+    (build (size a) (lam (i : Integer)
+      (build (size b) (lam (k : Integer)
+        (add (mul 2.0 (sumbuild p (lam (j : Integer) (mul (index j (index i a)) (index j (index k b))))))
+             (mul -0.5 (index k (index i c))))))))))
+
 ; attention's scores per head: q k^T for each b
 (def batched (Vec (Vec (Vec Float))) ((q : Vec (Vec (Vec Float))) (k : Vec (Vec (Vec Float))))
   (build (size q) (lam (b : Integer)
@@ -90,6 +98,7 @@ SHAPES = {
     "outer_acc": lambda r, m, n: [(r, m), (r, n)],
     "outer_delta": lambda r, m, n: [(r, m), (r, n), (m, n)],
     "batched": lambda r, m, n: [(2, r, n), (2, m, n)],
+    "fused_abt": lambda r, m, n: [(r, m), (n, m), (r, n)],
 }
 #: The transposed copies each def's product needs: of its left (ks$at) or right (ks$bt) operand.
 COPIES = {
@@ -100,6 +109,7 @@ COPIES = {
     "outer_acc": {"ks$at"},
     "outer_delta": {"ks$at"},
     "batched": {"ks$bt"},
+    "fused_abt": {"ks$bt"},
 }
 SIZES = [(1, 1, 1), (1, 9, 1), (3, 5, 7), (9, 17, 20), (16, 8, 33)]
 
@@ -172,7 +182,7 @@ def test_ragged_inputs_take_the_original_code() -> None:
 def test_each_product_reaches_the_blocked_nest(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     program = parse_program(PRODUCTS, "products.ks")
     assert _reaches_blocked_nest(program, name)
-    exact = name in ("xt_w", "a_bt", "wt_dyt", "batched")  # transposes only: the same sums to the bit
+    exact = name in ("xt_w", "a_bt", "wt_dyt", "batched", "fused_abt")  # transposes only: the same sums to the bit
     assert _reaches_blocked_nest(program, name, exact_order=True) == exact
     copies = {n[:5] for n in names_in(canonical_products(program.defs[name].body)) if n.startswith("ks$")}
     assert copies == COPIES[name]  # the operands read down a column are read from transposed copies

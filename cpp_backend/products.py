@@ -38,6 +38,9 @@ from knossos.types import FLOAT, INTEGER, Kind, Type
 _LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
 #: A size expression evaluated again by a rewrite has at most this many nodes.
 _SMALL = 8
+#: A product's term (and a let's right-hand side moved into one) has at most this many nodes: the
+#: walks over them recurse, and a product's term is small.
+_TERM_MAX = 400
 
 
 def _loop_free(e: Expr) -> bool:
@@ -156,8 +159,8 @@ def _resolve(e: Expr, lets: dict[str, Expr]) -> Expr:
     """``e`` (binder-free) with the variables of ``lets`` replaced by their (resolved) right-hand sides."""
     if e.op is Op.VAR:
         return lets.get(e.data, e)
-    if not e.args:
-        return e
+    if not e.args or e.size > _TERM_MAX:
+        return e  # (too large to walk recursively: left as it is, and so refused by the guards)
     return e.replace_args(tuple(_resolve(a, lets) for a in e.args))
 
 
@@ -184,6 +187,8 @@ def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
         return x
     x, y = _unwrap(x), _unwrap(y)
     if x.op is not Op.BUILD or y.op is not Op.BUILD or x.args[1] is not y.args[1]:
+        return None
+    if max(x.args[0].size, y.args[0].size) > _TERM_MAX:
         return None
     sx, sy = _resolve(x.args[0], resolved), _resolve(y.args[0], resolved)
     if {id(sx), id(sy)} != {id(ra), id(rb)}:
@@ -232,8 +237,9 @@ def _subterms(e: Expr) -> set[int]:
     out, stack = set(), [e]
     while stack:
         x = stack.pop()
-        out.add(id(x))
-        stack.extend(x.args)
+        if id(x) not in out:
+            out.add(id(x))
+            stack.extend(x.args)
     return out
 
 
@@ -314,7 +320,9 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
     i, k, j = (str(b[x]) for x in "ikj")
     n, m, p = (b[x] for x in "nmp")
     assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
-    if body.type is not FLOAT:
+    whole = b.get("elem", body)
+    assert isinstance(whole, Expr)
+    if body.type is not FLOAT or whole.size > _TERM_MAX:
         return None
     rhss: list[Expr] = []
     core = _inline(body, {}, rhss)
@@ -426,7 +434,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
 
     def add_lets(lets: list[tuple[Expr, Expr]]) -> bool:
         for v, rhs in lets:
-            if not _loop_free(rhs) or rhs.op is Op.LET:
+            if rhs.size > _TERM_MAX or rhs.op is Op.LET or not _loop_free(rhs):
                 return False
             chain.append(("let", v, rhs))
             resolved[v.data] = _resolve(rhs, resolved)
@@ -445,6 +453,8 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
                 break  # the term's own branches
             body = picked
         elif body.op is Op.BUILD or (body.op is Op.SUMBUILD and body.type.kind is Kind.VEC):
+            if body.args[0].size > _TERM_MAX:
+                return None
             size = _resolve(body.args[0], resolved)
             if not _small(size):
                 return None
@@ -464,7 +474,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         checks.append(_all_hold(list(builds), E.op(Op.LTE, q, width)))
         builds.append((width, kv))
         body = E.op(Op.IF, E.op(Op.LT, kv, q), body.args[2], E.const(0.0))
-    if not builds or body.type is not FLOAT or not _loop_free(body):
+    if not builds or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):
         return None
     names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [v.data for _, v in sums]
     if outer is not None:

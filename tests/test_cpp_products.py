@@ -18,7 +18,7 @@ from cpp_backend.patterns import Bound, Cap, Where, alt, first, match, node
 from cpp_backend.products import canonical_products
 from knossos import expr as E
 from knossos.errors import KsError
-from knossos.expr import names_in
+from knossos.expr import Expr, names_in
 from knossos.interpreter import Interpreter
 from knossos.ops import Op
 from knossos.parser import load_program, parse_program
@@ -227,3 +227,21 @@ def test_patterns_alternates_guards_and_lets() -> None:
     same = node(Op.MUL, Cap("x"), Cap("x"))  # a capture bound twice must be the same node
     assert first(same, E.op(Op.MUL, read, read)) is not None
     assert first(same, E.op(Op.MUL, read, E.const(1.0))) is None
+
+
+def test_deep_terms_and_let_chains_are_walked_without_recursion() -> None:
+    """A term 5,000 nodes deep is no product (left as it is); a let chain 5,000 long around a sum of
+    vectors is peeled on the way (and the sum, a matrix-vector one, kept: no product comes of it)."""
+    i, j, k = (E.var(x, INTEGER) for x in "ijk")
+    a, b = E.var("a", vec(vec(FLOAT))), E.var("b", vec(vec(FLOAT)))
+    term = E.op(Op.MUL, E.op(Op.INDEX, j, E.op(Op.INDEX, i, a)), E.op(Op.INDEX, j, E.op(Op.INDEX, k, b)))
+    for _ in range(5000):
+        term = E.op(Op.ADD, E.const(0.0), term)
+    nest = E.build(E.op(Op.SIZE, a), i, E.build(E.op(Op.SIZE, b), k, E.sumbuild(E.const(3), j, term)))
+    assert canonical_products(nest) is nest
+    x = E.var("x", FLOAT)
+    body: Expr = E.build(E.const(4), k, E.op(Op.MUL, x, E.op(Op.INDEX, k, E.op(Op.INDEX, j, b))))
+    for n in range(5000):
+        body = E.let(E.var(f"y{n}", FLOAT), E.const(float(n)), body)
+    sums = E.sumbuild(E.op(Op.SIZE, b), j, E.let(x, E.const(2.0), body))
+    assert canonical_products(sums) is sums

@@ -56,8 +56,12 @@ once its temporaries are fused, about 8 times slower element by element), the su
 first, row-wise, into a vector, and the element loop reads them from it.  Where that build is itself
 the element of an outer build over ``i`` and the term depends on ``i`` (a matrix product), the row
 sums of a panel of rows are computed together by a register-blocked loop nest (see
-``_FunctionEmitter._block_rows``: the same additions in the same order per element).  Errors: the same
-calls fail, possibly with another of their errors first.
+``_FunctionEmitter._block_rows``: the same additions in the same order per element).  Products written
+otherwise (an operand read down a column, a sum of vectors, one-hots accumulated over a batch) are
+first rewritten into that shape by :mod:`cpp_backend.products` (transposed copies, which keep every sum
+to the bit; interchanges of a sum of vectors with its builds, which are not done under
+``KS_EXACT_ORDER``: a sum of terms all -0.0 becomes +0.0).  Errors: the same calls fail, possibly with
+another of their errors first.
 
 Identifiers.  No text of the input ever reaches the C++ source: a def ``f`` becomes ``ks_`` followed by
 :func:`escape_name` of ``f`` (ASCII letters but ``Z``, digits and single underscores kept, every other
@@ -75,6 +79,7 @@ import functools
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
+from cpp_backend.products import canonical_products
 from knossos import trampoline
 from knossos.arith import INT_MIN
 from knossos.callee import Callee, CalleeKind
@@ -1431,12 +1436,14 @@ def _size_bindings(d: Def, em: _FunctionEmitter) -> None:
         em.env[name] = slot
 
 
-def emit_def(d: Def) -> str:
-    """The C++ definition of one def."""
+def emit_def(d: Def, *, exact_order: bool = False) -> str:
+    """The C++ definition of one def (its products first put in the blocked nest's shape,
+    :func:`cpp_backend.products.canonical_products`; ``exact_order``: only where every sum stays the
+    same to the bit)."""
     env = {p.name: f"p{k}_{escape_name(p.name)}" for k, p in enumerate(d.params)}
     em = _FunctionEmitter(env)
     _size_bindings(d, em)
-    result = em.body(d.body)
+    result = em.body(canonical_products(d.body, exact_order=exact_order))
     em.line(f"return {result};")
     return "\n".join([_signature(d) + " {", *em.lines, "}"])
 
@@ -1479,7 +1486,7 @@ def emit_program(
         parts += ['#include "runtime.h"', ""]
     parts += [_signature(d) + ";" for d in chosen]
     parts.append("")
-    parts += [emit_def(d) + "\n" for d in chosen]
+    parts += [emit_def(d, exact_order=exact_order) + "\n" for d in chosen]
     return "\n".join(parts)
 
 

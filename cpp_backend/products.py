@@ -1,0 +1,595 @@
+"""Matrix products in any of their written shapes, rewritten into the one the blocked loop nest computes.
+
+The emitter computes one shape of product with a register-blocked loop nest (``emit.py``, Loops):
+
+    (build n (lam i (build m (lam k (sumbuild p (lam j (mul (index j (index i A)) (index k (index j B))))))))))
+
+C[i][k] = sum_j A[i][j] B[j][k], both operands walked along their rows.  Gradients write their products
+otherwise: x^T W and W^T dy read an operand down a column, dX = dY W^T is a sum over k of scaled rows
+(a sum of vectors), dW accumulates outer products over a batch.  This pass, run over a def's body
+before emission, recognises them with patterns (:mod:`cpp_backend.patterns`: alternates for which
+operand walks rows or columns and in which order the product is written, guards for the loop
+variables and loop-invariance) and rewrites each into the shape above:
+
+- ``transpose``: an operand read down a column (``(index i (index j A))``) is read from a transposed
+  copy made once, before the loops (O(n^2) against the product's O(n^3)); the copy holds exactly
+  the elements the product reads (an empty copy where the loops run no term), so the same reads
+  fail.  The terms and their order are unchanged: the sums are the same to the bit.
+- ``interchange``: a sum of vectors of Float terms, ``(sumbuild p (lam j (build m (lam k e))))``
+  (through lets, nested builds, and an enclosing ``build``), becomes a vector of sums,
+  ``(build m (lam k (sumbuild p (lam j e))))``, when ``p > 0`` (a sum of no vectors fails, as before).
+  Each element adds the same terms in the same order, but from +0.0 where the vector sum starts
+  from its first term: a sum of terms that are all -0.0 gives +0.0.  So it is not done under
+  ``KS_EXACT_ORDER`` (``exact_order``), which keeps the interpreter's result to the bit.
+
+Sizes that the rewrite evaluates again (in a guard or a copy's size) must be small pure expressions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
+from knossos import expr as E
+from knossos.expr import Expr, names_in
+from knossos.ops import Op
+from knossos.types import FLOAT, INTEGER, Kind, Type
+
+_LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
+#: A size expression evaluated again by a rewrite has at most this many nodes.
+_SMALL = 8
+#: A product's term (and a let's right-hand side moved into one) has at most this many nodes: the
+#: walks over them recurse, and a product's term is small.
+_TERM_MAX = 400
+
+
+def _loop_free(e: Expr) -> bool:
+    """Whether evaluating ``e`` runs no loop and makes no vector (reads of vectors are fine)."""
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT):
+            return False
+        if x.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and x.type.kind in (Kind.VEC, Kind.TUPLE):
+            return False
+        stack.extend(x.args)
+    return True
+
+
+def _small(e: Expr) -> bool:
+    return e.size <= _SMALL and _loop_free(e)
+
+
+def _peel_lets(e: Expr) -> tuple[list[tuple[Expr, Expr]], Expr]:
+    """``e``'s chain of lets (variable, right-hand side), outermost first, and what they scope."""
+    lets = []
+    while e.op is Op.LET:
+        lets.append((e.args[0], e.args[1]))
+        e = e.args[2]
+    return lets, e
+
+
+def _wrap_lets(lets: list[tuple[Expr, Expr]], body: Expr) -> Expr:
+    for v, rhs in reversed(lets):
+        body = E.let(v, rhs, body)
+    return body
+
+
+def _i(n: int) -> Expr:
+    return E.const(n)
+
+
+# -- transpose: operands walked down a column -------------------------------------------------------
+_LEFT = alt(
+    "a",
+    rows=node(Op.INDEX, Bound("j"), node(Op.INDEX, Bound("i"), Cap("A"))),
+    cols=node(Op.INDEX, Bound("i"), node(Op.INDEX, Bound("j"), Cap("A"))),
+)
+_RIGHT = alt(
+    "b",
+    rows=node(Op.INDEX, Bound("k"), node(Op.INDEX, Bound("j"), Cap("B"))),
+    cols=node(Op.INDEX, Bound("j"), node(Op.INDEX, Bound("k"), Cap("B"))),
+)
+#: The term of a product: its two reads in either order.
+TERM = alt("order", ab=node(Op.MUL, _LEFT, _RIGHT), ba=node(Op.MUL, _RIGHT, _LEFT))
+
+
+def _nest_guard(b: Bindings) -> bool:
+    """Three distinct loop variables; sizes small; the terms' count invariant of the columns."""
+    i, k, j = b["i"], b["k"], b["j"]
+    n, m, p = (b[x] for x in "nmp")
+    assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
+    return len({i, j, k}) == 3 and k not in p.free and j not in m.free and all(_small(x) for x in (n, m, p))
+
+
+#: The loop nest of a product: rows i, columns k, terms j; the term ``e`` (checked by :data:`TERM`).
+NEST: Pat = Where(
+    node(
+        Op.BUILD,
+        Cap("n"),
+        Bound("i"),
+        node(Op.BUILD, Cap("m"), Bound("k"), node(Op.SUMBUILD, Cap("p"), Bound("j"), Cap("e"))),
+    ),
+    _nest_guard,
+)
+
+#: The same nest where the sum is an operand of each element (``(add (index k bias) (sumbuild ...))``).
+NEST_OPERAND: Pat = node(Op.BUILD, Cap("n"), Bound("i"), node(Op.BUILD, Cap("m"), Bound("k"), Cap("elem")))
+
+_STRICT = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.ABS, Op.POW})
+
+
+def _operand_sum(elem: Expr) -> Expr | None:
+    """The Float sum that evaluating ``elem`` evaluates whatever the values, through lets and arithmetic
+    (as the emitter's row sums find it), depending on no variable that ``elem`` binds; or None."""
+    stack: list[tuple[Expr, frozenset[str]]] = [(elem, frozenset())]
+    while stack:
+        x, bound = stack.pop()
+        if x.op is Op.SUMBUILD and x.type is FLOAT and not bound & x.free:
+            return x
+        if x.op is Op.LET:
+            stack += [(x.args[2], bound | {x.args[0].data}), (x.args[1], bound)]
+        elif x.op in _STRICT:
+            stack.extend((a, bound) for a in reversed(x.args))
+    return None
+
+
+def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
+    """``e`` with the node ``old`` (the one found by :func:`_operand_sum`: not under a binder of its
+    variables) replaced by ``new``."""
+    if e is old:
+        return new
+    if old.size > e.size or (e.op not in _STRICT and e.op is not Op.LET):
+        return e
+    return e.replace_args(tuple(_replace(a, old, new) for a in e.args))
+
+
+_ZERO = Where(Cap("zero"), lambda b: isinstance(b["zero"], Expr) and b["zero"].op is Op.CONST and b["zero"].data == 0.0)
+#: A term, or a term of columns below a bound ``S`` (a gradient's read of a shorter vector, padded).
+PADDED = alt("pad", plain=TERM, below=node(Op.IF, node(Op.LT, Bound("k"), Cap("S")), TERM, _ZERO))
+
+#: ``(size (index v M))``: the length of a row of ``M`` that a loop variable chooses.
+ROW_SIZE = node(Op.SIZE, node(Op.INDEX, Bound("v"), Cap("M")))
+
+
+def _resolve(e: Expr, lets: dict[str, Expr]) -> Expr:
+    """``e`` (binder-free) with the variables of ``lets`` replaced by their (resolved) right-hand sides."""
+    if e.op is Op.VAR:
+        return lets.get(e.data, e)
+    if not e.args or e.size > _TERM_MAX:
+        return e  # (too large to walk recursively: left as it is, and so refused by the guards)
+    return e.replace_args(tuple(_resolve(a, lets) for a in e.args))
+
+
+def _unwrap(e: Expr) -> Expr:
+    """``(let (x r) x)`` is ``r`` (through a chain: the last let's variable as the chain's value)."""
+    lets, body = _peel_lets(e)
+    while lets and body.op is Op.VAR and body.data == lets[-1][0].data and body.data not in lets[-1][1].free:
+        body = lets.pop()[1]
+        more, body = _peel_lets(body)
+        lets += more
+    return _wrap_lets(lets, body)
+
+
+def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
+    """The branch that ``(if (eq a b) X Y)`` takes whatever ``a`` and ``b`` (atoms): ``X`` where they are
+    the same expression; ``Y`` where it is ``X`` padded, ``X`` = ``(build a (lam k t))`` and ``Y`` =
+    ``(build b (lam k (if (lt k a) t 0.0)))`` (a gradient's cotangent of a vector that a loop of
+    ``a`` reads: equal to ``X`` when a = b).  None otherwise."""
+    cond, x, y = e.args
+    if cond.op is not Op.EQ or not all(a.op in (Op.VAR, Op.CONST) for a in cond.args):
+        return None
+    ra, rb = (_resolve(a, resolved) for a in cond.args)
+    if ra is rb:
+        return x
+    x, y = _unwrap(x), _unwrap(y)
+    if x.op is not Op.BUILD or y.op is not Op.BUILD or x.args[1] is not y.args[1]:
+        return None
+    if max(x.args[0].size, y.args[0].size) > _TERM_MAX:
+        return None
+    sx, sy = _resolve(x.args[0], resolved), _resolve(y.args[0], resolved)
+    if {id(sx), id(sy)} != {id(ra), id(rb)}:
+        return None
+    pad = _unwrap(y.args[2])
+    if (
+        pad.op is Op.IF
+        and pad.args[0].op is Op.LT
+        and pad.args[0].args[0] is x.args[1]
+        and _resolve(pad.args[0].args[1], resolved) is sx
+        and pad.args[1] is x.args[2]
+        and pad.args[2].op is Op.CONST
+        and pad.args[2].data == 0.0
+    ):
+        return y
+    return None
+
+
+def _inline(e: Expr, lets: dict[str, Expr], rhss: list[Expr]) -> Expr | None:
+    """The loop-free term ``e`` with its lets (and those of ``lets``) inlined; every let's inlined
+    right-hand side is added to ``rhss``.  None where ``e`` binds anything but lets."""
+    if e.op is Op.LET:
+        if not _loop_free(e.args[1]):
+            return None
+        rhs = _inline(e.args[1], lets, rhss)
+        if rhs is None:
+            return None
+        rhss.append(rhs)
+        return _inline(e.args[2], {**lets, e.args[0].data: rhs}, rhss)
+    if e.op is Op.VAR:
+        return lets.get(e.data, e)
+    if e.op in _LOOPING or (e.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and e.type.kind in (Kind.VEC, Kind.TUPLE)):
+        return None
+    if not e.args:
+        return e
+    args = []
+    for a in e.args:
+        x = _inline(a, lets, rhss)
+        if x is None:
+            return None
+        args.append(x)
+    return e.replace_args(tuple(args))
+
+
+def _subterms(e: Expr) -> set[int]:
+    out, stack = set(), [e]
+    while stack:
+        x = stack.pop()
+        if id(x) not in out:
+            out.add(id(x))
+            stack.extend(x.args)
+    return out
+
+
+class _Names:
+    """Fresh variable names for the copies, none of them used anywhere in the def; the fallbacks."""
+
+    def __init__(self, root: Expr) -> None:
+        self.used = set(names_in(root)) | set(root.free)
+        #: Originals kept as the fallback of a guarded rewrite: not rewritten again (kept alive: ids).
+        self.fallbacks: dict[int, Expr] = {}
+
+    def fresh(self, base: str) -> str:
+        k = 0
+        while f"{base}{k}" in self.used:
+            k += 1
+        self.used.add(f"{base}{k}")
+        return f"{base}{k}"
+
+
+class _Rectangular:
+    """Row lengths that loop variables choose, assumed equal to the first row's: the checks that make
+    it so (each cannot fail: it reads only rows that exist), and the assumed lengths."""
+
+    def __init__(self) -> None:
+        self.checks: list[Expr] = []
+        self.width: dict[str, Expr] = {}
+
+    def assume(self, size: Expr, var: str, count: Expr) -> Expr | None:
+        """``size``, ``(size (index var M))`` for ``var`` below ``count``, as M's first row's length
+        under the check that rows 0..count-1 exist, there is one, and all have that length."""
+        b = first(ROW_SIZE, size, given={"v": var})
+        if b is None:
+            return None
+        m = b["M"]
+        assert isinstance(m, Expr)
+        if m.op is not Op.VAR:
+            return None
+        w = self.width.get(m.data)
+        if w is None:
+            w = E.op(Op.SIZE, E.op(Op.INDEX, _i(0), m))
+            self.width[m.data] = w
+        v = E.var(var, INTEGER)
+        rows_differ = E.sumbuild(
+            count, v, E.op(Op.IF, E.op(Op.EQ, E.op(Op.SIZE, E.op(Op.INDEX, v, m)), w), _i(0), _i(1))
+        )
+        exists = E.op(Op.AND, E.op(Op.GT, count, _i(0)), E.op(Op.LTE, count, E.op(Op.SIZE, m)))
+        self.checks.append(E.op(Op.AND, exists, E.op(Op.EQ, rows_differ, _i(0))))
+        return w
+
+    def guard(self, fast: Expr, original: Expr) -> Expr:
+        if not self.checks:
+            return fast
+        cond = self.checks[-1]
+        for c in reversed(self.checks[:-1]):
+            cond = E.op(Op.AND, c, cond)
+        return E.op(Op.IF, cond, fast, original)
+
+
+def transpose(e: Expr, names: _Names) -> Expr | None:
+    """``e`` (a :data:`NEST`) with every operand that its term reads down a column read from a
+    transposed copy, or None where it is no product or already in the blocked nest's shape.
+
+    Row lengths chosen by the row or term variable (a gradient's sizes, ``(size (index i x))``) are
+    taken as the first row's under a check (:class:`_Rectangular`), the original nest computing
+    otherwise; so is a term padded with zeros past such a length (``(if (lt k S) term 0.0)``)."""
+    b = first(NEST, e)
+    elem: Expr | None = None
+    if b is None:
+        b = first(NEST_OPERAND, e)
+        elem = None if b is None else _operand_sum(b["elem"])  # type: ignore[arg-type]
+        if b is None or elem is None:
+            return None
+        b = {**b, "p": elem.args[0], "j": elem.args[1].data, "e": elem.args[2]}
+        if not _nest_guard(b):
+            return None
+    body = b["e"]
+    assert isinstance(body, Expr)
+    i, k, j = (str(b[x]) for x in "ikj")
+    n, m, p = (b[x] for x in "nmp")
+    assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
+    whole = b.get("elem", body)
+    assert isinstance(whole, Expr)
+    if body.type is not FLOAT or whole.size > _TERM_MAX:
+        return None
+    rhss: list[Expr] = []
+    core = _inline(body, {}, rhss)
+    if core is None:
+        return None
+    loop_vars = {i, j, k}
+
+    def invariant(x: Bindings) -> bool:
+        a, m = x["A"], x["B"]
+        assert isinstance(a, Expr) and isinstance(m, Expr)
+        return not (loop_vars & (a.free | m.free))
+
+    t = next((x for x in match(PADDED, core, given={"i": i, "j": j, "k": k}) if invariant(x)), None)
+    if t is None:
+        return None
+    # Lets are dropped: each must compute what the new code reads too (the term, the sizes, the checks
+    # of row lengths), failing alike, or read a variable.
+    reads = _subterms(core) | _subterms(n) | _subterms(m) | _subterms(p)
+    if any(
+        id(r) not in reads and r.op is not Op.VAR and not (r.op is Op.SIZE and r.args[0].op is Op.VAR) for r in rhss
+    ):
+        return None
+    rect = _Rectangular()
+    if i in m.free:
+        w = rect.assume(m, i, n)
+        if w is None:
+            return None
+        m = w
+    if i in p.free:
+        w = rect.assume(p, i, n)
+        if w is None:
+            return None
+        p = w
+    if t["pad"] == "below":  # k < m <= every row's length that S is
+        s = t["S"]
+        assert isinstance(s, Expr)
+        w = rect.assume(s, j, p) if j in s.free else s
+        if w is None or loop_vars & w.free:
+            return None
+        if w is not m:
+            rect.checks.append(E.op(Op.LTE, m, w))
+    if (t["a"], t["b"]) == ("rows", "rows") and not rect.checks:
+        return None
+    a_mat, b_mat = t["A"], t["B"]
+    assert isinstance(a_mat, Expr) and isinstance(b_mat, Expr)
+    iv, kv = e.args[1], e.args[2].args[1]
+    jv = (elem if elem is not None else e.args[2].args[2]).args[1]
+    # The loops read anything only when n > 0 and m > 0 (p > 0 too, which the copy's loops check).
+    runs = E.op(Op.AND, E.op(Op.GT, n, _i(0)), E.op(Op.GT, m, _i(0)))
+    copies: list[tuple[Expr, Expr]] = []
+    if t["a"] == "cols":  # A read as A[j][i]: At[i][j], i < n, j < p
+        at = E.var(names.fresh("ks$at"), a_mat.type)
+        size = E.op(Op.IF, runs, n, _i(0))
+        copies.append((at, E.build(size, iv, E.build(p, jv, E.op(Op.INDEX, iv, E.op(Op.INDEX, jv, a_mat))))))
+        a_mat = at
+    if t["b"] == "cols":  # B read as B[k][j]: Bt[j][k], j < p, k < m
+        bt = E.var(names.fresh("ks$bt"), b_mat.type)
+        size = E.op(Op.IF, runs, p, _i(0))
+        copies.append((bt, E.build(size, jv, E.build(m, kv, E.op(Op.INDEX, jv, E.op(Op.INDEX, kv, b_mat))))))
+        b_mat = bt
+    left = E.op(Op.INDEX, jv, E.op(Op.INDEX, iv, a_mat))
+    right = E.op(Op.INDEX, kv, E.op(Op.INDEX, jv, b_mat))
+    term = E.op(Op.MUL, left, right) if t["order"] == "ab" else E.op(Op.MUL, right, left)
+    new_sum = E.sumbuild(p, jv, term)
+    if elem is not None:  # the sum was an operand: the element around it stays
+        if (t["a"], t["b"]) == ("rows", "rows") or rect.checks:
+            return None  # (the emitter blocks it as it is; no checks of lengths around elements)
+        outer = b["elem"]
+        assert isinstance(outer, Expr)
+        new_sum = _replace(outer, elem, new_sum)
+    fast = _wrap_lets(copies, E.build(n, iv, E.build(m, kv, new_sum)))
+    names.fallbacks[id(e)] = e
+    return rect.guard(fast, e)
+
+
+# -- interchange: a sum of vectors becomes a vector of sums -----------------------------------------
+def _zero(t: Type, index: Expr) -> Expr:
+    """A value of type ``t`` (its vectors empty): the body of a sum that runs no iteration."""
+    if t.kind is Kind.VEC:
+        return E.build(_i(0), index, _zero(t.children[0], index))
+    return E.const(0.0) if t is FLOAT else E.const(0)
+
+
+def _all_hold(loops: list[tuple[Expr, Expr]], cond: Expr) -> Expr:
+    """``cond`` at every iteration of the nest of builds ``loops`` (size, variable), counted."""
+    count: Expr = E.op(Op.IF, cond, _i(0), _i(1))
+    for size, v in reversed(loops):
+        count = E.sumbuild(size, v, count)
+    return E.op(Op.EQ, count, _i(0))
+
+
+def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr | None:
+    """A sum of vectors as a vector of sums: ``(sumbuild p (lam j LETS (build m (lam k LETS t))))``,
+    ``t`` a Float term, as ``(build m (lam k (sumbuild p (lam j LETS t))))``; through lets, nested
+    builds and nested sums of vectors, and where a ``build`` (and lets) encloses the sum.  A sum
+    of one-hots ``(deltaVec s k v)`` over the innermost sum's ``k`` < ``q`` is the vector of
+    ``(if (lt k q) v 0.0)`` for ``k`` < ``s``, where ``q <= s`` (checked; the same ``v`` are computed).
+    None where ``e`` is no such sum.  ``rewrite`` is applied to the result (its products)."""
+    outer: tuple[Expr, Expr] | None = None
+    outer_lets: list[tuple[Expr, Expr]] = []
+    s = e
+    if e.op is Op.BUILD:
+        outer = (e.args[0], e.args[1])
+        outer_lets, s = _peel_lets(_unwrap(e.args[2]))
+    if s.op is not Op.SUMBUILD or s.type.kind is not Kind.VEC:
+        return None
+    chain: list[tuple[str, Expr, Expr]] = []  # ("let", var, rhs) | ("build" | "sum", size, var)
+    resolved: dict[str, Expr] = {}
+
+    def add_lets(lets: list[tuple[Expr, Expr]]) -> bool:
+        for v, rhs in lets:
+            if rhs.size > _TERM_MAX or rhs.op is Op.LET or not _loop_free(rhs):
+                return False
+            chain.append(("let", v, rhs))
+            resolved[v.data] = _resolve(rhs, resolved)
+        return True
+
+    if not add_lets(outer_lets):
+        return None
+    body = s
+    while True:
+        lets, body = _peel_lets(_unwrap(body))
+        if not add_lets(lets):
+            return None
+        if body.op is Op.IF:
+            picked = _pick_branch(body, resolved)
+            if picked is None:
+                break  # the term's own branches
+            body = picked
+        elif body.op is Op.BUILD or (body.op is Op.SUMBUILD and body.type.kind is Kind.VEC):
+            if body.args[0].size > _TERM_MAX:
+                return None
+            size = _resolve(body.args[0], resolved)
+            if not _small(size):
+                return None
+            chain.append(("build" if body.op is Op.BUILD else "sum", size, body.args[1]))
+            body = body.args[2]
+        else:
+            break
+    builds = [(size, v) for kind, size, v in chain if kind == "build"]
+    sums = [(size, v) for kind, size, v in chain if kind == "sum"]
+    lets_all = [(v, rhs) for kind, v, rhs in chain if kind == "let"]
+    checks = [E.op(Op.GT, size, _i(0)) for size, _ in sums]  # a sum of no vectors fails
+    if body.op is Op.DELTAVEC and body.args[1] is sums[-1][1]:  # one-hots at the innermost sum's index
+        q, kv = sums.pop()
+        width = _resolve(body.args[0], resolved)
+        if not _small(width):
+            return None
+        checks.append(_all_hold(list(builds), E.op(Op.LTE, q, width)))
+        builds.append((width, kv))
+        body = E.op(Op.IF, E.op(Op.LT, kv, q), body.args[2], E.const(0.0))
+    if not builds or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):
+        return None
+    names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [v.data for _, v in sums]
+    if outer is not None:
+        names_bound.append(outer[1].data)
+    if len(set(names_bound)) < len(names_bound):
+        return None
+    let_names = {v.data for v, _ in lets_all}
+    sum_names = {v.data for _, v in sums}
+    if any(not _small(size) or (let_names | {v.data for _, v in builds}) & size.free for size, _ in sums):
+        return None
+    if any((let_names | sum_names) & size.free for size, _ in builds):
+        return None  # a length that a term decides
+    if outer is not None and (outer[1].data in sums[0][0].free or not _small(outer[0])):
+        return None
+    # A let moves inside the loops after it: none of their variables may be free in it.
+    later: set[str] = set()
+    for kind, _, y in reversed(chain):
+        if kind == "let":
+            if later & y.free:
+                return None
+        else:
+            later.add(y.data)
+    new: Expr = _wrap_lets(lets_all, body)
+    for size, v in reversed(sums):
+        new = E.sumbuild(size, v, new)
+    for size, v in reversed(builds):
+        new = E.build(size, v, new)
+    positive = checks[0]
+    for c in checks[1:]:
+        positive = E.op(Op.AND, positive, c)
+    fallback = e
+    if len(checks) == 1:  # only p > 0, and a sum of no vectors fails: any vector serves as the body
+        p, jv = sums[0]
+        fallback = E.sumbuild(p, jv, _zero(s.type, jv))
+        if outer is not None:
+            fallback = E.build(outer[0], outer[1], fallback)
+    else:
+        names.fallbacks[id(e)] = e
+    if outer is not None:
+        n, iv = outer
+        new = E.build(n, iv, new)
+        positive = E.op(Op.AND, E.op(Op.GT, n, _i(0)), positive)
+    new = rewrite(new)
+    if not _has_product(new):
+        names.fallbacks.pop(id(e), None)
+        return None  # a vector of sums is no faster than the sum of vectors added in place
+    return E.op(Op.IF, positive, new, fallback)
+
+
+def _has_product(e: Expr) -> bool:
+    """Whether ``e`` has a product in the blocked nest's shape (both operands walked along rows)."""
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op is Op.BUILD:
+            b = first(NEST, x)
+            if b is not None:
+                body = b["e"]
+                assert isinstance(body, Expr)
+                core = _inline(body, {}, [])
+                given = {v: b[v] for v in "ijk"}
+                if core is not None and any(t["a"] == t["b"] == "rows" for t in match(TERM, core, given=given)):
+                    return True
+        stack.extend(x.args)
+    return False
+
+
+# -- the pass ----------------------------------------------------------------------------------------
+def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
+    """``root`` with every product recognised rewritten into the blocked nest's shape (see the module
+    docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
+    names = _Names(root)
+
+    def here(e: Expr) -> Expr:
+        if id(e) in names.fallbacks:
+            return e
+        if e.op is Op.BUILD:
+            found = transpose(e, names)
+            if found is not None:
+                return found
+        if not exact_order and e.op in (Op.BUILD, Op.SUMBUILD) and e.type.kind is Kind.VEC:
+            found = interchange(e, names, lambda x: canonical_products_in(x, here))
+            if found is not None:
+                return found
+        return e
+
+    return canonical_products_in(root, here)
+
+
+def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:
+    """``root`` rebuilt top-down with ``here`` applied at every node before its children (on an
+    explicit stack: deep let chains need no recursion)."""
+    top: dict[int, Expr] = {}
+    done: dict[int, Expr] = {}
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    keep: list[Expr] = []  # the originals stay alive while their ids are keys
+    while stack:
+        e, ready = stack.pop()
+        if ready:
+            new = top[id(e)]
+            args = tuple(done.get(id(a), a) for a in new.args)  # the original kept as a fallback: as it is
+            changed = any(a is not b for a, b in zip(args, new.args, strict=True))
+            done[id(e)] = new.replace_args(args) if changed else new
+            continue
+        if id(e) in done or id(e) in top:
+            continue
+        keep.append(e)
+        new = here(e) if e.op in (Op.BUILD, Op.SUMBUILD) else e
+        top[id(e)] = new
+        stack.append((e, True))
+        stack.extend((a, False) for a in new.args)
+    return done[id(root)]
+
+
+__all__ = ["NEST", "TERM", "canonical_products", "interchange", "transpose"]

@@ -1,0 +1,247 @@
+"""Products in the shapes gradients write them reach the blocked loop nest (cpp_backend.products), and
+mean what they meant: compiled results equal the interpreter's on random inputs (to the bit under exact
+order), at shapes of 1 and shapes that are no multiple of the block; ragged inputs take the original
+code, failing or not as the interpreter does."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from autodiff import grad_program
+from cpp_backend import emit
+from cpp_backend.bench import values_agree
+from cpp_backend.driver import compile_program
+from cpp_backend.patterns import Bound, Cap, Where, alt, first, match, node
+from cpp_backend.products import canonical_products
+from knossos import expr as E
+from knossos.errors import KsError
+from knossos.expr import Expr, names_in
+from knossos.interpreter import Interpreter
+from knossos.ops import Op
+from knossos.parser import load_program, parse_program
+from knossos.types import FLOAT, INTEGER, vec
+from ksdata.loader import DATA
+
+PRODUCTS = """
+; x^T w: x read down its columns
+(def xt_w (Vec (Vec Float)) ((x : Vec (Vec Float)) (w : Vec (Vec Float)))
+  (build (size (index 0 x)) (lam (i : Integer)
+    (build (size (index 0 w)) (lam (k : Integer)
+      (sumbuild (size x) (lam (j : Integer) (mul (index i (index j x)) (index k (index j w))))))))))
+
+; a b^T as dot products of rows (a linear layer, x w^T): b read down its columns
+(def a_bt (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float)))
+  (let (p (size (index 0 a)))
+    (build (size a) (lam (i : Integer)
+      (build (size b) (lam (k : Integer)
+        (sumbuild p (lam (j : Integer)
+          (let ((r (index k b)) (y (index j r))) (mul y (index j (index i a))))))))))))
+
+; w^T dy with both read down columns, the product written right operand first
+(def wt_dyt (Vec (Vec Float)) ((w : Vec (Vec Float)) (dy : Vec (Vec Float)))
+  (build (size (index 0 w)) (lam (i : Integer)
+    (build (size dy) (lam (k : Integer)
+      (sumbuild (size w) (lam (j : Integer) (mul (index j (index k dy)) (index i (index j w))))))))))
+
+; dx = dy w as a gradient writes it: per row, a sum over the outputs of scaled rows of w
+(def dy_w_rows (Vec (Vec Float)) ((dy : Vec (Vec Float)) (w : Vec (Vec Float)))
+  (let (n (size (index 0 w)))
+    (build (size dy) (lam (i : Integer)
+      (let (g (index i dy))
+        (sumbuild (size w) (lam (o : Integer)
+          (let (d (index o g)) (build n (lam (c : Integer) (mul d (index c (index o w)))))))))))))
+
+; dw = sum over a batch of outer(dy_b, x_b)
+(def outer_acc (Vec (Vec Float)) ((dy : Vec (Vec Float)) (x : Vec (Vec Float)))
+  (let ((m (size (index 0 dy))) (n (size (index 0 x))))
+    (sumbuild (size x) (lam (b : Integer)
+      (build m (lam (o : Integer)
+        (build n (lam (c : Integer) (mul (index o (index b dy)) (index c (index b x)))))))))))
+
+; the same accumulation as one-hots, as reverse mode writes the cotangent of (index c (index o w))
+(def outer_delta (Vec (Vec Float)) ((dy : Vec (Vec Float)) (x : Vec (Vec Float)) (w : Vec (Vec Float)))
+  (let (n (size (index 0 x)))
+    (sumbuild (size x) (lam (b : Integer)
+      (let ((xb (index b x)) (g (index b dy)))
+        (sumbuild n (lam (c : Integer)
+          (let (xc (index c xb))
+            (build (size w) (lam (o : Integer)
+              (let (row (index o w)) (deltaVec (size row) c (mul (index o g) xc)))))))))))))
+
+; a fused GEMM, alpha a b^T + beta c: the sum an operand of each element
+(def fused_abt (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float)) (c : Vec (Vec Float)))
+  (let (p (size (index 0 a)))
+    (build (size a) (lam (i : Integer)
+      (build (size b) (lam (k : Integer)
+        (add (mul 2.0 (sumbuild p (lam (j : Integer) (mul (index j (index i a)) (index j (index k b))))))
+             (mul -0.5 (index k (index i c))))))))))
+
+; attention's scores per head: q k^T for each b
+(def batched (Vec (Vec (Vec Float))) ((q : Vec (Vec (Vec Float))) (k : Vec (Vec (Vec Float))))
+  (build (size q) (lam (b : Integer)
+    (let ((qb (index b q)) (kb (index b k)))
+      (build (size qb) (lam (i : Integer)
+        (build (size kb) (lam (t : Integer)
+          (sumbuild (size (index i qb)) (lam (c : Integer)
+            (mul (index c (index i qb)) (index c (index t kb)))))))))))))
+"""
+
+#: Each def's arguments as (rows, columns) of its matrices (or a batch of them), from (r, m, n).
+SHAPES = {
+    "xt_w": lambda r, m, n: [(r, m), (r, n)],
+    "a_bt": lambda r, m, n: [(r, m), (n, m)],
+    "wt_dyt": lambda r, m, n: [(r, m), (n, r)],
+    "dy_w_rows": lambda r, m, n: [(r, m), (m, n)],
+    "outer_acc": lambda r, m, n: [(r, m), (r, n)],
+    "outer_delta": lambda r, m, n: [(r, m), (r, n), (m, n)],
+    "batched": lambda r, m, n: [(2, r, n), (2, m, n)],
+    "fused_abt": lambda r, m, n: [(r, m), (n, m), (r, n)],
+}
+#: The transposed copies each def's product needs: of its left (ks$at) or right (ks$bt) operand.
+COPIES = {
+    "xt_w": {"ks$at"},
+    "a_bt": {"ks$bt"},
+    "wt_dyt": {"ks$at", "ks$bt"},
+    "dy_w_rows": set(),
+    "outer_acc": {"ks$at"},
+    "outer_delta": {"ks$at"},
+    "batched": {"ks$bt"},
+    "fused_abt": {"ks$bt"},
+}
+SIZES = [(1, 1, 1), (1, 9, 1), (3, 5, 7), (9, 17, 20), (16, 8, 33)]
+
+
+def _random(shape: tuple[int, ...], rng: random.Random) -> object:
+    if len(shape) == 1:
+        return [rng.choice([0.5, -1.25, 3.0, 1e-3, -2.0]) * rng.random() for _ in range(shape[0])]
+    return [_random(shape[1:], rng) for _ in range(shape[0])]
+
+
+def _calls() -> list[tuple[str, list[object]]]:
+    rng = random.Random(45)
+    return [(name, [_random(s, rng) for s in make(*size)]) for size in SIZES for name, make in SHAPES.items()]
+
+
+def _expected(program: object, calls: list[tuple[str, list[object]]]) -> list[object]:
+    out: list[object] = []
+    for name, args in calls:
+        try:
+            out.append(Interpreter().call(program.defs[name], args))  # type: ignore[attr-defined]
+        except KsError as err:
+            out.append(err)
+    return out
+
+
+def _reaches_blocked_nest(program: object, name: str, **options: bool) -> bool:
+    return "throw ks::Fallback();" in emit.emit_program(program, [name], include_runtime=False, **options)  # type: ignore[arg-type]
+
+
+def test_products_equal_the_interpreter() -> None:
+    program = parse_program(PRODUCTS, "products.ks")
+    calls = _calls()
+    want = _expected(program, calls)
+    exact = compile_program(program, exact_order=True, threads=1).run(calls)
+    fast = compile_program(program, threads=1).run(calls)
+    for (name, args), w, bits, quick in zip(calls, want, exact, fast, strict=True):
+        assert not isinstance(w, KsError), (name, w)
+        assert bits == w, (name, [len(a) for a in args])  # type: ignore[arg-type]
+        assert values_agree(w, quick), (name, [len(a) for a in args])  # type: ignore[arg-type]
+
+
+def test_ragged_inputs_take_the_original_code() -> None:
+    """A short row (the checks of row lengths fail): the values or the errors of the interpreter."""
+    program = parse_program(PRODUCTS, "products.ks")
+    rng = random.Random(7)
+    x, w = _random((9, 17), rng), _random((9, 20), rng)
+    short = [list(r) for r in w]  # type: ignore[union-attr]
+    short[4] = short[4][:11]
+    long_x = [list(r) for r in x]  # type: ignore[union-attr]
+    long_x[3] = long_x[3] + [1.0]
+    calls: list[tuple[str, list[object]]] = [
+        ("xt_w", [x, short]),  # fails on the short row
+        ("a_bt", [long_x, w]),  # a longer row: never read
+        ("dy_w_rows", [x, short[:17]]),
+        ("outer_acc", [x, short]),
+        ("outer_delta", [x, w, short[:17]]),
+        ("outer_delta", [x, w, [r[:12] for r in short[:17]]]),  # one-hots past the rows' end: zeros
+    ]
+    want = _expected(program, calls)
+    for exact_order in (True, False):
+        have = compile_program(program, exact_order=exact_order, threads=1).run(calls)
+        for (name, _), w_, h in zip(calls, want, have, strict=True):
+            if isinstance(w_, KsError):
+                assert isinstance(h, KsError), (name, h)
+            else:
+                assert values_agree(w_, h, exact=exact_order), name
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_each_product_reaches_the_blocked_nest(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    program = parse_program(PRODUCTS, "products.ks")
+    assert _reaches_blocked_nest(program, name)
+    exact = name in ("xt_w", "a_bt", "wt_dyt", "batched", "fused_abt")  # transposes only: the same sums to the bit
+    assert _reaches_blocked_nest(program, name, exact_order=True) == exact
+    copies = {n[:5] for n in names_in(canonical_products(program.defs[name].body)) if n.startswith("ks$")}
+    assert copies == COPIES[name]  # the operands read down a column are read from transposed copies
+    monkeypatch.setattr(emit, "canonical_products", lambda body, exact_order=False: body)
+    # Without the pass: no nest, or one that reads x[j][i] (x^T w) or b[k] (a b^T) at every term.
+    assert _reaches_blocked_nest(program, name) == (name in ("xt_w", "a_bt"))
+
+
+def test_gradients_products_reach_the_blocked_nest() -> None:
+    """rev$ of a matrix product (knossos grad --mode rev) computes both its products, dx = dr w^T and
+    dw = x^T dr (one-hots accumulated over the batch), with the blocked nest; equal to the interpreter."""
+    layers = load_program(Path(__file__).resolve().parent.parent / "benchmarks" / "programs" / "layers.ks")
+    blas = load_program(DATA / "programs" / "blas_test.kso")
+    for source, primal in ((layers, "matmul"), (blas, "matrix_matrix_multiply")):
+        program = grad_program(source, defs=[primal], mode="rev")
+        cpp = emit.emit_program(program, ["rev$" + primal], include_runtime=False)
+        body = cpp.split(f"{emit.def_symbol('rev$' + primal)}(", 2)[-1]
+        assert body.count("throw ks::Fallback();") == 2, primal
+        rng = random.Random(3)
+        x, w, dr = _random((5, 9), rng), _random((9, 19), rng), _random((5, 19), rng)
+        args = [x, [list(r) for r in zip(*w, strict=True)], dr] if primal == "matmul" else [x, w, dr]
+        want = Interpreter().call(program.defs["rev$" + primal], args)
+        have = compile_program(program, ["rev$" + primal], threads=1).call("rev$" + primal, args)
+        assert values_agree(want, have), primal
+
+
+def test_patterns_alternates_guards_and_lets() -> None:
+    i, j = E.var("i", INTEGER), E.var("j", INTEGER)
+    a = E.var("a", vec(vec(FLOAT)))
+    read = E.op(Op.INDEX, j, E.op(Op.INDEX, i, a))  # a[i][j]
+    rows = node(Op.INDEX, Bound("col"), node(Op.INDEX, Bound("row"), Cap("M")))
+    either = alt("walk", rows=rows, cols=node(Op.INDEX, Bound("row"), node(Op.INDEX, Bound("col"), Cap("M"))))
+    found = [(b["walk"], b["row"], b["col"]) for b in match(either, read)]
+    assert found == [("rows", "i", "j"), ("cols", "j", "i")]  # both alternates, in order
+    assert first(either, read, given={"row": "j"}) == {"row": "j", "col": "i", "M": a, "walk": "cols"}
+    guarded = Where(either, lambda b: b["walk"] == "cols")
+    assert [b["walk"] for b in match(guarded, read)] == ["cols"]
+    t = E.var("t", vec(FLOAT))
+    through_let = E.op(Op.INDEX, j, t)  # t bound to a[i] by a let around it
+    assert first(rows, through_let) is None
+    assert first(rows, through_let, lets={"t": E.op(Op.INDEX, i, a)}) == {"col": "j", "row": "i", "M": a}
+    same = node(Op.MUL, Cap("x"), Cap("x"))  # a capture bound twice must be the same node
+    assert first(same, E.op(Op.MUL, read, read)) is not None
+    assert first(same, E.op(Op.MUL, read, E.const(1.0))) is None
+
+
+def test_deep_terms_and_let_chains_are_walked_without_recursion() -> None:
+    """A term 5,000 nodes deep is no product (left as it is); a let chain 5,000 long around a sum of
+    vectors is peeled on the way (and the sum, a matrix-vector one, kept: no product comes of it)."""
+    i, j, k = (E.var(x, INTEGER) for x in "ijk")
+    a, b = E.var("a", vec(vec(FLOAT))), E.var("b", vec(vec(FLOAT)))
+    term = E.op(Op.MUL, E.op(Op.INDEX, j, E.op(Op.INDEX, i, a)), E.op(Op.INDEX, j, E.op(Op.INDEX, k, b)))
+    for _ in range(5000):
+        term = E.op(Op.ADD, E.const(0.0), term)
+    nest = E.build(E.op(Op.SIZE, a), i, E.build(E.op(Op.SIZE, b), k, E.sumbuild(E.const(3), j, term)))
+    assert canonical_products(nest) is nest
+    x = E.var("x", FLOAT)
+    body: Expr = E.build(E.const(4), k, E.op(Op.MUL, x, E.op(Op.INDEX, k, E.op(Op.INDEX, j, b))))
+    for n in range(5000):
+        body = E.let(E.var(f"y{n}", FLOAT), E.const(float(n)), body)
+    sums = E.sumbuild(E.op(Op.SIZE, b), j, E.let(x, E.const(2.0), body))
+    assert canonical_products(sums) is sums

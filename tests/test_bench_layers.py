@@ -108,7 +108,12 @@ def test_the_summary_names_the_layers_that_miss_the_targets() -> None:
 @pytest.mark.slow
 def test_quick_run_of_every_layer_with_torch_compile(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
-    assert main(["--quick", "--out", str(out)]) == 0
+    code = main(["--quick", "--out", str(out)])
     rows = _rows(out)
-    assert {r["layer"] for r in rows} == {n for n in LAYERS if available(SUITE[n])}
-    assert all("torch_compile_s" in r for r in rows)
+    # every layer has its row: measured to the end, or saying which step stopped it and why (g++ on
+    # some layers' gradients runs past its cap on a loaded machine); the exit status says which
+    assert [r["layer"] for r in rows] == [n for n in LAYERS if available(SUITE[n])]
+    stopped = [r for r in rows if r["status"] != "ok"]
+    assert code == (1 if stopped else 0)
+    assert all("torch_compile_s" in r for r in rows if r["status"] == "ok")
+    assert all(str(r["status"]).endswith(("_timed_out", "_failed")) and r["reason"] for r in stopped)

@@ -114,6 +114,8 @@ def test_quick_run_of_every_layer_with_torch_compile(tmp_path: Path) -> None:
     # some layers' gradients runs past its cap on a loaded machine); the exit status says which
     assert [r["layer"] for r in rows] == [n for n in LAYERS if available(SUITE[n])]
     stopped = [r for r in rows if r["status"] != "ok"]
-    assert code == (1 if stopped else 0)
+    # (Llama attention's rotary cos/sin are float32 in transformers: 3-8e-8 from autograd's, as documented)
+    disagree = [r for r in rows if r["status"] == "ok" and max(r["error_written"], r["error_optimised"]) > 1e-8]
+    assert code == (1 if stopped or disagree else 0)
     assert all("torch_compile_s" in r for r in rows if r["status"] == "ok")
     assert all(str(r["status"]).endswith(("_timed_out", "_failed")) and r["reason"] for r in stopped)

@@ -41,7 +41,7 @@ from knossos import expr as E
 from knossos.callee import Callee
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import FLOAT
+from knossos.types import FLOAT, vec
 
 #: The derivative of the target of a call (the call, and where it is written in the source).
 CallDerivative = Callable[[Expr, "Expr | None"], Callee]
@@ -85,6 +85,9 @@ class Reverse:
         self.values: dict[str, Expr] = {}
         #: Loop indices over ``(size v)``, by name: the vector's name (``(index i v)`` cannot fail).
         self.ranges: dict[str, str] = {}
+        #: Values of loops two deep, stored by the outer loop's reverse pass: by name, the outer loop's
+        #: index and the tape (a build over the outer loop of builds over the inner one).
+        self.taped: dict[str, tuple[Expr, Expr]] = {}
 
     def block(self, b: Block, seed: Expr, stored: dict[str, Bind] | None = None) -> tuple[Block, Cotangents]:
         """``b``'s bindings, then its reverse pass from the cotangent ``seed`` of its result; and the
@@ -262,13 +265,33 @@ class Reverse:
         stored: dict[str, Bind] = {}
         for bind in loop.body.binds:
             name = bind.var.data
-            if loop.op is Op.BUILD and r is not None and bind.var is r:
+            if name in self.taped:
+                outer, tape = self.taped.pop(name)
+                row = self.names.bind(out, E.op(Op.INDEX, outer, tape), f"{name}$row")
+                stored[name] = Bind(bind.var, E.op(Op.INDEX, loop.index, row), bind.source)
+            elif loop.op is Op.BUILD and r is not None and bind.var is r:
                 stored[name] = Bind(r, E.op(Op.INDEX, loop.index, v), bind.source)
             elif isinstance(bind.value, Loop):
                 forward = Block(loop.body.binds, bind.var)
                 tape = self.names.bind(out, Loop(Op.BUILD, loop.n, loop.index, forward), f"{name}$tape")
                 stored[name] = Bind(bind.var, E.op(Op.INDEX, loop.index, tape), bind.source)
+            if isinstance(bind.value, Loop):
+                self._tape_inner(out, loop, bind.value)
         return stored
+
+    def _tape_inner(self, out: Block, loop: Loop, inner: Loop) -> None:
+        """Tapes, over ``loop`` and its inner loop ``inner``, of the loops in ``inner``'s body: the
+        reverse pass of ``loop`` reads ``inner``'s from them (:attr:`taped`) instead of computing them
+        again in each of its cotangents' loops (a matrix-vector product per cotangent of an RNN cell)."""
+        for bind in inner.body.binds:
+            if not isinstance(bind.value, Loop):
+                continue
+            name = bind.var.data
+            row = E.var(self.names.fresh(f"{name}$row"), vec(bind.var.type))
+            rows = Loop(Op.BUILD, inner.n, inner.index, Block(inner.body.binds, bind.var))
+            forward = Block([*loop.body.binds, Bind(row, rows)], row)
+            tape = self.names.bind(out, Loop(Op.BUILD, loop.n, loop.index, forward), f"{name}$tape")
+            self.taped[name] = (loop.index, tape)
 
     def _gather(self, out: Block, loop: Loop, inner: Block, v: Expr, part: Expr) -> Expr:
         """``build (size v) (lam i part)``: the cotangent of ``v`` whose element ``i`` the loop's

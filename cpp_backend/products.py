@@ -207,6 +207,21 @@ def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
     return None
 
 
+def _branch_checked(e: Expr, resolved: dict[str, Expr], loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr] | None:
+    """A size test ``(if (eq a b) X Y)`` of small terms as (a check, ``X``): the check holds where the
+    test is true at every iteration of ``loops`` (the enclosing builds and sums, outermost first), and
+    then ``X`` is the branch taken throughout; the caller runs the original where it fails.  A
+    gradient's padded branch whose else is a zero vector (a row of a weight matrix) is this case."""
+    cond = e.args[0]
+    if cond.op is not Op.EQ or not all(_small(a) for a in cond.args) or e.args[1].type.kind is not Kind.VEC:
+        return None
+    test = E.op(Op.EQ, *(_resolve(a, resolved) for a in cond.args))
+    if not _small(test):
+        return None
+    bound = {v.data for _, v in loops}
+    return (_all_hold(loops, test) if bound & test.free else test), e.args[1]
+
+
 def _same_term(a: Expr, b: Expr) -> bool:
     """Whether ``a`` and ``b`` are one term, or the same loop-free term once their lets are inlined
     (a search may have substituted a let in one copy of an element and not in the other)."""
@@ -442,6 +457,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         return None
     chain: list[tuple[str, Expr, Expr]] = []  # ("let", var, rhs) | ("build" | "sum", size, var)
     resolved: dict[str, Expr] = {}
+    branch_checks: list[Expr] = []  # (outermost first) that a size test takes its first branch throughout
 
     def add_lets(lets: list[tuple[Expr, Expr]]) -> bool:
         for v, rhs in lets:
@@ -461,7 +477,12 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         if body.op is Op.IF:
             picked = _pick_branch(body, resolved)
             if picked is None:
-                break  # the term's own branches
+                loops = ([outer] if outer is not None else []) + [(n, v) for kind, n, v in chain if kind != "let"]
+                taken = _branch_checked(body, resolved, loops)
+                if taken is None:
+                    break  # the term's own branches
+                check, picked = taken
+                branch_checks.append(check)
             body = picked
         elif body.op is Op.BUILD or (body.op is Op.SUMBUILD and body.type.kind is Kind.VEC):
             if body.args[0].size > _TERM_MAX:
@@ -477,6 +498,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
     sums = [(size, v) for kind, size, v in chain if kind == "sum"]
     lets_all = [(v, rhs) for kind, v, rhs in chain if kind == "let"]
     checks = [E.op(Op.GT, size, _i(0)) for size, _ in sums]  # a sum of no vectors fails
+    checks += branch_checks  # after: a test's sizes may read rows that an outer test keeps in range
     if body.op is Op.DELTAVEC and body.args[1] is sums[-1][1]:  # one-hots at the innermost sum's index
         q, kv = sums.pop()
         width = _resolve(body.args[0], resolved)

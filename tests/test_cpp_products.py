@@ -274,3 +274,41 @@ def test_a_searched_gradients_size_test_still_reaches_the_blocked_nest() -> None
     got = compile_program(program, threads=1).run(calls)
     for w, g in zip(want, got, strict=True):
         assert not isinstance(w, KsError) and values_agree(w, g)
+
+
+#: dw = sum over a batch of outer(dr_b, x_b) as rev$ of torch.nn.Linear writes it: each level under a
+#: size test whose padded branch's else is a zero row (no branch to pick statically: checked at run time).
+SIZE_TESTED = """
+(def dw_tested (Vec (Vec Float)) ((weight : Vec (Vec Float)) (input0 : Vec (Vec Float)) (dr : Vec (Vec Float)))
+  (sumbuild 9 (lam (i1 : Integer)
+    (let ((t1 (index i1 input0)) (dr1 (index i1 dr)) (t12 (size weight)))
+      (if (eq 4 t12)
+          (build 4 (lam (i2 : Integer)
+            (let (dr2 (index i2 dr1))
+              (if (eq 5 (size (index i2 weight)))
+                  (build 5 (lam (i3 : Integer) (mul dr2 (index i3 t1))))
+                  (build (size (index i2 weight)) (lam (i3 : Integer)
+                    (if (lt i3 5) (let (t2 (index i3 t1)) (mul dr2 t2)) 0.0)))))))
+          (build t12 (lam (i2 : Integer)
+            (if (lt i2 4)
+                (let ((dr2 (index i2 dr1)) (t10 (size (index i2 weight))))
+                  (if (eq 5 t10)
+                      (build 5 (lam (i3 : Integer) (mul dr2 (index i3 t1))))
+                      (build t10 (lam (i3 : Integer) (if (lt i3 5) (mul dr2 (index i3 t1)) 0.0)))))
+                (build (size (index i2 weight)) (lam (i : Integer) 0.0))))))))))
+"""
+
+
+def test_size_tests_without_a_static_branch_are_checked_at_run_time() -> None:
+    program = parse_program(SIZE_TESTED, "tested.ks")
+    assert _reaches_blocked_nest(program, "dw_tested")
+    rng = random.Random(12)
+    x, dr = _random((9, 5), rng), _random((9, 4), rng)
+    weights = [_random((4, 5), rng), _random((6, 5), rng), _random((4, 7), rng)]  # the tests hold; fail; fail
+    ragged = [list(r) for r in weights[0]]  # type: ignore[union-attr]
+    ragged[2] = ragged[2] + [1.0, 2.0]  # one row's test fails: the original code
+    calls: list[tuple[str, list[object]]] = [("dw_tested", [w, x, dr]) for w in [*weights, ragged]]
+    want = _expected(program, calls)
+    got = compile_program(program, threads=1).run(calls)
+    for w, g in zip(want, got, strict=True):
+        assert not isinstance(w, KsError) and values_agree(w, g)

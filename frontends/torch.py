@@ -53,6 +53,7 @@ from knossos import expr as E
 from knossos.callee import CalleeKind
 from knossos.errors import KsError, KsUsageError, Pos, one_line
 from knossos.expr import Expr
+from knossos.index_ranges import simplify_indices
 from knossos.ops import KEYWORDS, Op
 from knossos.program import Def, Edef, Param, Program, def_callee
 from knossos.types import BOOL, FLOAT, INTEGER, Type
@@ -377,7 +378,7 @@ def _lower(
             output = torch.fx.node.map_arg(node.args[0], lambda n: values[n])
         else:
             raise _node_error(node, f"a graph node of kind {node.op} ({node.target})")
-    body = _result(block, output)
+    body = simplify_indices(_result(block, output))  # a reshape and its inverse read rows plainly
     d = Def(def_name, body.type, tuple(param_vars), body)
     program = Program()
     called = {n.data.name for n in E.preorder(body) if n.op is Op.CALL and n.data.kind is CalleeKind.EDEF}

@@ -1,0 +1,130 @@
+"""Integer index arithmetic simplified with the ranges that loops give their variables.
+
+A row-major reshape reads its source at ``flat / k`` and ``flat - (flat / k) * k``, where ``flat``
+is the reader's index flattened; a reshape and its inverse (a view of a batch as rows for a matrix
+product, then back) compose to ``(div (add (mul i 128) j) 128)``, which is ``i`` when ``0 <= j <
+128`` and ``i >= 0``.  Such reads hide from the backend's patterns and from reverse mode that they
+are plain row reads (their cotangents become scatters instead of gathers).  Here every Integer
+``div`` and ``sub`` is simplified where the ranges of its operands, from the sizes of the builds
+and sums that bind their variables (literal or of known range), make the identity exact:
+
+- ``(div (add (mul x c) y) c)`` is ``x`` where ``x >= 0`` and ``0 <= y < c`` (Integer division
+  truncates: both sides are non-negative, so it floors);
+- ``(div a c)`` is 0 where ``0 <= a < c``;
+- ``(sub (add p y) p)`` is ``y`` (Integers of known, small ranges: nothing overflows).
+
+Only values whose ranges are known and far from the 64-bit limits are touched, so no rewrite
+changes what overflows.
+"""
+
+from __future__ import annotations
+
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import Op
+from knossos.types import INTEGER
+
+#: A range (lowest, highest) of an Integer; None where it is not known.
+Range = tuple[int, int] | None
+#: Ranges beyond this magnitude are treated as unknown (far from overflow).
+_LIMIT = 1 << 40
+
+
+def _known(lo: int, hi: int) -> Range:
+    return (lo, hi) if -_LIMIT <= lo <= hi <= _LIMIT else None
+
+
+def simplify_indices(root: Expr) -> Expr:
+    """``root`` with its Integer index arithmetic simplified (see the module's docstring); ``root``
+    itself where it is too deep to walk."""
+    try:
+        return _Simplifier().walk(root, {})
+    except RecursionError:
+        return root
+
+
+class _Simplifier:
+    def range_of(self, e: Expr, env: dict[str, Range]) -> Range:
+        if e.type is not INTEGER:
+            return None
+        if e.op is Op.CONST:
+            return _known(e.data, e.data)
+        if e.op is Op.VAR:
+            return env.get(e.data)
+        if e.op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV) and len(e.args) == 2:
+            a, b = (self.range_of(x, env) for x in e.args)
+            if a is None or b is None:
+                return None
+            if e.op is Op.ADD:
+                return _known(a[0] + b[0], a[1] + b[1])
+            if e.op is Op.SUB:
+                return _known(a[0] - b[1], a[1] - b[0])
+            if e.op is Op.MUL:
+                products = [x * y for x in a for y in b]
+                return _known(min(products), max(products))
+            if b[0] == b[1] and b[0] > 0 and a[0] >= 0:
+                return _known(a[0] // b[0], a[1] // b[0])
+        if e.op is Op.SIZE:
+            return (0, _LIMIT)
+        return None
+
+    def walk(self, e: Expr, env: dict[str, Range]) -> Expr:
+        lets: list[tuple[Expr, Expr]] = []
+        scope = dict(env)
+        while e.op is Op.LET:  # a chain of lets without recursion
+            var, rhs, body = e.args
+            rhs = self.walk(rhs, scope)
+            lets.append((var, rhs))
+            scope[var.data] = self.range_of(rhs, scope)
+            e = body
+        out = self.node(e, scope)
+        for var, rhs in reversed(lets):
+            out = E.let(var, rhs, out)
+        return out
+
+    def node(self, e: Expr, env: dict[str, Range]) -> Expr:
+        if not e.args:
+            return e
+        if e.op in (Op.BUILD, Op.SUMBUILD):
+            n, var, body = e.args
+            n = self.walk(n, env)
+            size = self.range_of(n, env)
+            inner = {**env, var.data: (0, size[1] - 1) if size is not None and size[1] >= 1 else None}
+            return e.replace_args((n, var, self.walk(body, inner)))
+        if e.is_binder:  # a lam (or another binder): its variable's range is not known
+            bound = e.bound_var.data
+            inner = {**env, bound: None}
+            return e.replace_args(tuple(a if a is e.bound_var else self.walk(a, inner) for a in e.args))
+        out = e.replace_args(tuple(self.walk(a, env) for a in e.args))
+        if out.type is INTEGER and out.op in (Op.DIV, Op.SUB) and len(out.args) == 2:
+            return self.integer(out, env)
+        return out
+
+    def integer(self, e: Expr, env: dict[str, Range]) -> Expr:
+        a, b = e.args
+        if e.op is Op.DIV:
+            c = b.data if b.op is Op.CONST else None
+            if not isinstance(c, int) or c <= 0:
+                return e
+            whole = self.range_of(a, env)
+            if whole is not None and whole[0] >= 0 and whole[1] < c:
+                return E.const(0)
+            if a.op is Op.ADD:
+                for x_times_c, y in ((a.args[0], a.args[1]), (a.args[1], a.args[0])):
+                    if x_times_c.op is not Op.MUL:
+                        continue
+                    for x, k in ((x_times_c.args[0], x_times_c.args[1]), (x_times_c.args[1], x_times_c.args[0])):
+                        rx, ry = self.range_of(x, env), self.range_of(y, env)
+                        if k is b and rx is not None and ry is not None and rx[0] >= 0 and ry[0] >= 0 and ry[1] < c:
+                            return x
+            return e
+        # (sub (add p y) p) is y, (sub (add y p) p) too, where both are of known range
+        if a.op is Op.ADD and self.range_of(a, env) is not None and self.range_of(b, env) is not None:
+            if a.args[0] is b:
+                return a.args[1]
+            if a.args[1] is b:
+                return a.args[0]
+        return e
+
+
+__all__ = ["simplify_indices"]

@@ -11,7 +11,8 @@ and sums that bind their variables (literal or of known range), make the identit
 - ``(div (add (mul x c) y) c)`` is ``x`` where ``x >= 0`` and ``0 <= y < c`` (Integer division
   truncates: both sides are non-negative, so it floors);
 - ``(div a c)`` is 0 where ``0 <= a < c``;
-- ``(sub (add p y) p)`` is ``y`` (Integers of known, small ranges: nothing overflows).
+- ``(sub (add p y) p)`` is ``y`` (Integers of known, small ranges: nothing overflows);
+- ``a / 1`` and ``a - 0`` are ``a``, and ``a * 0`` is 0 where ``a`` is of known range.
 
 Only values whose ranges are known and far from the 64-bit limits are touched, so no rewrite
 changes what overflows.
@@ -98,10 +99,15 @@ class _Simplifier:
         out = e.replace_args(tuple(self.walk(a, env) for a in e.args))
         if out.type is INTEGER and out.op in (Op.DIV, Op.SUB) and len(out.args) == 2:
             return self.integer(out, env)
+        zero = out.type is INTEGER and out.op is Op.MUL and any(a.op is Op.CONST and a.data == 0 for a in out.args)
+        if zero and all(self.range_of(a, env) is not None for a in out.args):
+            return E.const(0)  # (a term of known range cannot fail)
         return out
 
     def integer(self, e: Expr, env: dict[str, Range]) -> Expr:
         a, b = e.args
+        if b.op is Op.CONST and b.data == (1 if e.op is Op.DIV else 0):
+            return a  # a / 1, a - 0
         if e.op is Op.DIV:
             c = b.data if b.op is Op.CONST else None
             if not isinstance(c, int) or c <= 0:

@@ -1,0 +1,104 @@
+"""Sums over a flattened index split into nested sums.
+
+A reduction over a reshaped view (GroupNorm's statistics over a group of channels and positions) is
+lowered as one sum over the flat index ``v`` < c·k that reads its source at ``v / k`` and ``v mod k``
+(written ``(sub v (mul (div v k) k))``): its reads have computed indices, which the backend cannot
+walk along rows and whose cotangents reverse mode scatters element by element.  Where ``v`` occurs
+only in those two forms, the sum is written ``(sumbuild c (lam a (sumbuild k (lam b ...))))`` with
+``a`` and ``b`` for them: the same terms, added in another association (the translation decides
+its order of addition anyway: torch's is its own, and the check compares within a tolerance).
+"""
+
+from __future__ import annotations
+
+from knossos import expr as E
+from knossos.expr import Expr, names_in
+from knossos.ops import Op
+from knossos.types import INTEGER
+
+
+def split_flat_sums(root: Expr) -> Expr:
+    """``root`` with each sum over a flattened index nested (see the module's docstring)."""
+    taken = names_in(root)
+    try:
+        return _Splitter(taken).walk(root)
+    except RecursionError:
+        return root
+
+
+def _quotient(e: Expr, v: str) -> int | None:
+    """``k`` where ``e`` is ``(div v k)``, ``k`` a literal > 1."""
+    if e.op is Op.DIV and e.args[0].op is Op.VAR and e.args[0].data == v and e.args[1].op is Op.CONST:
+        k = e.args[1].data
+        return k if isinstance(k, int) and not isinstance(k, bool) and k > 1 else None
+    return None
+
+
+def _remainder(e: Expr, v: str) -> int | None:
+    """``k`` where ``e`` is ``(sub v (mul (div v k) k))``."""
+    if e.op is Op.SUB and e.args[0].op is Op.VAR and e.args[0].data == v and e.args[1].op is Op.MUL:
+        q, k = e.args[1].args
+        kq = _quotient(q, v)
+        if kq is not None and k.op is Op.CONST and k.data == kq:
+            return kq
+    return None
+
+
+class _Splitter:
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+
+    def fresh(self, base: str) -> Expr:
+        n = 0
+        while f"{base}_{n}" in self.taken:
+            n += 1
+        self.taken.add(f"{base}_{n}")
+        return E.var(f"{base}_{n}", INTEGER)
+
+    def walk(self, e: Expr) -> Expr:
+        if not e.args:
+            return e
+        out = e.replace_args(
+            tuple(a if a.op is Op.VAR and e.is_binder and a is e.bound_var else self.walk(a) for a in e.args)
+        )
+        if out.op is Op.SUMBUILD and out.args[0].op is Op.CONST:
+            return self.split(out) or out
+        return out
+
+    def split(self, e: Expr) -> Expr | None:
+        n, var, body = e.args
+        v = var.data
+        ks: set[int] = set()
+        if not self.uses(body, v, ks) or len(ks) != 1:
+            return None
+        (k,) = ks
+        if not isinstance(n.data, int) or n.data % k or n.data < k:
+            return None
+        hi, lo = self.fresh(f"{v}_hi"), self.fresh(f"{v}_lo")
+        inner = self.replace(body, v, k, hi, lo)
+        return E.sumbuild(E.const(n.data // k), hi, E.sumbuild(E.const(k), lo, inner))
+
+    def uses(self, e: Expr, v: str, ks: set[int]) -> bool:
+        """Whether ``v`` occurs in ``e`` only as ``(div v k)`` or its remainder (the ``k`` into ``ks``)."""
+        for form in (_remainder, _quotient):
+            k = form(e, v)
+            if k is not None:
+                ks.add(k)
+                return True
+        if e.op is Op.VAR:
+            return bool(e.data != v)
+        if e.is_binder and e.bound_var.data == v:
+            return False  # (rebound: left alone)
+        return all(self.uses(a, v, ks) for a in e.args)
+
+    def replace(self, e: Expr, v: str, k: int, hi: Expr, lo: Expr) -> Expr:
+        if _remainder(e, v) == k:
+            return lo
+        if _quotient(e, v) == k:
+            return hi
+        if not e.args or v not in e.free:
+            return e
+        return e.replace_args(tuple(self.replace(a, v, k, hi, lo) for a in e.args))
+
+
+__all__ = ["split_flat_sums"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
+from cpp_backend.row_lets import hoist_row_let
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
@@ -388,8 +389,8 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
     term = E.op(Op.MUL, left, right) if t["order"] == "ab" else E.op(Op.MUL, right, left)
     new_sum = E.sumbuild(p, jv, term)
     if elem is not None:  # the sum was an operand: the element around it stays
-        if (t["a"], t["b"]) == ("rows", "rows") or rect.checks:
-            return None  # (the emitter blocks it as it is; no checks of lengths around elements)
+        if (t["a"], t["b"]) == ("rows", "rows") and not rect.checks:
+            return None  # (the emitter blocks it as it is)
         outer = b["elem"]
         assert isinstance(outer, Expr)
         new_sum = _replace(outer, elem, new_sum)
@@ -534,9 +535,20 @@ def _has_product(e: Expr) -> bool:
         seen.add(id(x))
         if x.op is Op.BUILD:
             b = first(NEST, x)
+            if b is None:  # the sum an operand of each element
+                b = first(NEST_OPERAND, x)
+                found = None if b is None else _operand_sum(b["elem"])  # type: ignore[arg-type]
+                b = (
+                    None
+                    if b is None or found is None
+                    else {**b, "p": found.args[0], "j": found.args[1].data, "e": found.args[2]}
+                )
             if b is not None:
-                body = b["e"]
-                assert isinstance(body, Expr)
+                body, m, p = b["e"], b["m"], b["p"]
+                assert isinstance(body, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
+                if b["i"] in m.free | p.free:  # (the emitter blocks only sizes the same for every row)
+                    stack.extend(x.args)
+                    continue
                 core = _inline(body, {}, [])
                 given = {v: b[v] for v in "ijk"}
                 if core is not None and any(t["a"] == t["b"] == "rows" for t in match(TERM, core, given=given)):
@@ -551,10 +563,18 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
     docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
     names = _Names(root)
 
+    def reaches(x: Expr) -> bool:
+        """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
+        t = transpose(x, _Names(x))  # (its own names: no fallback of the real pass recorded)
+        return _has_product(x if t is None else t)
+
     def here(e: Expr) -> Expr:
         if id(e) in names.fallbacks:
             return e
         if e.op is Op.BUILD:
+            found = hoist_row_let(e, names.fresh, _small, reaches)
+            if found is not None:
+                return found
             found = transpose(e, names)
             if found is not None:
                 return found

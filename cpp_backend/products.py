@@ -475,7 +475,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         checks.append(_all_hold(list(builds), E.op(Op.LTE, q, width)))
         builds.append((width, kv))
         body = E.op(Op.IF, E.op(Op.LT, kv, q), body.args[2], E.const(0.0))
-    if not builds or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):
+    if not builds or not sums or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):
         return None
     names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [v.data for _, v in sums]
     if outer is not None:
@@ -565,8 +565,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
 
     def reaches(x: Expr) -> bool:
         """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
-        t = transpose(x, _Names(x))  # (its own names: no fallback of the real pass recorded)
-        return _has_product(x if t is None else t)
+        return _has_product(canonical_products(x, exact_order=exact_order))
 
     def here(e: Expr) -> Expr:
         if id(e) in names.fallbacks:
@@ -576,6 +575,10 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
             if found is not None:
                 return found
             found = transpose(e, names)
+            if found is not None:
+                return found
+        if e.op is Op.SUMBUILD and e.type.kind is Kind.VEC:
+            found = hoist_row_let(e, names.fresh, _small, reaches)
             if found is not None:
                 return found
         if not exact_order and e.op in (Op.BUILD, Op.SUMBUILD) and e.type.kind is Kind.VEC:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import vec
+from knossos.types import Kind, vec
 
 #: A row's rest is substituted into (recursively) only up to this many nodes.
 _SUBST_MAX = 400
@@ -52,14 +52,102 @@ def _substitute(e: Expr, name: str, new: Expr, avoid: frozenset[str]) -> Expr | 
     return e.replace_args(tuple(args))
 
 
-def _first_product(n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], reaches: Callable[[Expr], bool]) -> int | None:
-    """The first of ``lets`` whose right-hand side is a build that depends on no earlier let and, as a
-    build over the rows, reaches the blocked nest; or None."""
-    earlier: set[str] = set()
-    for at, (h, rhs) in enumerate(lets):
-        if rhs.op is Op.BUILD and not earlier & rhs.free and reaches(E.build(n, iv, rhs)):
-            return at
-        earlier.add(h.data)
+class _Capture(Exception):
+    """A binder would capture a name that an inlined read mentions."""
+
+
+def _safe(e: Expr, bounds: dict[str, Expr]) -> bool:
+    """Whether ``e`` is a read that cannot fail: a variable, a constant, the size of a safe read, or
+    ``(index v M)`` of a safe ``M`` and a loop variable ``v`` below ``(size M)``."""
+    while True:
+        if e.op in (Op.VAR, Op.CONST):
+            return True
+        if e.op is Op.SIZE:
+            e = e.args[0]
+        elif e.op is Op.INDEX and e.args[0].op is Op.VAR and bounds.get(e.args[0].data) is e.args[1]:
+            e = e.args[1]
+        else:
+            return False
+
+
+def _inline_reads(e: Expr, env: dict[str, Expr], bounds: dict[str, Expr]) -> Expr:
+    """``e`` with every let whose right-hand side (its reads inlined) is :func:`_safe` inlined: a read
+    that cannot fail, computed where it is used instead (so the product's reads are written out, as
+    the patterns want them).  ``bounds``: loop variable -> the vector whose size bounds it."""
+    if e.op is Op.VAR:
+        return env.get(e.data, e)
+    at = _BINDERS.get(e.op)
+    if at is None:
+        return e.replace_args(tuple(_inline_reads(a, env, bounds) for a in e.args)) if e.args else e
+    name = e.args[at].data
+    if any(name in x.free for x in (*env.values(), *bounds.values())):
+        raise _Capture
+    inner_env = {k: v for k, v in env.items() if k != name}
+    inner_bounds = {k: v for k, v in bounds.items() if k != name}
+    if e.op is Op.LET:
+        rhs = _inline_reads(e.args[1], env, bounds)
+        if _safe(rhs, bounds):
+            return _inline_reads(e.args[2], {**inner_env, name: rhs}, inner_bounds)
+        if _read(rhs) and name not in rhs.free:  # the let stays, failing as before; its uses read it anew
+            return E.let(e.args[0], rhs, _inline_reads(e.args[2], {**inner_env, name: rhs}, inner_bounds))
+        return E.let(e.args[0], rhs, _inline_reads(e.args[2], inner_env, inner_bounds))
+    if e.op is Op.LAM:
+        return e.replace_args((e.args[0], _inline_reads(e.args[1], inner_env, inner_bounds)))
+    size = _inline_reads(e.args[0], env, bounds)
+    if size.op is Op.SIZE and _safe(size.args[0], bounds):
+        inner_bounds[name] = size.args[0]
+    return e.replace_args((size, e.args[1], _inline_reads(e.args[2], inner_env, inner_bounds)))
+
+
+def _read(e: Expr) -> bool:
+    """Whether ``e`` is a chain of reads: sizes and indexes by atoms of a variable."""
+    while e.op in (Op.SIZE, Op.INDEX):
+        if e.op is Op.INDEX and e.args[0].op not in (Op.VAR, Op.CONST):
+            return False
+        e = e.args[-1]
+    return e.op is Op.VAR
+
+
+def _hoistable(n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], rhs: Expr) -> Expr | None:
+    """``(build n (lam i rhs))`` with the row's earlier ``lets`` that are reads inlined (the row still
+    evaluates them, failing as before) and, inside ``rhs``, the lets that are reads that cannot fail;
+    None where ``rhs`` needs an earlier let that is no read, or a name would be captured."""
+    if rhs.size > _SUBST_MAX:
+        return None
+    bounds = {iv.data: n.args[0]} if n.op is Op.SIZE and _safe(n.args[0], {}) else {}
+    env: dict[str, Expr] = {}
+    other: set[str] = set()
+    try:
+        for v, r in lets:
+            env.pop(v.data, None)
+            other.discard(v.data)
+            if r.size > _SUBST_MAX:
+                other.add(v.data)
+                continue
+            r = _inline_reads(r, env, bounds)
+            if _read(r) and v.data not in r.free:
+                env[v.data] = r
+            else:
+                other.add(v.data)
+        if other & rhs.free:
+            return None
+        out = _inline_reads(rhs, env, bounds)
+    except _Capture:
+        return None
+    return E.build(n, iv, out)
+
+
+def _first_product(
+    n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], reaches: Callable[[Expr], bool]
+) -> tuple[int, Expr] | None:
+    """The first of ``lets`` whose right-hand side is a vector built by a loop that depends on the
+    earlier lets only through reads that cannot fail (inlined), and that as a build over the rows
+    reaches the blocked nest: its place and that build; or None."""
+    for at, (_, rhs) in enumerate(lets):
+        if rhs.op in (Op.BUILD, Op.SUMBUILD) and rhs.type.kind is Kind.VEC:
+            whole = _hoistable(n, iv, lets[:at], rhs)
+            if whole is not None and reaches(whole):
+                return at, whole
     return None
 
 
@@ -69,18 +157,18 @@ def hoist_row_let(
     """``e`` = ``(build n (lam i LETS rest))`` with the first let of ``LETS`` whose right-hand side is a
     build depending on no earlier let and ``reaches(build n (lam i rhs))`` (a product that reaches
     the blocked nest) hoisted (see the module docstring); None where there is none."""
-    if e.op is not Op.BUILD or not small(e.args[0]):
+    if e.op not in (Op.BUILD, Op.SUMBUILD) or not small(e.args[0]):
         return None
     n, iv, body = e.args
     lets: list[tuple[Expr, Expr]] = []
     while body.op is Op.LET:
         lets.append((body.args[0], body.args[1]))
         body = body.args[2]
-    at = _first_product(n, iv, lets, reaches)
-    if at is None:
+    found = _first_product(n, iv, lets, reaches)
+    if found is None:
         return None
+    at, whole = found
     h, rhs = lets[at]
-    whole = E.build(n, iv, rhs)
     big = E.var(fresh("ks$rows"), vec(rhs.type))
     row = E.op(Op.INDEX, iv, big)
     rest = body
@@ -92,7 +180,7 @@ def hoist_row_let(
     rest = E.let(h, row, rest) if inlined is None else inlined
     for v, r in reversed(lets[:at]):
         rest = E.let(v, r, rest)
-    return E.let(big, whole, E.build(n, iv, rest))
+    return E.let(big, whole, E.build(n, iv, rest) if e.op is Op.BUILD else E.sumbuild(n, iv, rest))
 
 
 __all__ = ["hoist_row_let"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from autodiff import grad_program
 from cpp_backend import emit, products
 from cpp_backend.bench import values_agree
 from cpp_backend.driver import compile_program
@@ -112,3 +113,27 @@ def test_row_products_reach_the_blocked_nest(name: str, monkeypatch: pytest.Monk
     assert len(hoisted) == 1
     monkeypatch.setattr(products, "hoist_row_let", lambda *args: None)
     assert blocked() == 0  # without the hoist: each row's product computed on its own
+
+
+def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rev$mlp (knossos grad --mode rev) recomputes the first layer and dh = dy w2 per row inside lets
+    in three sums over the batch: each is hoisted (the row's reads of x and dy inlined) and blocked."""
+    source = parse_program(LAYERS.read_text(), "layers.ks")
+    program = grad_program(source, defs=["mlp"], mode="rev")
+
+    def blocked() -> int:
+        cpp = emit.emit_program(program, ["rev$mlp"], include_runtime=False)
+        return cpp.split(f"{emit.def_symbol('rev$mlp')}(", 2)[-1].count("throw ks::Fallback();")
+
+    rng = random.Random(11)
+    for size in [(1, 1, 1), (3, 5, 7), (9, 17, 20)]:
+        args = [_random(s, rng) for s in SHAPES["mlp"](*size)]
+        args.append(_random((size[0], size[1]), rng))  # d$r
+        want = Interpreter().call(program.defs["rev$mlp"], args)
+        have = compile_program(program, ["rev$mlp"], threads=1).call("rev$mlp", args)
+        assert values_agree(want, have), size
+    with_hoist = blocked()
+    monkeypatch.setattr(products, "hoist_row_let", lambda *args: None)
+    assert with_hoist >= blocked() + 3

@@ -30,12 +30,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
-from cpp_backend.row_lets import hoist_row_let
+from cpp_backend.row_lets import hoist_row_let, share_hoisted
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind, Type
 
+#: The names of the matrices hoisted out of rows (cpp_backend.row_lets).
+ROWS_PREFIX = "ks$rows"
 _LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
 #: A size expression evaluated again by a rewrite has at most this many nodes.
 _SMALL = 8
@@ -571,14 +573,14 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
         if id(e) in names.fallbacks:
             return e
         if e.op is Op.BUILD:
-            found = hoist_row_let(e, names.fresh, _small, reaches)
+            found = hoist_row_let(e, lambda: names.fresh(ROWS_PREFIX), _small, reaches)
             if found is not None:
                 return found
             found = transpose(e, names)
             if found is not None:
                 return found
         if e.op is Op.SUMBUILD and e.type.kind is Kind.VEC:
-            found = hoist_row_let(e, names.fresh, _small, reaches)
+            found = hoist_row_let(e, lambda: names.fresh(ROWS_PREFIX), _small, reaches)
             if found is not None:
                 return found
         if not exact_order and e.op in (Op.BUILD, Op.SUMBUILD) and e.type.kind is Kind.VEC:
@@ -587,7 +589,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
                 return found
         return e
 
-    return canonical_products_in(root, here)
+    return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)
 
 
 def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:

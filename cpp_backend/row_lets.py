@@ -152,7 +152,7 @@ def _first_product(
 
 
 def hoist_row_let(
-    e: Expr, fresh: Callable[[str], str], small: Callable[[Expr], bool], reaches: Callable[[Expr], bool]
+    e: Expr, fresh: Callable[[], str], small: Callable[[Expr], bool], reaches: Callable[[Expr], bool]
 ) -> Expr | None:
     """``e`` = ``(build n (lam i LETS rest))`` with the first let of ``LETS`` whose right-hand side is a
     build depending on no earlier let and ``reaches(build n (lam i rhs))`` (a product that reaches
@@ -169,7 +169,7 @@ def hoist_row_let(
         return None
     at, whole = found
     h, rhs = lets[at]
-    big = E.var(fresh("ks$rows"), vec(rhs.type))
+    big = E.var(fresh(), vec(rhs.type))
     row = E.op(Op.INDEX, iv, big)
     rest = body
     for v, r in reversed(lets[at + 1 :]):
@@ -180,7 +180,48 @@ def hoist_row_let(
     rest = E.let(h, row, rest) if inlined is None else inlined
     for v, r in reversed(lets[:at]):
         rest = E.let(v, r, rest)
+    if e.op is Op.BUILD and rest is row:  # the rows themselves (a tape of the rows' values)
+        return whole
     return E.let(big, whole, E.build(n, iv, rest) if e.op is Op.BUILD else E.sumbuild(n, iv, rest))
 
 
-__all__ = ["hoist_row_let"]
+def share_hoisted(root: Expr, prefix: str) -> Expr:
+    """``root`` with the matrices hoisted (variables named ``prefix``...) at the top of the right-hand
+    sides of its outermost let chain moved into that chain, and each computed once where several
+    are the same (sibling sums over the rows that compute one product, as reverse mode writes them:
+    rev$mlp's dh = dy w2 in each of dx, dw1, db1).  They were evaluated at that point of the chain
+    already, so the values and failures are those of the first."""
+    chain: list[tuple[Expr, Expr]] = []
+    body = root
+    while body.op is Op.LET:
+        chain.append((body.args[0], body.args[1]))
+        body = body.args[2]
+    out: list[tuple[Expr, Expr]] = []
+    seen: dict[int, Expr] = {}
+    keep: list[Expr] = []  # (the keys' nodes stay alive)
+    shared = False
+    for v, rhs in chain:
+        x = rhs
+        while x.op is Op.LET and x.args[0].data.startswith(prefix):
+            big, whole = x.args[0], x.args[1]
+            have = seen.get(id(whole))
+            rest = x.args[2]
+            if have is not None:
+                renamed = _substitute(rest, big.data, have, frozenset({have.data}))
+                if renamed is None:
+                    break
+                rest, shared = renamed, True
+            else:
+                seen[id(whole)] = big
+                keep.append(whole)
+                out.append((big, whole))
+            x = rest
+        out.append((v, x))
+    if not shared:
+        return root
+    for v, rhs in reversed(out):
+        body = E.let(v, rhs, body)
+    return body
+
+
+__all__ = ["hoist_row_let", "share_hoisted"]

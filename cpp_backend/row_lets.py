@@ -108,14 +108,35 @@ def _read(e: Expr) -> bool:
     return e.op is Op.VAR
 
 
+_LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
+#: A scalar let moved into each element of a hoisted build has at most this many nodes.
+_SCALAR_MAX = 40
+
+
+def _scalar(e: Expr) -> bool:
+    """Whether ``e`` is a small scalar computed without loops (a row's ``(sqrt (to_float width))``)."""
+    if e.size > _SCALAR_MAX or e.type.kind in (Kind.VEC, Kind.TUPLE):
+        return False
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT, Op.LET, Op.IF):
+            return False
+        stack.extend(x.args)
+    return True
+
+
 def _hoistable(n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], rhs: Expr) -> Expr | None:
-    """``(build n (lam i rhs))`` with the row's earlier ``lets`` that are reads inlined (the row still
-    evaluates them, failing as before) and, inside ``rhs``, the lets that are reads that cannot fail;
-    None where ``rhs`` needs an earlier let that is no read, or a name would be captured."""
+    """``(build n (lam i rhs))`` with the row's earlier ``lets`` that are reads inlined and those that
+    are small scalars moved into each element (or term) of ``rhs`` (the emitter computes them once per
+    row, as loop invariants; the row still evaluates them all, failing as before) and, inside
+    ``rhs``, the lets that are reads that cannot fail inlined; None where ``rhs`` needs an earlier
+    let that is neither, or a name would be captured."""
     if rhs.size > _SUBST_MAX:
         return None
     bounds = {iv.data: n.args[0]} if n.op is Op.SIZE and _safe(n.args[0], {}) else {}
     env: dict[str, Expr] = {}
+    moved: list[tuple[Expr, Expr]] = []
     other: set[str] = set()
     try:
         for v, r in lets:
@@ -125,8 +146,12 @@ def _hoistable(n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], rhs: Expr) -> E
                 other.add(v.data)
                 continue
             r = _inline_reads(r, env, bounds)
-            if _read(r) and v.data not in r.free:
+            if v.data in r.free or other & r.free:
+                other.add(v.data)
+            elif _read(r) and not {m.data for m, _ in moved} & r.free:
                 env[v.data] = r
+            elif _scalar(r):
+                moved.append((v, r))
             else:
                 other.add(v.data)
         if other & rhs.free:
@@ -134,6 +159,20 @@ def _hoistable(n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], rhs: Expr) -> E
         out = _inline_reads(rhs, env, bounds)
     except _Capture:
         return None
+    used: list[tuple[Expr, Expr]] = []
+    needed = set(out.free)
+    for v, r in reversed(moved):  # (with those that they read)
+        if v.data in needed:
+            used.insert(0, (v, r))
+            needed |= r.free
+    if used:  # into each element: the inner loop's size must not need them, nor its variable hide them
+        size, var, elem = out.args
+        names = {v.data for v, _ in used}
+        if names & size.free or var.data in names or any(var.data in r.free for _, r in used):
+            return None
+        for v, r in reversed(used):
+            elem = E.let(v, r, elem)
+        out = out.replace_args((size, var, elem))
     return E.build(n, iv, out)
 
 

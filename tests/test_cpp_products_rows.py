@@ -115,28 +115,39 @@ def test_row_products_reach_the_blocked_nest(name: str, monkeypatch: pytest.Monk
     assert blocked() == 0  # without the hoist: each row's product computed on its own
 
 
+#: rev$ of each layer: its products that reach the blocked nest only through hoists, and how many
+#: matrices it hoists (the same one hoisted from several sums over the rows counts once).
+GRADIENTS = {"mlp": (2, 2), "attention_scores": (1, 1)}
+
+
+@pytest.mark.parametrize("name", list(GRADIENTS))
 def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest(
-    monkeypatch: pytest.MonkeyPatch,
+    name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """rev$mlp (knossos grad --mode rev) recomputes the first layer and dh = dy w2 per row inside lets,
-    dh in three sums over the batch: each is hoisted (the row's reads of x and dy inlined) and
-    blocked, and the three identical hoisted dh are computed once."""
+    """rev$mlp (knossos grad --mode rev) recomputes the first layer, and dh = dy w2 in three sums over
+    the batch, per row inside lets; rev$attention_scores recomputes q k^T / sqrt(width) per row in
+    three places (its row's scale a let before it).  Each is hoisted (the row's reads inlined, its
+    scalars moved into each element), blocked, and the identical ones computed once."""
     source = parse_program(LAYERS.read_text(), "layers.ks")
-    program = grad_program(source, defs=["mlp"], mode="rev")
+    program = grad_program(source, defs=[name], mode="rev")
+    rev = "rev$" + name
 
     def blocked() -> int:
-        cpp = emit.emit_program(program, ["rev$mlp"], include_runtime=False)
-        return cpp.split(f"{emit.def_symbol('rev$mlp')}(", 2)[-1].count("throw ks::Fallback();")
+        cpp = emit.emit_program(program, [rev], include_runtime=False)
+        return cpp.split(f"{emit.def_symbol(rev)}(", 2)[-1].count("throw ks::Fallback();")
 
     rng = random.Random(11)
     for size in [(1, 1, 1), (3, 5, 7), (9, 17, 20)]:
-        args = [_random(s, rng) for s in SHAPES["mlp"](*size)]
-        args.append(_random((size[0], size[1]), rng))  # d$r
-        want = Interpreter().call(program.defs["rev$mlp"], args)
-        have = compile_program(program, ["rev$mlp"], threads=1).call("rev$mlp", args)
-        assert values_agree(want, have), size
-    hoisted = {n for n in names_in(canonical_products(program.defs["rev$mlp"].body)) if n.startswith("ks$rows")}
-    assert len(hoisted) == 2  # the first layer, and dy w2 computed once for the three sums
+        args = [_random(s, rng) for s in SHAPES[name](*size)]
+        out = Interpreter().call(source.defs[name], args)
+        args.append(_random((len(out), len(out[0])), rng))  # type: ignore[arg-type]  # d$r
+        want = Interpreter().call(program.defs[rev], args)
+        for exact_order in (True, False):
+            have = compile_program(program, [rev], exact_order=exact_order, threads=1).call(rev, args)
+            assert values_agree(want, have, exact=exact_order), (size, exact_order)
+    more, hoists = GRADIENTS[name]
+    hoisted = {n for n in names_in(canonical_products(program.defs[rev].body)) if n.startswith("ks$rows")}
+    assert len(hoisted) == hoists
     with_hoist = blocked()
     monkeypatch.setattr(products, "hoist_row_let", lambda *args: None)
-    assert with_hoist == blocked() + 2
+    assert with_hoist == blocked() + more

@@ -22,6 +22,9 @@ variables and loop-invariance) and rewrites each into the shape above:
   from its first term: a sum of terms that are all -0.0 gives +0.0.  So it is not done under
   ``KS_EXACT_ORDER`` (``exact_order``), which keeps the interpreter's result to the bit.
 
+Before these, a product computed row by row inside a let is hoisted into a matrix computed before the
+rows (:mod:`cpp_backend.row_lets`), and identical hoisted matrices are computed once.
+
 Sizes that the rewrite evaluates again (in a guard or a copy's size) must be small pure expressions.
 """
 

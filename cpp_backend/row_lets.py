@@ -132,8 +132,8 @@ def _hoistable(n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], rhs: Expr) -> E
     row, as loop invariants; the row still evaluates them all, failing as before) and, inside
     ``rhs``, the lets that are reads that cannot fail inlined; None where ``rhs`` needs an earlier
     let that is neither, or a name would be captured."""
-    if rhs.size > _SUBST_MAX:
-        return None
+    if rhs.size > _SUBST_MAX or len({v.data for v, _ in lets}) < len(lets):
+        return None  # (a row that binds a name twice: its lets are told apart by name below)
     bounds = {iv.data: n.args[0]} if n.op is Op.SIZE and _safe(n.args[0], {}) else {}
     env: dict[str, Expr] = {}
     moved: list[tuple[Expr, Expr]] = []

@@ -166,8 +166,8 @@ class Differentiator:
         out, cot = rev.block(block, seed)
         rev.flush(out, cot, lambda _: True)  # the parameters' element records, as one-hot vectors
         shapes = Shapes(names)
-        full = cot.full
-        parts = [full[p.name] if p.name in full else shapes.zero_like(E.var(p.name, p.type)) for p in d.params]
+        totals = {p.name: rev.total(out, cot, p.name) for p in d.params}
+        parts = [t if (t := totals[p.name]) is not None else shapes.zero_like(E.var(p.name, p.type)) for p in d.params]
         out.result = parts[0] if len(parts) == 1 else E.tuple_(*parts)
         _, ret = signature(Mode.REV, tuple(p.type for p in d.params), d.ret_type)
         params = (*d.params, Param(seed.data, ret_tangent))

@@ -13,7 +13,8 @@ Bindings that cannot fail move as they are: Float arithmetic and comparisons, ``
 ``(if (gt n 0) value placeholder)``, since a loop of no iterations evaluates nothing: then
 ``(index i (scal alpha x))`` in a loop over ``i`` calls ``scal`` once outside, and its reverse pass
 calls ``rev$scal`` once with the gathered cotangent instead of once per element with a one-hot.
-Nothing moves out of a branch.
+Out of a loop whose size is a positive literal (the front end's loops), every invariant binding moves
+as it is: the loop runs, so it would have been evaluated there anyway.  Nothing moves out of a branch.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class Hoister:
             if free & local:
                 kept.append(bind)
                 local.add(bind.var.data)
-            elif isinstance(value, Expr) and self._safe(value):
+            elif _runs(n) or (isinstance(value, Expr) and self._safe(value)):
                 moved.append(bind)
             elif has_float(bind.var.type) and (not isinstance(value, Expr) or value.op in _GUARDED):
                 moved.append(self._guarded(bind, loop.n))
@@ -124,6 +125,12 @@ class Hoister:
                 return False
             stack.extend(node.args)
         return True
+
+
+def _runs(n: Expr) -> bool:
+    """Whether a loop of ``n`` iterations surely runs: then its invariants are evaluated anyway, and any
+    moves as it is (Integer index arithmetic too, ``(add i 16)``, which a read of a row needs to move)."""
+    return n.op is Op.CONST and n.type is INTEGER and n.data > 0
 
 
 def hoist(b: Block, names: Names) -> Block:

@@ -31,7 +31,8 @@ the two branches, each completing the other's with zeros.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Union
 
 from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, is_atom
 from autodiff.primitives import as_op, known_callee, reverse_op
@@ -40,7 +41,7 @@ from knossos import expr as E
 from knossos.callee import Callee
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import FLOAT
+from knossos.types import FLOAT, vec
 
 #: The derivative of the target of a call (the call, and where it is written in the source).
 CallDerivative = Callable[[Expr, "Expr | None"], Callee]
@@ -57,11 +58,19 @@ def _same_var(a: Expr, b: Expr) -> bool:
     return a.op is Op.VAR and b.op is Op.VAR and a.data == b.data
 
 
+#: How a cotangent's part is laid out: ``None``, a value of the variable's cotangent type; a tuple, a
+#: tuple value whose slots are parts laid out so in turn (the sum of a loop's parts, kept apart).
+Layout = Union[tuple["Layout", ...], None]
+#: A part of a full cotangent: its value (an atom, but for parts after the first) and its layout.
+Part = tuple[Expr, Layout]
+
+
 class Cotangents:
-    """What a block's reverse pass gives: full cotangents by variable name, and element records."""
+    """What a block's reverse pass gives: full cotangents by variable name, as the parts that add up to
+    them (:meth:`Reverse.total` adds them), and element records."""
 
     def __init__(self) -> None:
-        self.full: dict[str, Expr] = {}
+        self.full: dict[str, list[Part]] = {}
         self.elems: dict[Key, Expr] = {}
 
 
@@ -76,6 +85,9 @@ class Reverse:
         self.values: dict[str, Expr] = {}
         #: Loop indices over ``(size v)``, by name: the vector's name (``(index i v)`` cannot fail).
         self.ranges: dict[str, str] = {}
+        #: Values of loops two deep, stored by the outer loop's reverse pass: by name, the outer loop's
+        #: index and the tape (a build over the outer loop of builds over the inner one).
+        self.taped: dict[str, tuple[Expr, Expr]] = {}
 
     def block(self, b: Block, seed: Expr, stored: dict[str, Bind] | None = None) -> tuple[Block, Cotangents]:
         """``b``'s bindings, then its reverse pass from the cotangent ``seed`` of its result; and the
@@ -94,22 +106,55 @@ class Reverse:
         for bind in reversed(b.binds):
             name = bind.var.data
             self.flush(out, cot, lambda key, name=name: key[0] == name)  # type: ignore[misc]
-            dv = cot.full.get(name)
+            dv = self.total(out, cot, name)
             if dv is not None:
                 self._bind(out, cot, bind, dv)
         return out, cot
 
-    def give(self, out: Block, cot: Cotangents, atom: Expr, part: Expr) -> None:
-        """Add ``part`` to the cotangent of ``atom`` (nothing for a literal or a value without Floats)."""
+    def give(self, out: Block, cot: Cotangents, atom: Expr, part: Expr, layout: Layout = None) -> None:
+        """Add ``part`` (laid out as ``layout``) to the cotangent of ``atom`` (nothing for a literal or a
+        value without Floats).  The parts are kept apart until :meth:`total` adds them: a variable from
+        outside a loop gets them, one slot each, from the loop's ``sumbuild``, which the C++ adds into its
+        accumulator in place (a one-hot in O(1)), where ``(add part part)`` in each iteration would make
+        a full-size value (a weight matrix's, per batch row and output)."""
         if not wants(atom):
             return
         name = atom.data
         self.vars[name] = atom
-        prev = cot.full.get(name)
-        if prev is None:
-            cot.full[name] = part if is_atom(part) else self.names.bind(out, part, f"d${name}")
-        else:
-            cot.full[name] = self.names.bind(out, E.op(Op.ADD, prev, part), f"d${name}")
+        parts = cot.full.setdefault(name, [])
+        if not parts and not is_atom(part):  # later parts stay unbound: total() adds them as they are
+            part = self.names.bind(out, part, f"d${name}")
+        parts.append((part, layout))
+
+    def total(self, out: Block, cot: Cotangents, name: str) -> Expr | None:
+        """The full cotangent of the variable ``name`` (an atom; its parts added in ``out``), or None."""
+        parts = cot.full.get(name)
+        if parts is None:
+            return None
+        leaves = [leaf for part in parts for leaf in self._leaves(out, part, name)]
+        acc = leaves[0]
+        for leaf in leaves[1:]:
+            acc = self.names.bind(out, E.op(Op.ADD, acc, leaf), f"d${name}")
+        cot.full[name] = [(acc, None)]
+        return acc
+
+    def _leaves(self, out: Block, part: Part, name: str) -> Iterator[Expr]:
+        atom, layout = part
+        if layout is None:
+            yield atom
+            return
+        if not is_atom(atom):
+            atom = self.names.bind(out, atom, f"d${name}")
+        for k, slot in enumerate(layout):
+            got = self.names.bind(out, E.get(k + 1, len(layout), atom), f"d${name}")
+            yield from self._leaves(out, (got, slot), name)
+
+    def _bundle(self, inner: Block, parts: list[Part], name: str) -> Part:
+        """The parts as one value (bound in ``inner``): the one part, or the tuple of them."""
+        atoms = [atom if is_atom(atom) else self.names.bind(inner, atom, f"d${name}") for atom, _ in parts]
+        if len(parts) == 1:
+            return atoms[0], parts[0][1]
+        return E.tuple_(*atoms), tuple(layout for _, layout in parts)
 
     def give_elem(self, out: Block, cot: Cotangents, v: Expr, k: Expr, part: Expr) -> None:
         """Add ``part`` to the cotangent of the element ``k`` of ``v``."""
@@ -158,10 +203,13 @@ class Reverse:
         """The variables from outside ``inner`` that its reverse pass gave a full cotangent."""
         return sorted(set(cot.full) - bound - {b.var.data for b in inner.binds})
 
-    def _parts(self, cot: Cotangents, names: list[str], keys: list[Key]) -> Expr:
+    def _parts(self, inner: Block, cot: Cotangents, names: list[str], keys: list[Key]) -> Expr:
         """The tuple (or the one part) of ``names``' full cotangents and ``keys``' element records,
-        zeros for those ``cot`` lacks."""
-        parts = [cot.full[n] if n in cot.full else self.shapes.zero_like(self.vars[n]) for n in names]
+        zeros for those ``cot`` lacks (the sums of parts bound in ``inner``)."""
+        parts: list[Expr] = []
+        for n in names:
+            full = self.total(inner, cot, n)
+            parts.append(full if full is not None else self.shapes.zero_like(self.vars[n]))
         for key in keys:
             part = cot.elems.get(key)
             parts.append(part if part is not None else self.shapes.zero_like(E.op(Op.INDEX, key[1], self.vars[key[0]])))
@@ -194,11 +242,12 @@ class Reverse:
         # One sumbuild per cotangent: each computes only what its part needs, and nothing has to take
         # its part out of a tuple (the C++ adds a loop in a sumbuild's body straight into the sum).
         for name in names:
-            summed = Block(inner.binds, self._parts(inner_cot, [name], []))
+            result, layout = self._bundle(inner, inner_cot.full[name], name)
+            summed = Block(inner.binds, result)
             part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${name}")
-            self._collect(out, cot, [name], [], part)
+            self.give(out, cot, self.vars[name], part, layout)
         for key in lifted:
-            summed = Block(inner.binds, self._parts(inner_cot, [], [key]))
+            summed = Block(inner.binds, self._parts(inner, inner_cot, [], [key]))
             part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${key[0]}")
             self._collect(out, cot, [], [key], part)
         for name, part in gathers.items():
@@ -216,13 +265,33 @@ class Reverse:
         stored: dict[str, Bind] = {}
         for bind in loop.body.binds:
             name = bind.var.data
-            if loop.op is Op.BUILD and r is not None and bind.var is r:
+            if name in self.taped:
+                outer, tape = self.taped.pop(name)
+                row = self.names.bind(out, E.op(Op.INDEX, outer, tape), f"{name}$row")
+                stored[name] = Bind(bind.var, E.op(Op.INDEX, loop.index, row), bind.source)
+            elif loop.op is Op.BUILD and r is not None and bind.var is r:
                 stored[name] = Bind(r, E.op(Op.INDEX, loop.index, v), bind.source)
             elif isinstance(bind.value, Loop):
                 forward = Block(loop.body.binds, bind.var)
                 tape = self.names.bind(out, Loop(Op.BUILD, loop.n, loop.index, forward), f"{name}$tape")
                 stored[name] = Bind(bind.var, E.op(Op.INDEX, loop.index, tape), bind.source)
+            if isinstance(bind.value, Loop):
+                self._tape_inner(out, loop, bind.value)
         return stored
+
+    def _tape_inner(self, out: Block, loop: Loop, inner: Loop) -> None:
+        """Tapes, over ``loop`` and its inner loop ``inner``, of the loops in ``inner``'s body: the
+        reverse pass of ``loop`` reads ``inner``'s from them (:attr:`taped`) instead of computing them
+        again in each of its cotangents' loops (a matrix-vector product per cotangent of an RNN cell)."""
+        for bind in inner.body.binds:
+            if not isinstance(bind.value, Loop):
+                continue
+            name = bind.var.data
+            row = E.var(self.names.fresh(f"{name}$row"), vec(bind.var.type))
+            rows = Loop(Op.BUILD, inner.n, inner.index, Block(inner.body.binds, bind.var))
+            forward = Block([*loop.body.binds, Bind(row, rows)], row)
+            tape = self.names.bind(out, Loop(Op.BUILD, loop.n, loop.index, forward), f"{name}$tape")
+            self.taped[name] = (loop.index, tape)
 
     def _gather(self, out: Block, loop: Loop, inner: Block, v: Expr, part: Expr) -> Expr:
         """``build (size v) (lam i part)``: the cotangent of ``v`` whose element ``i`` the loop's
@@ -264,7 +333,7 @@ class Reverse:
         )
         if not names and not keys:
             return
-        then.result = self._parts(then_cot, names, keys)
-        other.result = self._parts(other_cot, names, keys)
+        then.result = self._parts(then, then_cot, names, keys)
+        other.result = self._parts(other, other_cot, names, keys)
         parts = self.names.bind(out, Branch(branch.cond, then, other), "d$if")
         self._collect(out, cot, names, keys, parts)

@@ -186,8 +186,8 @@ def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
     ``(build b (lam k (if (lt k a) t 0.0)))`` (a gradient's cotangent of a vector that a loop of
     ``a`` reads: equal to ``X`` when a = b).  None otherwise."""
     cond, x, y = e.args
-    if cond.op is not Op.EQ or not all(a.op in (Op.VAR, Op.CONST) for a in cond.args):
-        return None
+    if cond.op is not Op.EQ or not all(_small(a) for a in cond.args):
+        return None  # (atoms, or small terms where a search inlined a size: ``(eq 768 (size t))``)
     ra, rb = (_resolve(a, resolved) for a in cond.args)
     if ra is rb:
         return x
@@ -205,12 +205,23 @@ def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
         and pad.args[0].op is Op.LT
         and pad.args[0].args[0] is x.args[1]
         and _resolve(pad.args[0].args[1], resolved) is sx
-        and pad.args[1] is x.args[2]
+        and _same_term(pad.args[1], x.args[2])
         and pad.args[2].op is Op.CONST
         and pad.args[2].data == 0.0
     ):
         return y
     return None
+
+
+def _same_term(a: Expr, b: Expr) -> bool:
+    """Whether ``a`` and ``b`` are one term, or the same loop-free term once their lets are inlined
+    (a search may have substituted a let in one copy of an element and not in the other)."""
+    if a is b:
+        return True
+    if max(a.size, b.size) > _TERM_MAX:
+        return False
+    ia, ib = _inline(a, {}, []), _inline(b, {}, [])
+    return ia is not None and ia is ib
 
 
 def _inline(e: Expr, lets: dict[str, Expr], rhss: list[Expr]) -> Expr | None:

@@ -156,6 +156,11 @@ class Interpreter:
         self.max_elements = max_elements
         self._allocated = 0
 
+    @property
+    def allocated(self) -> int:
+        """The vector elements allocated by the last evaluation (what ``max_elements`` bounds)."""
+        return self._allocated
+
     # -- entry points -----------------------------------------------------------------------
     def eval_expr(self, expr: Expr, env: Env) -> Value:
         """Evaluate ``expr`` with its free variables taken from ``env``."""

@@ -245,3 +245,32 @@ def test_deep_terms_and_let_chains_are_walked_without_recursion() -> None:
         body = E.let(E.var(f"y{n}", FLOAT), E.const(float(n)), body)
     sums = E.sumbuild(E.op(Op.SIZE, b), j, E.let(x, E.const(2.0), body))
     assert canonical_products(sums) is sums
+
+
+#: dx = dr w as a search leaves a gradient's: the size test on a term, ``(eq 5 (size t1))``, and the
+#: padded branch's element with a let that the other branch's has inlined (rev$ of torch.nn.Linear
+#: after optimize.py: both had kept the product out of the blocked nest, 1.6x slower).
+SEARCHED = """
+(def dx_searched (Vec (Vec Float)) ((weight : Vec (Vec Float)) (input0 : Vec (Vec Float)) (dr : Vec (Vec Float)))
+  (build 9 (lam (i1 : Integer)
+    (let ((t1 (index i1 input0)) (dr1 (index i1 dr)))
+      (sumbuild 4 (lam (i2 : Integer)
+        (let ((t3 (index i2 weight)) (dr2 (index i2 dr1)))
+          (if (eq 5 (size t1))
+              (build 5 (lam (i3 : Integer) (mul dr2 (index i3 t3))))
+              (build (size t1) (lam (i3 : Integer)
+                (if (lt i3 5) (let (t4 (index i3 t3)) (mul dr2 t4)) 0.0)))))))))))
+"""
+
+
+def test_a_searched_gradients_size_test_still_reaches_the_blocked_nest() -> None:
+    program = parse_program(SEARCHED, "searched.ks")
+    assert _reaches_blocked_nest(program, "dx_searched")
+    rng = random.Random(11)
+    calls: list[tuple[str, list[object]]] = [
+        ("dx_searched", [_random((4, 5), rng), _random((9, cols), rng), _random((9, 4), rng)]) for cols in (5, 7)
+    ]
+    want = _expected(program, calls)
+    got = compile_program(program, threads=1).run(calls)
+    for w, g in zip(want, got, strict=True):
+        assert not isinstance(w, KsError) and values_agree(w, g)

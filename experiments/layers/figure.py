@@ -21,7 +21,14 @@ NO_RESULTS = "_No results yet: run benchmarks/bench_layers.py._\n"
 
 
 def _rows() -> list[dict[str, Any]]:
-    return [r for r in results_rows("layers") if r["size"] == "realistic"]
+    """The realistic rows, the last one of each layer (a rerun of a failed layer appends its new row)."""
+    rows = {(r["layer"], r["seconds_limit"]): r for r in results_rows("layers") if r["size"] == "realistic"}
+    return list(rows.values())
+
+
+def _ok(row: dict[str, Any]) -> bool:
+    """Whether every step of the row's layer finished (rows from before the caps have no status)."""
+    return bool(row.get("status", "ok") == "ok")
 
 
 def _geomean(xs: list[float]) -> float:
@@ -37,11 +44,18 @@ def _shapes(row: dict[str, Any]) -> str:
 
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:
-    """The geometric means and medians, and the layers that miss each of the issue's targets."""
+    """The geometric means and medians over the layers measured to the end, the layers that miss each
+    of the issue's targets, and those that a step stopped (which step, and why)."""
+    stopped = [r for r in rows if not _ok(r)]
+    rows = [r for r in rows if _ok(r)]
+    total = len(rows) + len(stopped)
+    head = f"{len(rows)} of {total} layers measured to the end" if stopped else f"{len(rows)} layers"
+    if not rows:
+        return [f"{head}.", "", *_stopped(stopped, total)]
     opt = [r["optimised_s"] / r["eager_s"] for r in rows]
     written = [r["written_s"] / r["eager_s"] for r in rows]
     lines = [
-        f"{len(rows)} layers (revision {', '.join(dict.fromkeys(r['revision'][:7] for r in rows))}, "
+        f"{head} (revision {', '.join(dict.fromkeys(r['revision'][:7] for r in rows))}, "
         f"{rows[0]['date'][:10]}, optimize.py "
         f"--seconds {rows[0]['seconds_limit']:g}). Compiled gradient / PyTorch eager, optimised: geometric mean "
         f"**{_x(_geomean(opt))}**, median **{_x(statistics.median(opt))}**; as written: geometric mean "
@@ -71,7 +85,30 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     if compiled:
         met = _geomean([r["optimised_s"] for r in compiled]) <= _geomean([r["torch_compile_s"] for r in compiled])
         lines.append(f"- geometric mean no slower than torch.compile: {'met' if met else 'missed'}")
-    return lines
+    return lines + _stopped(stopped, total)
+
+
+def _stopped(stopped: list[dict[str, Any]], total: int) -> list[str]:
+    if not stopped:
+        return []
+    names = "; ".join(f"{r['layer']}: {r['status']} ({r['reason']})" for r in stopped)
+    return [f"- not measured to the end (a step failed or ran past its cap): {len(stopped)} of {total} ({names})"]
+
+
+def _time(row: dict[str, Any], key: str, bold: bool = False) -> str:
+    """A time per call and its ratio to eager's; "one call" where the gradient was too slow to call again."""
+    from cpp_backend.bench import format_seconds  # not at the top: it loads numpy (see experiments.figures)
+
+    if key not in row:
+        return "-"
+    ratio = _x(row[key] / row["eager_s"]) if "eager_s" in row else ""
+    ratio = f"**{ratio}**" if bold and ratio else ratio
+    once = ", one call" if row.get("calls", {}).get(key) == 1 else ""
+    return f"{format_seconds(row[key])} ({ratio}{once})" if ratio or once else format_seconds(row[key])
+
+
+def _seconds(row: dict[str, Any], *keys: str) -> str:
+    return " / ".join(f"{row[k]:.1f} s" if k in row else "-" for k in keys)
 
 
 def layers_table() -> str:
@@ -89,24 +126,23 @@ def layers_table() -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        tc = (
-            f"{format_seconds(r['torch_compile_s'])} ({_x(r['torch_compile_s'] / r['eager_s'])})"
-            if "torch_compile_s" in r
-            else "-"
-        )
         first = f"{r['torch_compile_first_s']:.1f} s" if "torch_compile_first_s" in r else "-"
+        if _ok(r):
+            agreement = f"{max(r['error_written'], r['error_optimised']):.1e}"
+        else:
+            agreement = f"not measured: **{r['status']}** ({r['reason']})"
         cells = [
             r["layer"],
             f"{r['repo']}: `{r['path']}` `{r['symbol']}`",
-            _shapes(r),
-            format_seconds(r["eager_s"]),
-            f"{format_seconds(r['written_s'])} ({_x(r['written_s'] / r['eager_s'])})",
-            f"{format_seconds(r['optimised_s'])} (**{_x(r['optimised_s'] / r['eager_s'])}**)",
-            tc,
-            f"{r['optimise_s']:.1f} s",
-            f"{r['compile_written_s']:.1f} s / {r['compile_optimised_s']:.1f} s",
-            f"{r['end_to_end_s']:.1f} s / {first}",
-            f"{max(r['error_written'], r['error_optimised']):.1e}",
+            _shapes(r) if "shapes" in r else "-",
+            format_seconds(r["eager_s"]) if "eager_s" in r else "-",
+            _time(r, "written_s"),
+            _time(r, "optimised_s", bold=True),
+            _time(r, "torch_compile_s"),
+            _seconds(r, "optimise_s"),
+            _seconds(r, "compile_written_s", "compile_optimised_s"),
+            f"{_seconds(r, 'end_to_end_s')} / {first}",
+            agreement,
         ]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join([*summary(rows), "", *lines]) + "\n"
@@ -114,7 +150,8 @@ def layers_table() -> str:
 
 def layers_brief_table() -> str:
     """The README's view: one row, the optimised gradients and torch.compile against eager over every layer."""
-    rows = _rows()
+    every = _rows()
+    rows = [r for r in every if _ok(r)]
     if not rows:
         return NO_RESULTS
     opt = [r["optimised_s"] / r["eager_s"] for r in rows]
@@ -125,10 +162,18 @@ def layers_brief_table() -> str:
             [
                 "| layers | compiled gradient / eager: geometric mean (median), range | torch.compile / eager |",
                 "|---|---|---|",
-                f"| {len(rows)} | {_x(_geomean(opt))} ({_x(statistics.median(opt))}), {_x(min(opt))}-{_x(max(opt))} | {tc_mean} |",
+                f"| {_count(rows, every)} | {_x(_geomean(opt))} ({_x(statistics.median(opt))}), {_x(min(opt))}-{_x(max(opt))} | {tc_mean} |",
             ]
         )
         + "\n"
+    )
+
+
+def _count(rows: list[dict[str, Any]], every: list[dict[str, Any]]) -> str:
+    return (
+        str(len(rows))
+        if len(rows) == len(every)
+        else f"{len(rows)} (of {len(every)}: the others not measured to the end)"
     )
 
 

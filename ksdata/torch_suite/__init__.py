@@ -99,6 +99,16 @@ def _torch_layers() -> list[Layer]:
     T, C = 16, 8  # fast sequence length and channels
     out = [
         Layer(
+            "Linear",
+            _NN,
+            "torch/nn/modules/linear.py",
+            "Linear",
+            _BSD,
+            _module(
+                lambda s: nn.Linear(_pick(s, 8, 768), _pick(s, 6, 768)), lambda s, g: (_x(s, g, (4, 8), (64, 768)),)
+            ),
+        ),
+        Layer(
             "LayerNorm",
             _NN,
             "torch/nn/modules/normalization.py",

@@ -22,6 +22,9 @@ variables and loop-invariance) and rewrites each into the shape above:
   from its first term: a sum of terms that are all -0.0 gives +0.0.  So it is not done under
   ``KS_EXACT_ORDER`` (``exact_order``), which keeps the interpreter's result to the bit.
 
+Before these, a product computed row by row inside a let is hoisted into a matrix computed before the
+rows (:mod:`cpp_backend.row_lets`), and identical hoisted matrices are computed once.
+
 Sizes that the rewrite evaluates again (in a guard or a copy's size) must be small pure expressions.
 """
 
@@ -30,11 +33,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
+from cpp_backend.row_lets import hoist_row_let, share_hoisted
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind, Type
 
+#: The names of the matrices hoisted out of rows (cpp_backend.row_lets).
+ROWS_PREFIX = "ks$rows"
 _LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
 #: A size expression evaluated again by a rewrite has at most this many nodes.
 _SMALL = 8
@@ -414,8 +420,8 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
     term = E.op(Op.MUL, left, right) if t["order"] == "ab" else E.op(Op.MUL, right, left)
     new_sum = E.sumbuild(p, jv, term)
     if elem is not None:  # the sum was an operand: the element around it stays
-        if (t["a"], t["b"]) == ("rows", "rows") or rect.checks:
-            return None  # (the emitter blocks it as it is; no checks of lengths around elements)
+        if (t["a"], t["b"]) == ("rows", "rows") and not rect.checks:
+            return None  # (the emitter blocks it as it is)
         outer = b["elem"]
         assert isinstance(outer, Expr)
         new_sum = _replace(outer, elem, new_sum)
@@ -507,7 +513,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         checks.append(_all_hold(list(builds), E.op(Op.LTE, q, width)))
         builds.append((width, kv))
         body = E.op(Op.IF, E.op(Op.LT, kv, q), body.args[2], E.const(0.0))
-    if not builds or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):
+    if not builds or not sums or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):
         return None
     names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [v.data for _, v in sums]
     if outer is not None:
@@ -567,9 +573,20 @@ def _has_product(e: Expr) -> bool:
         seen.add(id(x))
         if x.op is Op.BUILD:
             b = first(NEST, x)
+            if b is None:  # the sum an operand of each element
+                b = first(NEST_OPERAND, x)
+                found = None if b is None else _operand_sum(b["elem"])  # type: ignore[arg-type]
+                b = (
+                    None
+                    if b is None or found is None
+                    else {**b, "p": found.args[0], "j": found.args[1].data, "e": found.args[2]}
+                )
             if b is not None:
-                body = b["e"]
-                assert isinstance(body, Expr)
+                body, m, p = b["e"], b["m"], b["p"]
+                assert isinstance(body, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
+                if b["i"] in m.free | p.free:  # (the emitter blocks only sizes the same for every row)
+                    stack.extend(x.args)
+                    continue
                 core = _inline(body, {}, [])
                 given = {v: b[v] for v in "ijk"}
                 if core is not None and any(t["a"] == t["b"] == "rows" for t in match(TERM, core, given=given)):
@@ -584,6 +601,10 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
     docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
     names = _Names(root)
 
+    def reaches(x: Expr) -> bool:
+        """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
+        return _has_product(canonical_products(x, exact_order=exact_order))
+
     def here(e: Expr) -> Expr:
         if id(e) in names.fallbacks:
             return e
@@ -595,9 +616,15 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
             found = interchange(e, names, lambda x: canonical_products_in(x, here))
             if found is not None:
                 return found
+        # Only where the rewrites above do not apply: a sum of vectors under a row's lets that the
+        # interchange already makes a product needs no hoist (nor the copy of its rows after it).
+        if e.op is Op.BUILD or (e.op is Op.SUMBUILD and e.type.kind is Kind.VEC):
+            found = hoist_row_let(e, lambda: names.fresh(ROWS_PREFIX), _small, reaches)
+            if found is not None:
+                return found
         return e
 
-    return canonical_products_in(root, here)
+    return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)
 
 
 def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:

@@ -1,0 +1,266 @@
+"""Products computed row by row inside a let, hoisted into one matrix computed before the row loop.
+
+A layer written per row, ``(build n (lam i (let (h (build m (lam o ... (sumbuild p (lam k x[i][k] *
+w[o][k])) ...))) rest)))``, computes its product one row at a time, so the register-blocked nest
+(which computes several rows ``i`` at once, see :mod:`cpp_backend.products`) is not reached.  Where the
+let's right-hand side depends on the row only through ``i`` (no earlier let of the row), it is
+hoisted:
+
+    (let (H (build n (lam i rhs))) (build n (lam i rest[h := (index i H)])))
+
+``H``'s nest is then a product in the blocked shape (or one the pass puts in it), and so may ``rest``
+with ``h`` read from ``H`` (an MLP's second layer).  The same values are computed: the language is
+pure, ``n`` is a small pure expression evaluated twice, and every right-hand side that the original
+evaluates (one per row, whatever the row's value) is evaluated, all before the rows' rests instead
+of interleaved, so the same calls fail, possibly with another of their errors first.  ``(index i
+H)`` cannot fail (``i < n``, the size of ``H``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from knossos import expr as E
+from knossos.expr import Expr
+from knossos.ops import Op
+from knossos.types import Kind, vec
+
+#: A row's rest is substituted into (recursively) only up to this many nodes.
+_SUBST_MAX = 400
+_BINDERS = {Op.LET: 0, Op.LAM: 0, Op.BUILD: 1, Op.SUMBUILD: 1}
+
+
+def _substitute(e: Expr, name: str, new: Expr, avoid: frozenset[str]) -> Expr | None:
+    """``e`` with the free occurrences of ``name`` replaced by ``new``; None where ``e`` binds
+    ``name`` or a name of ``avoid`` (``new``'s free variables) anywhere (no capture, no shadowing)."""
+    if name not in e.free:
+        return e
+    if e.op is Op.VAR:
+        return new
+    at = _BINDERS.get(e.op)
+    if at is not None and (e.args[at].data == name or e.args[at].data in avoid):
+        return None
+    args = []
+    for k, a in enumerate(e.args):
+        if k == at:
+            args.append(a)
+            continue
+        x = _substitute(a, name, new, avoid)
+        if x is None:
+            return None
+        args.append(x)
+    return e.replace_args(tuple(args))
+
+
+class _Capture(Exception):
+    """A binder would capture a name that an inlined read mentions."""
+
+
+def _safe(e: Expr, bounds: dict[str, Expr]) -> bool:
+    """Whether ``e`` is a read that cannot fail: a variable, a constant, the size of a safe read, or
+    ``(index v M)`` of a safe ``M`` and a loop variable ``v`` below ``(size M)``."""
+    while True:
+        if e.op in (Op.VAR, Op.CONST):
+            return True
+        if e.op is Op.SIZE:
+            e = e.args[0]
+        elif e.op is Op.INDEX and e.args[0].op is Op.VAR and bounds.get(e.args[0].data) is e.args[1]:
+            e = e.args[1]
+        else:
+            return False
+
+
+def _inline_reads(e: Expr, env: dict[str, Expr], bounds: dict[str, Expr]) -> Expr:
+    """``e`` with every let whose right-hand side (its reads inlined) is :func:`_safe` inlined: a read
+    that cannot fail, computed where it is used instead (so the product's reads are written out, as
+    the patterns want them).  ``bounds``: loop variable -> the vector whose size bounds it."""
+    if e.op is Op.VAR:
+        return env.get(e.data, e)
+    at = _BINDERS.get(e.op)
+    if at is None:
+        return e.replace_args(tuple(_inline_reads(a, env, bounds) for a in e.args)) if e.args else e
+    name = e.args[at].data
+    if any(name in x.free for x in (*env.values(), *bounds.values())):
+        raise _Capture
+    inner_env = {k: v for k, v in env.items() if k != name}
+    inner_bounds = {k: v for k, v in bounds.items() if k != name}
+    if e.op is Op.LET:
+        rhs = _inline_reads(e.args[1], env, bounds)
+        if _safe(rhs, bounds):
+            return _inline_reads(e.args[2], {**inner_env, name: rhs}, inner_bounds)
+        if _read(rhs) and name not in rhs.free:  # the let stays, failing as before; its uses read it anew
+            return E.let(e.args[0], rhs, _inline_reads(e.args[2], {**inner_env, name: rhs}, inner_bounds))
+        return E.let(e.args[0], rhs, _inline_reads(e.args[2], inner_env, inner_bounds))
+    if e.op is Op.LAM:
+        return e.replace_args((e.args[0], _inline_reads(e.args[1], inner_env, inner_bounds)))
+    size = _inline_reads(e.args[0], env, bounds)
+    if size.op is Op.SIZE and _safe(size.args[0], bounds):
+        inner_bounds[name] = size.args[0]
+    return e.replace_args((size, e.args[1], _inline_reads(e.args[2], inner_env, inner_bounds)))
+
+
+def _read(e: Expr) -> bool:
+    """Whether ``e`` is a chain of reads: sizes and indexes by atoms of a variable."""
+    while e.op in (Op.SIZE, Op.INDEX):
+        if e.op is Op.INDEX and e.args[0].op not in (Op.VAR, Op.CONST):
+            return False
+        e = e.args[-1]
+    return e.op is Op.VAR
+
+
+_LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
+#: A scalar let moved into each element of a hoisted build has at most this many nodes.
+_SCALAR_MAX = 40
+
+
+def _scalar(e: Expr) -> bool:
+    """Whether ``e`` is a small scalar computed without loops (a row's ``(sqrt (to_float width))``)."""
+    if e.size > _SCALAR_MAX or e.type.kind in (Kind.VEC, Kind.TUPLE):
+        return False
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT, Op.LET, Op.IF):
+            return False
+        stack.extend(x.args)
+    return True
+
+
+def _hoistable(n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], rhs: Expr) -> Expr | None:
+    """``(build n (lam i rhs))`` with the row's earlier ``lets`` that are reads inlined and those that
+    are small scalars moved into each element (or term) of ``rhs`` (the emitter computes them once per
+    row, as loop invariants; the row still evaluates them all, failing as before) and, inside
+    ``rhs``, the lets that are reads that cannot fail inlined; None where ``rhs`` needs an earlier
+    let that is neither, or a name would be captured."""
+    if rhs.size > _SUBST_MAX or len({v.data for v, _ in lets}) < len(lets):
+        return None  # (a row that binds a name twice: its lets are told apart by name below)
+    bounds = {iv.data: n.args[0]} if n.op is Op.SIZE and _safe(n.args[0], {}) else {}
+    env: dict[str, Expr] = {}
+    moved: list[tuple[Expr, Expr]] = []
+    other: set[str] = set()
+    try:
+        for v, r in lets:
+            env.pop(v.data, None)
+            other.discard(v.data)
+            if r.size > _SUBST_MAX:
+                other.add(v.data)
+                continue
+            r = _inline_reads(r, env, bounds)
+            if v.data in r.free or other & r.free:
+                other.add(v.data)
+            elif _read(r) and not {m.data for m, _ in moved} & r.free:
+                env[v.data] = r
+            elif _scalar(r):
+                moved.append((v, r))
+            else:
+                other.add(v.data)
+        if other & rhs.free:
+            return None
+        out = _inline_reads(rhs, env, bounds)
+    except _Capture:
+        return None
+    used: list[tuple[Expr, Expr]] = []
+    needed = set(out.free)
+    for v, r in reversed(moved):  # (with those that they read)
+        if v.data in needed:
+            used.insert(0, (v, r))
+            needed |= r.free
+    if used:  # into each element: the inner loop's size must not need them, nor its variable hide them
+        size, var, elem = out.args
+        names = {v.data for v, _ in used}
+        if names & size.free or var.data in names or any(var.data in r.free for _, r in used):
+            return None
+        for v, r in reversed(used):
+            elem = E.let(v, r, elem)
+        out = out.replace_args((size, var, elem))
+    return E.build(n, iv, out)
+
+
+def _first_product(
+    n: Expr, iv: Expr, lets: list[tuple[Expr, Expr]], reaches: Callable[[Expr], bool]
+) -> tuple[int, Expr] | None:
+    """The first of ``lets`` whose right-hand side is a vector built by a loop that depends on the
+    earlier lets only through reads that cannot fail (inlined), and that as a build over the rows
+    reaches the blocked nest: its place and that build; or None."""
+    for at, (_, rhs) in enumerate(lets):
+        if rhs.op in (Op.BUILD, Op.SUMBUILD) and rhs.type.kind is Kind.VEC:
+            whole = _hoistable(n, iv, lets[:at], rhs)
+            if whole is not None and reaches(whole):
+                return at, whole
+    return None
+
+
+def hoist_row_let(
+    e: Expr, fresh: Callable[[], str], small: Callable[[Expr], bool], reaches: Callable[[Expr], bool]
+) -> Expr | None:
+    """``e`` = ``(build n (lam i LETS rest))`` with the first let of ``LETS`` whose right-hand side is a
+    build depending on no earlier let and ``reaches(build n (lam i rhs))`` (a product that reaches
+    the blocked nest) hoisted (see the module docstring); None where there is none."""
+    if e.op not in (Op.BUILD, Op.SUMBUILD) or not small(e.args[0]):
+        return None
+    n, iv, body = e.args
+    lets: list[tuple[Expr, Expr]] = []
+    while body.op is Op.LET:
+        lets.append((body.args[0], body.args[1]))
+        body = body.args[2]
+    found = _first_product(n, iv, lets, reaches)
+    if found is None:
+        return None
+    at, whole = found
+    h, rhs = lets[at]
+    big = E.var(fresh(), vec(rhs.type))
+    row = E.op(Op.INDEX, iv, big)
+    rest = body
+    for v, r in reversed(lets[at + 1 :]):
+        rest = E.let(v, r, rest)
+    inlined = None
+    if rest.size <= _SUBST_MAX:
+        inlined = _substitute(rest, h.data, row, frozenset({iv.data, big.data}))
+    rest = E.let(h, row, rest) if inlined is None else inlined
+    for v, r in reversed(lets[:at]):
+        rest = E.let(v, r, rest)
+    if e.op is Op.BUILD and rest is row:  # the rows themselves (a tape of the rows' values)
+        return whole
+    return E.let(big, whole, E.build(n, iv, rest) if e.op is Op.BUILD else E.sumbuild(n, iv, rest))
+
+
+def share_hoisted(root: Expr, prefix: str) -> Expr:
+    """``root`` with the matrices hoisted (variables named ``prefix``...) at the top of the right-hand
+    sides of its outermost let chain moved into that chain, and each computed once where several
+    are the same (sibling sums over the rows that compute one product, as reverse mode writes them:
+    rev$mlp's dh = dy w2 in each of dx, dw1, db1).  They were evaluated at that point of the chain
+    already, so the values and failures are those of the first."""
+    chain: list[tuple[Expr, Expr]] = []
+    body = root
+    while body.op is Op.LET:
+        chain.append((body.args[0], body.args[1]))
+        body = body.args[2]
+    out: list[tuple[Expr, Expr]] = []
+    seen: dict[int, Expr] = {}
+    keep: list[Expr] = []  # (the keys' nodes stay alive)
+    shared = False
+    for v, rhs in chain:
+        x = rhs
+        while x.op is Op.LET and x.args[0].data.startswith(prefix):
+            big, whole = x.args[0], x.args[1]
+            have = seen.get(id(whole))
+            rest = x.args[2]
+            if have is not None:
+                renamed = _substitute(rest, big.data, have, frozenset({have.data}))
+                if renamed is None:
+                    break
+                rest, shared = renamed, True
+            else:
+                seen[id(whole)] = big
+                keep.append(whole)
+                out.append((big, whole))
+            x = rest
+        out.append((v, x))
+    if not shared:
+        return root
+    for v, rhs in reversed(out):
+        body = E.let(v, rhs, body)
+    return body
+
+
+__all__ = ["hoist_row_let", "share_hoisted"]

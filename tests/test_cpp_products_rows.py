@@ -1,0 +1,166 @@
+"""Products computed row by row inside a let (an MLP's layers, attention's scores) are hoisted into a
+matrix computed before the row loop (cpp_backend.row_lets) and so reach the blocked nest; compiled
+results equal the interpreter's on random inputs (to the bit under exact order), at shapes of 1 and
+shapes that are no multiple of the block, and ragged inputs fail as the interpreter does."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from autodiff import grad_program
+from cpp_backend import emit, products
+from cpp_backend.bench import values_agree
+from cpp_backend.driver import compile_program
+from cpp_backend.products import canonical_products
+from knossos.errors import KsError
+from knossos.expr import names_in
+from knossos.interpreter import Interpreter
+from knossos.parser import parse_program
+
+LAYERS = Path(__file__).resolve().parent.parent / "benchmarks" / "programs" / "layers.ks"
+
+ROWS = """
+; the let's right-hand side reads an earlier let of the row (not hoisted), then a product that is
+(def two_lets (Vec (Vec Float)) ((x : Vec (Vec Float)) (w : Vec (Vec Float)))
+  (build (size x) (lam (b : Integer)
+    (let ((s (mul 2.0 (index 0 (index b x))))
+          (h (build (size w) (lam (o : Integer) (mul s (index 0 (index o w))))))
+          (g (build (size w) (lam (o : Integer)
+               (sumbuild (size (index b x)) (lam (k : Integer) (mul (index k (index b x)) (index k (index o w)))))))))
+      (build (size g) (lam (o : Integer) (add (index o g) (index o h))))))))
+
+; the product reads a row computed by a loop (no read, no scalar): not hoisted
+(def vec_let (Vec (Vec Float)) ((x : Vec (Vec Float)) (w : Vec (Vec Float)))
+  (build (size x) (lam (b : Integer)
+    (let ((xr (build (size (index b x)) (lam (c : Integer) (mul 2.0 (index c (index b x))))))
+          (g (build (size w) (lam (o : Integer)
+               (sumbuild (size xr) (lam (k : Integer) (mul (index k xr) (index k (index o w)))))))))
+      g))))
+"""
+
+#: Each def's arguments as shapes, from (rows, inputs, outputs).
+SHAPES = {
+    "mlp": lambda r, m, n: [(r, m), (n, m), (n,), (m, n), (m,)],
+    "attention_scores": lambda r, m, n: [(r, m), (n, m)],
+    "two_lets": lambda r, m, n: [(r, m), (n, m)],
+    "vec_let": lambda r, m, n: [(r, m), (n, m)],
+}
+SIZES = [(1, 1, 1), (1, 9, 1), (3, 5, 7), (9, 17, 20), (16, 8, 33)]
+
+
+def _random(shape: tuple[int, ...], rng: random.Random) -> object:
+    if len(shape) == 1:
+        return [rng.choice([0.5, -1.25, 3.0, 1e-3, -2.0]) * rng.random() for _ in range(shape[0])]
+    return [_random(shape[1:], rng) for _ in range(shape[0])]
+
+
+def _expected(program: object, calls: list[tuple[str, list[object]]]) -> list[object]:
+    out: list[object] = []
+    for name, args in calls:
+        try:
+            out.append(Interpreter().call(program.defs[name], args))  # type: ignore[attr-defined]
+        except KsError as err:
+            out.append(err)
+    return out
+
+
+def test_row_products_equal_the_interpreter() -> None:
+    program = parse_program(LAYERS.read_text() + ROWS, "layers_rows.ks")
+    rng = random.Random(45)
+    calls = [(name, [_random(s, rng) for s in make(*size)]) for size in SIZES for name, make in SHAPES.items()]
+    want = _expected(program, calls)
+    defs = list(SHAPES)
+    exact = compile_program(program, defs, exact_order=True, threads=1).run(calls)
+    fast = compile_program(program, defs, threads=1).run(calls)
+    for (name, args), w, bits, quick in zip(calls, want, exact, fast, strict=True):
+        assert not isinstance(w, KsError), (name, w)
+        assert bits == w, (name, [len(a) for a in args])  # type: ignore[arg-type]
+        assert values_agree(w, quick), (name, [len(a) for a in args])  # type: ignore[arg-type]
+
+
+def test_ragged_rows_fail_as_the_interpreter_does() -> None:
+    program = parse_program(LAYERS.read_text() + ROWS, "layers_rows.ks")
+    rng = random.Random(7)
+    x, w1, b1, w2, b2 = (_random(s, rng) for s in SHAPES["mlp"](9, 17, 20))
+    short = [list(r) for r in x]  # type: ignore[union-attr]
+    short[4] = short[4][:11]
+    long_ = [list(r) for r in x]  # type: ignore[union-attr]
+    long_[2] = long_[2] + [1.0]
+    calls: list[tuple[str, list[object]]] = [
+        ("mlp", [short, w1, b1, w2, b2]),
+        ("mlp", [long_, w1, b1, w2, b2]),
+        ("attention_scores", [short, w1]),
+        ("attention_scores", [x, short]),
+    ]
+    want = _expected(program, calls)
+    for exact_order in (True, False):
+        have = compile_program(program, ["mlp", "attention_scores"], exact_order=exact_order, threads=1).run(calls)
+        for (name, _), w_, h in zip(calls, want, have, strict=True):
+            if isinstance(w_, KsError):
+                assert isinstance(h, KsError), (name, h)
+            else:
+                assert values_agree(w_, h, exact=exact_order), name
+
+
+#: Each def's products that reach the blocked nest, and the matrices hoisted out of its rows.
+REACHED = {"mlp": (2, 1), "attention_scores": (1, 1), "two_lets": (1, 1), "vec_let": (0, 0)}
+
+
+@pytest.mark.parametrize("name", list(REACHED))
+def test_row_products_reach_the_blocked_nest(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mlp: its first layer hoisted, its second (reading the first's row from the hoisted matrix) a
+    product over the rows as it stands; two_lets: only the let that is a product; vec_let: none."""
+    program = parse_program(LAYERS.read_text() + ROWS, "layers_rows.ks")
+    products_, hoists = REACHED[name]
+
+    def blocked(**options: bool) -> int:
+        cpp = emit.emit_program(program, [name], include_runtime=False, **options)  # type: ignore[arg-type]
+        return cpp.count("throw ks::Fallback();")
+
+    assert blocked() == products_
+    assert blocked(exact_order=True) == products_  # hoists and transposes keep every sum to the bit
+    hoisted = {n for n in names_in(canonical_products(program.defs[name].body)) if n.startswith("ks$rows")}
+    assert len(hoisted) == hoists
+    monkeypatch.setattr(products, "hoist_row_let", lambda *args: None)
+    assert blocked() == 0  # without the hoist: each row's product computed on its own
+
+
+#: rev$ of each layer: its products that reach the blocked nest only through hoists, and how many
+#: matrices it hoists (the same one hoisted from several sums over the rows counts once).
+GRADIENTS = {"mlp": (2, 2), "attention_scores": (1, 1)}
+
+
+@pytest.mark.parametrize("name", list(GRADIENTS))
+def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev$mlp (knossos grad --mode rev) recomputes the first layer, and dh = dy w2 in three sums over
+    the batch, per row inside lets; rev$attention_scores recomputes q k^T / sqrt(width) per row in
+    three places (its row's scale a let before it).  Each is hoisted (the row's reads inlined, its
+    scalars moved into each element), blocked, and the identical ones computed once."""
+    source = parse_program(LAYERS.read_text(), "layers.ks")
+    program = grad_program(source, defs=[name], mode="rev")
+    rev = "rev$" + name
+
+    def blocked() -> int:
+        cpp = emit.emit_program(program, [rev], include_runtime=False)
+        return cpp.split(f"{emit.def_symbol(rev)}(", 2)[-1].count("throw ks::Fallback();")
+
+    rng = random.Random(11)
+    for size in [(1, 1, 1), (3, 5, 7), (9, 17, 20)]:
+        args = [_random(s, rng) for s in SHAPES[name](*size)]
+        out = Interpreter().call(source.defs[name], args)
+        args.append(_random((len(out), len(out[0])), rng))  # type: ignore[arg-type]  # d$r
+        want = Interpreter().call(program.defs[rev], args)
+        for exact_order in (True, False):
+            have = compile_program(program, [rev], exact_order=exact_order, threads=1).call(rev, args)
+            assert values_agree(want, have, exact=exact_order), (size, exact_order)
+    more, hoists = GRADIENTS[name]
+    hoisted = {n for n in names_in(canonical_products(program.defs[rev].body)) if n.startswith("ks$rows")}
+    assert len(hoisted) == hoists
+    with_hoist = blocked()
+    monkeypatch.setattr(products, "hoist_row_let", lambda *args: None)
+    assert with_hoist == blocked() + more

@@ -10,11 +10,11 @@ ops that read an operand's elements more than once first make that operand cheap
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from frontends.folds import tree_reduce
 from frontends.tensor import (
     Block,
     Index,
@@ -38,10 +38,6 @@ from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER, Type
-
-#: The most elements one ``amax`` compares (it is unrolled into a tree of ``max``: the language has
-#: no loop that keeps a maximum).
-MAX_UNROLLED = 4096
 
 
 class Unsupported(Exception):
@@ -263,28 +259,22 @@ def count(x: Tensor, red: list[int]) -> int:
 
 
 def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
-    """The largest element over ``red`` (Floats, NaN if one is; or Integers)."""
+    """The largest element over ``red`` (Floats, NaN if one is; or Integers): one dimension after the
+    other, each a few loops of small trees (:func:`frontends.folds.tree_reduce`), not one tree over
+    every element, so the program's size does not grow with the dimension's."""
     x = block.cheap(x if x.elem is INTEGER else _float(x))
-    n = count(x, red)
-    if n == 0:
+    if count(x, red) == 0:
         raise Unsupported("amax over no elements")
-    if n > MAX_UNROLLED:
-        raise Unsupported(f"amax over {n} elements (at most {MAX_UNROLLED}: it is unrolled into max)")
 
     def pick(a: Expr, b: Expr) -> Expr:
         return E.op(Op.MAX, a, b) if x.elem is INTEGER else nan_max(block, a, b)
 
-    def at(idx: Index) -> Expr:
-        leaves = [
-            x.at(_in_index(x, red, keepdim, idx, {d: ic(k) for d, k in zip(red, ks, strict=True)}))
-            for ks in itertools.product(*(range(x.shape[d]) for d in red))
-        ]
-        while len(leaves) > 1:  # a balanced tree: depth log2(count)
-            pairs = [pick(leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
-            leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
-        return leaves[0]
-
-    return Tensor(shape, at, cheap=False, elem=x.elem)
+    for k, d in enumerate(red):
+        x = tree_reduce(block, x, d, pick, "max")
+        if k < len(red) - 1:  # the next dimension's levels read each element several times
+            x = block.materialise(x, "max")
+    kept = tuple(1 if d in red else n for d, n in enumerate(x.shape))
+    return x if keepdim else view(x, shape, reshape_index(kept, shape))
 
 
 def _sum(c: Call) -> Tensor:

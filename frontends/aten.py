@@ -277,6 +277,31 @@ def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tup
     return x if keepdim else view(x, shape, reshape_index(kept, shape))
 
 
+def amax_split(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
+    """``amax`` with torch's gradient at a tie, shared evenly by the equal elements (the loops of
+    :func:`amax_over` give it to the first): ``top + sum((x - top) / ties where x == top)``, whose
+    every term is 0, so the value is ``top``'s (where it is finite; an infinite or NaN ``top`` is
+    itself), while each tied element's derivative is ``1 / ties`` and ``top``'s cancels."""
+    if x.elem is INTEGER:
+        return amax_over(block, x, red, keepdim, shape)
+    x = block.cheap(_float(x))
+    kept = tuple(1 if d in red else n for d, n in enumerate(x.shape))
+    top = block.materialise(amax_over(block, x, red, True, kept), "max")
+    hits = elementwise(block, x.shape, [x, top], _op(Op.EQ), BOOL)
+    ties = block.materialise(unary(sum_over(block, hits, red, True, kept), _op(Op.TO_FLOAT)), "ties")
+
+    def share(a: Expr, t: Expr, n: Expr) -> Expr:
+        return E.op(Op.IF, E.op(Op.EQ, a, t), E.op(Op.DIV, E.op(Op.SUB, a, t), n), flit(0.0))
+
+    shares = sum_over(block, elementwise(block, x.shape, [x, top, ties], share), red, True, kept)
+
+    def value(t: Expr, v: Expr) -> Expr:
+        return E.op(Op.IF, E.op(Op.EQ, E.op(Op.SUB, t, t), flit(0.0)), E.op(Op.ADD, t, v), t)
+
+    out = elementwise(block, kept, [top, shares], value)
+    return out if keepdim else view(out, shape, reshape_index(kept, shape))
+
+
 def _sum(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
     if c.kwargs.get("dtype") is not None:
@@ -296,7 +321,7 @@ def _mean(c: Call) -> Tensor:
 
 def _amax(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
-    return amax_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
+    return amax_split(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
 
 
 def _amin(c: Call) -> Tensor:
@@ -305,7 +330,7 @@ def _amin(c: Call) -> Tensor:
     x = x if x.elem is INTEGER else _float(x)
     negated = c.block.materialise(unary(x, lambda e: E.op(Op.NEG, e), x.elem), "neg")
     red, keepdim = reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False))
-    return unary(amax_over(c.block, negated, red, keepdim, c.shape), lambda e: E.op(Op.NEG, e), x.elem)
+    return unary(amax_split(c.block, negated, red, keepdim, c.shape), lambda e: E.op(Op.NEG, e), x.elem)
 
 
 def moments(c: Call) -> tuple[Tensor, Tensor]:

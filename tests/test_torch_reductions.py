@@ -77,17 +77,18 @@ def _inputs(seed: int, shape: tuple[int, ...]) -> Any:
 
 
 def _with_specials(x: Any, ties: bool, nan: bool = True) -> Any:
-    """NaN, +-inf in later groups of some rows; ties (the row's maximum and minimum repeated) in others."""
+    """NaN, +-inf in later groups of some rows (without NaNs, finite values there: torch splits the
+    gradient between equal infinities, the translation gives it to one); ties of the rows' and the
+    whole tensor's largest and smallest elements in others."""
     y = x.clone()
     y[0, -1] = float("nan") if nan else 9.0
-    y[1, 9] = float("inf")
-    y[1, 30] = float("-inf") if nan else -5.0  # without NaNs, no tie of infinities either (torch splits
-    y[2, 22] = float("nan") if nan else -9.0  # the gradient of amax at a tie: the translation does not)
+    y[1, 9] = float("inf") if nan else 8.0
+    y[1, 30] = float("-inf") if nan else -5.0
+    y[2, 22] = float("nan") if nan else -9.0
     y[2, 35] = float("inf") if nan else 7.0
     if ties:
-        y[3, 33] = y[3].max()
-        y[3, 5] = y[3].max()
-        y[4, 17] = y[4].min()
+        y[3, 5] = y[3, 33] = y[0, 2] = 9.5
+        y[4, 2] = y[4, 17] = y[1, 3] = -9.5
     return y
 
 
@@ -114,7 +115,7 @@ def test_the_gradient_of_a_reduction_over_several_levels_equals_torch_autograd(n
     shape = (5, 37)
     program = translate(fn, _inputs(0, shape), name="op", check=False)
     rev = grad_program(program, defs=["op"], mode="rev").defs["rev$op"]
-    for x in (_inputs(1, shape), _with_specials(_inputs(2, shape), ties=False, nan=False)):
+    for x in (_inputs(1, shape), _with_specials(_inputs(2, shape), ties=True, nan=False)):
         leaf = x.clone().requires_grad_()
         out = fn(leaf)
         dr = torch.randn(out.shape, generator=torch.Generator().manual_seed(7), dtype=D)

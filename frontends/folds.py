@@ -17,10 +17,11 @@ from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
 
-#: Elements one level combines: 1,000 classes are five loops (1000 -> 250 -> 63 -> 16 -> 4 -> 1).  Four
-#: leaves made the smallest C++ of cross-entropy's gradient at 512x1000 but for two (lines: 2: 9,317;
-#: 4: 11,065; 8: 14,888; 16: 22,517), with half the levels of two.
-FAN_IN = 4
+#: Elements one level combines: 1,000 classes are ten loops (1000 -> 500 -> ... -> 2 -> 1).  Cross-entropy's
+#: gradient at 512x1000 (C++ lines; compiled run time, one thread): 2 leaves 9,317, 657 ms; 4: 11,065,
+#: 874 ms; 16: 22,517, 1,178 ms; 64: 1,012 ms (the tree unrolled over all 1,000: 192,368 lines, 386 ms).
+#: The reverse pass of a level costs more than the tree it replaces (its reads are at computed indices).
+FAN_IN = 2
 
 Combine = Callable[[Expr, Expr], Expr]
 

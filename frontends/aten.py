@@ -206,12 +206,15 @@ def _where(c: Call) -> Tensor:
 def nan_max(block: Block, a: Expr, b: Expr) -> Expr:
     """``max(a, b)``, NaN if either is, as torch's ``maximum`` and ``amax`` are: the language's
     ``(max a b)`` is ``a`` unless ``a < b``, so it keeps a NaN ``a`` but not a NaN ``b``."""
-    return block.share(b, lambda v: E.op(Op.IF, E.op(Op.NE, v, v), v, E.op(Op.MAX, a, v)))
+    # both read before the branch: a read inside one is a cotangent as large as the whole vector
+    return block.share(a, lambda u: block.share(b, lambda v: E.op(Op.IF, E.op(Op.NE, v, v), v, E.op(Op.MAX, u, v))))
 
 
 def nan_min(block: Block, a: Expr, b: Expr) -> Expr:
     """``min(a, b)``, NaN if either is: ``b`` where ``b < a`` or ``b`` is NaN, else ``a``."""
-    return block.share(b, lambda v: E.op(Op.IF, E.op(Op.OR, E.op(Op.LT, v, a), E.op(Op.NE, v, v)), v, a))
+    return block.share(
+        a, lambda u: block.share(b, lambda v: E.op(Op.IF, E.op(Op.OR, E.op(Op.LT, v, u), E.op(Op.NE, v, v)), v, u))
+    )
 
 
 # -- reductions --------------------------------------------------------------------------------------

@@ -10,11 +10,11 @@ ops that read an operand's elements more than once first make that operand cheap
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from frontends.folds import tree_reduce
 from frontends.tensor import (
     Block,
     Index,
@@ -38,10 +38,6 @@ from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER, Type
-
-#: The most elements one ``amax`` compares (it is unrolled into a tree of ``max``: the language has
-#: no loop that keeps a maximum).
-MAX_UNROLLED = 4096
 
 
 class Unsupported(Exception):
@@ -210,12 +206,15 @@ def _where(c: Call) -> Tensor:
 def nan_max(block: Block, a: Expr, b: Expr) -> Expr:
     """``max(a, b)``, NaN if either is, as torch's ``maximum`` and ``amax`` are: the language's
     ``(max a b)`` is ``a`` unless ``a < b``, so it keeps a NaN ``a`` but not a NaN ``b``."""
-    return block.share(b, lambda v: E.op(Op.IF, E.op(Op.NE, v, v), v, E.op(Op.MAX, a, v)))
+    # both read before the branch: a read inside one is a cotangent as large as the whole vector
+    return block.share(a, lambda u: block.share(b, lambda v: E.op(Op.IF, E.op(Op.NE, v, v), v, E.op(Op.MAX, u, v))))
 
 
 def nan_min(block: Block, a: Expr, b: Expr) -> Expr:
     """``min(a, b)``, NaN if either is: ``b`` where ``b < a`` or ``b`` is NaN, else ``a``."""
-    return block.share(b, lambda v: E.op(Op.IF, E.op(Op.OR, E.op(Op.LT, v, a), E.op(Op.NE, v, v)), v, a))
+    return block.share(
+        a, lambda u: block.share(b, lambda v: E.op(Op.IF, E.op(Op.OR, E.op(Op.LT, v, u), E.op(Op.NE, v, v)), v, u))
+    )
 
 
 # -- reductions --------------------------------------------------------------------------------------
@@ -263,28 +262,47 @@ def count(x: Tensor, red: list[int]) -> int:
 
 
 def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
-    """The largest element over ``red`` (Floats, NaN if one is; or Integers)."""
+    """The largest element over ``red`` (Floats, NaN if one is; or Integers): one dimension after the
+    other, each a few loops of small trees (:func:`frontends.folds.tree_reduce`), not one tree over
+    every element, so the program's size does not grow with the dimension's."""
     x = block.cheap(x if x.elem is INTEGER else _float(x))
-    n = count(x, red)
-    if n == 0:
+    if count(x, red) == 0:
         raise Unsupported("amax over no elements")
-    if n > MAX_UNROLLED:
-        raise Unsupported(f"amax over {n} elements (at most {MAX_UNROLLED}: it is unrolled into max)")
 
     def pick(a: Expr, b: Expr) -> Expr:
         return E.op(Op.MAX, a, b) if x.elem is INTEGER else nan_max(block, a, b)
 
-    def at(idx: Index) -> Expr:
-        leaves = [
-            x.at(_in_index(x, red, keepdim, idx, {d: ic(k) for d, k in zip(red, ks, strict=True)}))
-            for ks in itertools.product(*(range(x.shape[d]) for d in red))
-        ]
-        while len(leaves) > 1:  # a balanced tree: depth log2(count)
-            pairs = [pick(leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
-            leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
-        return leaves[0]
+    for k, d in enumerate(red):
+        x = tree_reduce(block, x, d, pick, "max")
+        if k < len(red) - 1:  # the next dimension's levels read each element several times
+            x = block.materialise(x, "max")
+    kept = tuple(1 if d in red else n for d, n in enumerate(x.shape))
+    return x if keepdim else view(x, shape, reshape_index(kept, shape))
 
-    return Tensor(shape, at, cheap=False, elem=x.elem)
+
+def amax_split(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
+    """``amax`` with torch's gradient at a tie, shared evenly by the equal elements (the loops of
+    :func:`amax_over` give it to the first): ``top + sum((x - top) / ties where x == top)``, whose
+    every term is 0, so the value is ``top``'s (where it is finite; an infinite or NaN ``top`` is
+    itself), while each tied element's derivative is ``1 / ties`` and ``top``'s cancels."""
+    if x.elem is INTEGER:
+        return amax_over(block, x, red, keepdim, shape)
+    x = block.cheap(_float(x))
+    kept = tuple(1 if d in red else n for d, n in enumerate(x.shape))
+    top = block.materialise(amax_over(block, x, red, True, kept), "max")
+    hits = elementwise(block, x.shape, [x, top], _op(Op.EQ), BOOL)
+    ties = block.materialise(unary(sum_over(block, hits, red, True, kept), _op(Op.TO_FLOAT)), "ties")
+
+    def share(a: Expr, t: Expr, n: Expr) -> Expr:
+        return E.op(Op.IF, E.op(Op.EQ, a, t), E.op(Op.DIV, E.op(Op.SUB, a, t), n), flit(0.0))
+
+    shares = sum_over(block, elementwise(block, x.shape, [x, top, ties], share), red, True, kept)
+
+    def value(t: Expr, v: Expr) -> Expr:
+        return E.op(Op.IF, E.op(Op.EQ, E.op(Op.SUB, t, t), flit(0.0)), E.op(Op.ADD, t, v), t)
+
+    out = elementwise(block, kept, [top, shares], value)
+    return out if keepdim else view(out, shape, reshape_index(kept, shape))
 
 
 def _sum(c: Call) -> Tensor:
@@ -306,7 +324,7 @@ def _mean(c: Call) -> Tensor:
 
 def _amax(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
-    return amax_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
+    return amax_split(c.block, x, reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False)), c.shape)
 
 
 def _amin(c: Call) -> Tensor:
@@ -315,7 +333,7 @@ def _amin(c: Call) -> Tensor:
     x = x if x.elem is INTEGER else _float(x)
     negated = c.block.materialise(unary(x, lambda e: E.op(Op.NEG, e), x.elem), "neg")
     red, keepdim = reduced_dims(x, c.arg(1, "dim")), bool(c.arg(2, "keepdim", False))
-    return unary(amax_over(c.block, negated, red, keepdim, c.shape), lambda e: E.op(Op.NEG, e), x.elem)
+    return unary(amax_split(c.block, negated, red, keepdim, c.shape), lambda e: E.op(Op.NEG, e), x.elem)
 
 
 def moments(c: Call) -> tuple[Tensor, Tensor]:

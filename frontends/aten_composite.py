@@ -12,7 +12,7 @@ from frontends.aten import (
     Call,
     Lowering,
     Unsupported,
-    amax_over,
+    amax_split,
     as_tensor,
     count,
     elementwise,
@@ -196,7 +196,7 @@ def _vector_norm(c: Call) -> Tensor:
     if c.kwargs.get("dtype") is not None:
         raise Unsupported("a norm with a dtype")
     if order == float("inf"):
-        return amax_over(c.block, unary(x, lambda e: E.op(Op.ABS, e)), red, keepdim, c.shape)
+        return amax_split(c.block, unary(x, lambda e: E.op(Op.ABS, e)), red, keepdim, c.shape)
     if order == 2.0:
         squares = unary(x, lambda e: E.op(Op.MUL, e, e))
         return unary(sum_over(c.block, squares, red, keepdim, c.shape), lambda e: E.op(Op.SQRT, e))

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from frontends.aten import (
-    MAX_UNROLLED,
     Call,
     Lowering,
     Unsupported,
@@ -28,7 +27,8 @@ from frontends.aten import (
 )
 from frontends.aten_composite import batch_norm_batch_stats, group_norm, lstm_cell, max_pool
 from frontends.aten_index import nll_loss
-from frontends.tensor import Block, Index, Tensor, converted, flit, iadd, ic, view
+from frontends.folds import tree_reduce
+from frontends.tensor import Block, Index, Tensor, converted, flit, iadd, ic, reshape_index, view
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -98,33 +98,24 @@ def arg_extreme(
     allowed: Callable[[Index, Expr], Expr] | None = None,
 ) -> Tensor:
     """The first index along ``d`` where ``x`` is its extreme ``values`` (a NaN's, where the extreme is
-    NaN, as torch): a balanced tree of Integer ``min`` over the matching indices (those ``allowed``,
-    a Bool of the output index and the index along ``d``, where given)."""
+    NaN, as torch): the Integer ``min`` over the matching indices (those ``allowed``, a Bool of the
+    output index and the index along ``d``, where given), reduced in loops (:func:`tree_reduce`)."""
     n = x.shape[d]
+    kept = tuple(1 if k == d else m for k, m in enumerate(x.shape))
 
-    def at(idx: Index) -> Expr:
-        inner = list(idx[:d]) + list(idx[d + 1 :] if keepdim else idx[d:])  # x's index but dimension d
-        m = values.at(idx)
+    def out_index(idx: Index) -> Index:  # values' index of x's element at idx
+        return (*idx[:d], ic(0), *idx[d + 1 :]) if keepdim else (*idx[:d], *idx[d + 1 :])
 
-        def leaf(k: int, v: Expr) -> Expr:
-            xk = x.at((*inner[:d], ic(k), *inner[d:]))
-            same = E.op(Op.OR, E.op(Op.EQ, xk, v), E.op(Op.AND, E.op(Op.NE, v, v), E.op(Op.NE, xk, xk)))
-            if allowed is not None:
-                same = E.op(Op.AND, allowed(idx, ic(k)), same)
-            return E.op(Op.IF, same, ic(k), ic(n))
+    def leaf(idx: Index) -> Expr:
+        xk, v, k = x.at(idx), values.at(out_index(idx)), idx[d]
+        same = E.op(Op.OR, E.op(Op.EQ, xk, v), E.op(Op.AND, E.op(Op.NE, v, v), E.op(Op.NE, xk, xk)))
+        if allowed is not None:
+            same = E.op(Op.AND, allowed(out_index(idx), k), same)
+        return E.op(Op.IF, same, k, ic(n))
 
-        def tree(v: Expr) -> Expr:
-            leaves = [leaf(k, v) for k in range(n)]
-            while len(leaves) > 1:
-                pairs = [_imin(block, leaves[k], leaves[k + 1]) for k in range(0, len(leaves) - 1, 2)]
-                leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
-            return leaves[0]
-
-        return block.share(m, tree)
-
-    if n > MAX_UNROLLED:
-        raise Unsupported(f"an argmax over {n} elements (at most {MAX_UNROLLED})")
-    return Tensor(values.shape, at, cheap=False, elem=INTEGER)
+    flags = Tensor(x.shape, leaf, cheap=False, elem=INTEGER)  # each read once: left lazy
+    first = tree_reduce(block, flags, d, lambda a, b: _imin(block, a, b), "first")
+    return first if keepdim else view(first, values.shape, reshape_index(kept, values.shape))
 
 
 #: The largest ``k`` of ``topk`` (each of the k rounds reads the whole dimension).

@@ -21,6 +21,7 @@ from frontends.tensor import (
     Tensor,
     broadcast_index,
     broadcasts,
+    clamped,
     converted,
     filled,
     flit,
@@ -470,13 +471,21 @@ def _convolution(c: Call) -> Tensor:
             iadd(iadd(imul(t, stride[d]), imul(k, dilation[d])), ic(-padding[d]))
             for d, (t, k) in enumerate(zip(ts, ks, strict=True))
         ]
-        body = E.op(Op.MUL, x.at((n, chan, *pos)), w.at((o, cc, *ks)))
         guards = [g for g in (in_range(p, size[d]) if padding[d] else None for d, p in enumerate(pos)) if g is not None]
         if guards:
+            # the reads before the test, at a position clamped into the input (see clamped)
             cond = guards[0]
             for g in guards[1:]:
                 cond = E.op(Op.AND, cond, g)
-            body = E.op(Op.IF, cond, body, E.const(0.0))
+            inside = [clamped(p, size[d]) if padding[d] else p for d, p in enumerate(pos)]
+            body = c.block.share(
+                x.at((n, chan, *inside)),
+                lambda xv: c.block.share(
+                    w.at((o, cc, *ks)), lambda wv: E.op(Op.IF, cond, E.op(Op.MUL, xv, wv), E.const(0.0))
+                ),
+            )
+        else:
+            body = E.op(Op.MUL, x.at((n, chan, *pos)), w.at((o, cc, *ks)))
         for k, n_k in zip(reversed(ks), reversed(kernel), strict=True):
             body = E.sumbuild(ic(n_k), k, body)
         return E.sumbuild(ic(per_group_in), cc, body)

@@ -6,6 +6,7 @@ kept whole rather than decomposed (``native_group_norm``, ``any``/``all``, ``lin
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from frontends.aten import (
@@ -26,7 +27,21 @@ from frontends.aten import (
     unary,
 )
 from frontends.aten_math import native
-from frontends.tensor import Block, Index, Tensor, converted, flit, iadd, ic, imod, imul, in_range, literal, view
+from frontends.tensor import (
+    Block,
+    Index,
+    Tensor,
+    clamped,
+    converted,
+    flit,
+    iadd,
+    ic,
+    imod,
+    imul,
+    in_range,
+    literal,
+    view,
+)
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -258,7 +273,8 @@ def _pad(c: Call) -> Tensor:
         cond = guards[0]
         for g in guards[1:]:
             cond = E.op(Op.AND, cond, g)
-        return E.op(Op.IF, cond, x.at(src), literal(value, x.elem))
+        inside = tuple(clamped(q, n) if p else q for q, n, p in zip(src, x.shape, padded, strict=True))
+        return c.block.share(x.at(inside), lambda xv: E.op(Op.IF, cond, xv, literal(value, x.elem)))
 
     return Tensor(c.shape, at, cheap=False, elem=x.elem)
 
@@ -297,6 +313,11 @@ def _window(c: Call) -> tuple[list[int], list[int], list[int]]:
     return kernel, two(c.arg(2, "stride") or kernel), two(c.arg(3, "padding", 0))
 
 
+def _padded(cond: Expr, fill: Expr) -> Callable[[Expr], Expr]:
+    """An element read (at a clamped position) used where ``cond`` holds, ``fill`` elsewhere."""
+    return lambda xv: E.op(Op.IF, cond, xv, fill)
+
+
 def _pool_leaves(
     c: Call,
     x: Tensor,
@@ -320,13 +341,14 @@ def _pool_leaves(
         guards = [
             g for q, n in zip(pos, x.shape[x.rank - spatial :], strict=True) for g in [in_range(q, n)] if g is not None
         ]
-        value = x.at((*lead, *pos))
         if guards:
             cond = guards[0]
             for g in guards[1:]:
                 cond = E.op(Op.AND, cond, g)
-            value = E.op(Op.IF, cond, value, fill)
-        leaves.append(value)
+            inside = [clamped(q, n) for q, n in zip(pos, x.shape[x.rank - spatial :], strict=True)]
+            leaves.append(c.block.share(x.at((*lead, *inside)), _padded(cond, fill)))
+        else:
+            leaves.append(x.at((*lead, *pos)))
     return leaves
 
 

@@ -178,6 +178,13 @@ def in_range(i: Expr, n: int) -> Expr | None:
     return E.op(Op.AND, E.op(Op.GTE, i, ic(0)), E.op(Op.LT, i, ic(n)))
 
 
+def clamped(i: Expr, n: int) -> Expr:
+    """``i`` moved into ``0 <= i < n``: a padded read's position, read before the test of
+    :func:`in_range` decides its use (a read inside a branch would make reverse mode build a
+    whole-input cotangent for every element read)."""
+    return E.op(Op.MAX, ic(0), E.op(Op.IF, E.op(Op.LT, i, ic(n)), i, ic(n - 1)))
+
+
 # -- bindings ----------------------------------------------------------------------------------------
 class Names:
     """Fresh variable names: ``PREFIX_N``, never one of ``taken``."""

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
 from knossos import expr as E
-from knossos.expr import Expr, names_in
+from knossos.expr import Expr, distinct_nodes, names_in
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind, Type
 
@@ -51,17 +51,11 @@ _TERM_MAX = 400
 
 def _loop_free(e: Expr) -> bool:
     """Whether evaluating ``e`` runs no loop and makes no vector (reads of vectors are fine)."""
-    stack, seen = [e], set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
+    for x in distinct_nodes(e):
         if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT):
             return False
         if x.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and x.type.kind in (Kind.VEC, Kind.TUPLE):
             return False
-        stack.extend(x.args)
     return True
 
 
@@ -266,13 +260,7 @@ def _inline(e: Expr, lets: dict[str, Expr], rhss: list[Expr]) -> Expr | None:
 
 
 def _subterms(e: Expr) -> set[int]:
-    out, stack = set(), [e]
-    while stack:
-        x = stack.pop()
-        if id(x) not in out:
-            out.add(id(x))
-            stack.extend(x.args)
-    return out
+    return {id(x) for x in distinct_nodes(e)}
 
 
 class _Names:
@@ -565,12 +553,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
 
 def _has_product(e: Expr) -> bool:
     """Whether ``e`` has a product in the blocked nest's shape (both operands walked along rows)."""
-    stack, seen = [e], set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
+    for x in distinct_nodes(e):
         if x.op is Op.BUILD:
             b = first(NEST, x)
             if b is None:  # the sum an operand of each element
@@ -585,13 +568,11 @@ def _has_product(e: Expr) -> bool:
                 body, m, p = b["e"], b["m"], b["p"]
                 assert isinstance(body, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
                 if b["i"] in m.free | p.free:  # (the emitter blocks only sizes the same for every row)
-                    stack.extend(x.args)
                     continue
                 core = _inline(body, {}, [])
                 given = {v: b[v] for v in "ijk"}
                 if core is not None and any(t["a"] == t["b"] == "rows" for t in match(TERM, core, given=given)):
                     return True
-        stack.extend(x.args)
     return False
 
 

@@ -9,7 +9,7 @@ in modules of their own, which this module gathers:
 - :mod:`knossos.alpha`: the alpha-hash arithmetic behind those tables (:func:`alpha_equal`,
   :func:`occurrences`);
 - :mod:`knossos.walk`: pre-order walks and node numbers (:func:`preorder`, :func:`path_to`,
-  :func:`node_at`, :func:`names_in`);
+  :func:`node_at`, :func:`names_in`, :func:`distinct_nodes`);
 - :mod:`knossos.rebuild`: a rewrite's ancestors built again (:func:`replace_at`,
   :func:`replace_on_path`), in C where knossos/_climb.c was built.
 
@@ -40,7 +40,7 @@ from knossos.node import Expr, Position, Value
 from knossos.printer import format_expr
 from knossos.rebuild import compiled_rebuild, replace_at, replace_on_path
 from knossos.serialize import expr_from_wire, expr_to_wire
-from knossos.walk import Ancestors, names_in, node_at, path_to, preorder
+from knossos.walk import Ancestors, distinct_nodes, names_in, node_at, path_to, preorder
 
 node.connect(make, format_expr, expr_to_wire, expr_from_wire)
 
@@ -55,6 +55,7 @@ __all__ = [
     "call",
     "compiled_rebuild",
     "const",
+    "distinct_nodes",
     "get",
     "lam",
     "let",

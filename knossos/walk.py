@@ -1,4 +1,4 @@
-"""Walking expressions: every node in pre-order, the names in a node, and the path to a node by number.
+"""Walking expressions: every node in pre-order or each distinct node once, the names in a node, and the path to a node by number.
 
 A node's *number* is its place in :func:`preorder`; rules, actions and the command line name nodes
 by it.  Every walk here is iterative, so depth is no problem.
@@ -25,9 +25,9 @@ def preorder(root: Expr) -> Iterator[Expr]:
 Ancestors = list[tuple[Expr, int, int]]  # (ancestor, its pre-order number, index of the child on the way)
 
 
-def names_in(root: Expr) -> set[str]:
-    """Every variable name in ``root``, free or bound (shared subtrees walked once)."""
-    names: set[str] = set()
+def distinct_nodes(root: Expr) -> Iterator[Expr]:
+    """Every distinct node of ``root`` once (a subtree shared by several parents is walked once), in
+    no particular order: for questions about what a term holds, not where."""
     seen: set[int] = set()
     stack = [root]
     while stack:
@@ -35,9 +35,16 @@ def names_in(root: Expr) -> set[str]:
         if id(node) in seen:
             continue
         seen.add(id(node))
+        yield node
+        stack.extend(node.args)
+
+
+def names_in(root: Expr) -> set[str]:
+    """Every variable name in ``root``, free or bound (shared subtrees walked once)."""
+    names: set[str] = set()
+    for node in distinct_nodes(root):
         if node.op is Op.VAR:
             names.add(node.data)
-        stack.extend(node.args)
     return names
 
 

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from interpreted import interpreted, random_array
 
 from autodiff import grad_program
 from cpp_backend import emit
@@ -114,25 +115,9 @@ COPIES = {
 SIZES = [(1, 1, 1), (1, 9, 1), (3, 5, 7), (9, 17, 20), (16, 8, 33)]
 
 
-def _random(shape: tuple[int, ...], rng: random.Random) -> object:
-    if len(shape) == 1:
-        return [rng.choice([0.5, -1.25, 3.0, 1e-3, -2.0]) * rng.random() for _ in range(shape[0])]
-    return [_random(shape[1:], rng) for _ in range(shape[0])]
-
-
 def _calls() -> list[tuple[str, list[object]]]:
     rng = random.Random(45)
-    return [(name, [_random(s, rng) for s in make(*size)]) for size in SIZES for name, make in SHAPES.items()]
-
-
-def _expected(program: object, calls: list[tuple[str, list[object]]]) -> list[object]:
-    out: list[object] = []
-    for name, args in calls:
-        try:
-            out.append(Interpreter().call(program.defs[name], args))  # type: ignore[attr-defined]
-        except KsError as err:
-            out.append(err)
-    return out
+    return [(name, [random_array(s, rng) for s in make(*size)]) for size in SIZES for name, make in SHAPES.items()]
 
 
 def _reaches_blocked_nest(program: object, name: str, **options: bool) -> bool:
@@ -142,7 +127,7 @@ def _reaches_blocked_nest(program: object, name: str, **options: bool) -> bool:
 def test_products_equal_the_interpreter() -> None:
     program = parse_program(PRODUCTS, "products.ks")
     calls = _calls()
-    want = _expected(program, calls)
+    want = interpreted(program, calls)
     exact = compile_program(program, exact_order=True, threads=1).run(calls)
     fast = compile_program(program, threads=1).run(calls)
     for (name, args), w, bits, quick in zip(calls, want, exact, fast, strict=True):
@@ -155,7 +140,7 @@ def test_ragged_inputs_take_the_original_code() -> None:
     """A short row (the checks of row lengths fail): the values or the errors of the interpreter."""
     program = parse_program(PRODUCTS, "products.ks")
     rng = random.Random(7)
-    x, w = _random((9, 17), rng), _random((9, 20), rng)
+    x, w = random_array((9, 17), rng), random_array((9, 20), rng)
     short = [list(r) for r in w]  # type: ignore[union-attr]
     short[4] = short[4][:11]
     long_x = [list(r) for r in x]  # type: ignore[union-attr]
@@ -168,7 +153,7 @@ def test_ragged_inputs_take_the_original_code() -> None:
         ("outer_delta", [x, w, short[:17]]),
         ("outer_delta", [x, w, [r[:12] for r in short[:17]]]),  # one-hots past the rows' end: zeros
     ]
-    want = _expected(program, calls)
+    want = interpreted(program, calls)
     for exact_order in (True, False):
         have = compile_program(program, exact_order=exact_order, threads=1).run(calls)
         for (name, _), w_, h in zip(calls, want, have, strict=True):
@@ -202,7 +187,7 @@ def test_gradients_products_reach_the_blocked_nest() -> None:
         body = cpp.split(f"{emit.def_symbol('rev$' + primal)}(", 2)[-1]
         assert body.count("throw ks::Fallback();") == 2, primal
         rng = random.Random(3)
-        x, w, dr = _random((5, 9), rng), _random((9, 19), rng), _random((5, 19), rng)
+        x, w, dr = random_array((5, 9), rng), random_array((9, 19), rng), random_array((5, 19), rng)
         args = [x, [list(r) for r in zip(*w, strict=True)], dr] if primal == "matmul" else [x, w, dr]
         want = Interpreter().call(program.defs["rev$" + primal], args)
         have = compile_program(program, ["rev$" + primal], threads=1).call("rev$" + primal, args)
@@ -268,9 +253,10 @@ def test_a_searched_gradients_size_test_still_reaches_the_blocked_nest() -> None
     assert _reaches_blocked_nest(program, "dx_searched")
     rng = random.Random(11)
     calls: list[tuple[str, list[object]]] = [
-        ("dx_searched", [_random((4, 5), rng), _random((9, cols), rng), _random((9, 4), rng)]) for cols in (5, 7)
+        ("dx_searched", [random_array((4, 5), rng), random_array((9, cols), rng), random_array((9, 4), rng)])
+        for cols in (5, 7)
     ]
-    want = _expected(program, calls)
+    want = interpreted(program, calls)
     got = compile_program(program, threads=1).run(calls)
     for w, g in zip(want, got, strict=True):
         assert not isinstance(w, KsError) and values_agree(w, g)
@@ -303,12 +289,16 @@ def test_size_tests_without_a_static_branch_are_checked_at_run_time() -> None:
     program = parse_program(SIZE_TESTED, "tested.ks")
     assert _reaches_blocked_nest(program, "dw_tested")
     rng = random.Random(12)
-    x, dr = _random((9, 5), rng), _random((9, 4), rng)
-    weights = [_random((4, 5), rng), _random((6, 5), rng), _random((4, 7), rng)]  # the tests hold; fail; fail
+    x, dr = random_array((9, 5), rng), random_array((9, 4), rng)
+    weights = [
+        random_array((4, 5), rng),
+        random_array((6, 5), rng),
+        random_array((4, 7), rng),
+    ]  # the tests hold; fail; fail
     ragged = [list(r) for r in weights[0]]  # type: ignore[union-attr]
     ragged[2] = ragged[2] + [1.0, 2.0]  # one row's test fails: the original code
     calls: list[tuple[str, list[object]]] = [("dw_tested", [w, x, dr]) for w in [*weights, ragged]]
-    want = _expected(program, calls)
+    want = interpreted(program, calls)
     got = compile_program(program, threads=1).run(calls)
     for w, g in zip(want, got, strict=True):
         assert not isinstance(w, KsError) and values_agree(w, g)

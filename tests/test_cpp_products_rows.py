@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from interpreted import interpreted, random_array
 
 from autodiff import grad_program
 from cpp_backend import emit, products
@@ -51,27 +52,11 @@ SHAPES = {
 SIZES = [(1, 1, 1), (1, 9, 1), (3, 5, 7), (9, 17, 20), (16, 8, 33)]
 
 
-def _random(shape: tuple[int, ...], rng: random.Random) -> object:
-    if len(shape) == 1:
-        return [rng.choice([0.5, -1.25, 3.0, 1e-3, -2.0]) * rng.random() for _ in range(shape[0])]
-    return [_random(shape[1:], rng) for _ in range(shape[0])]
-
-
-def _expected(program: object, calls: list[tuple[str, list[object]]]) -> list[object]:
-    out: list[object] = []
-    for name, args in calls:
-        try:
-            out.append(Interpreter().call(program.defs[name], args))  # type: ignore[attr-defined]
-        except KsError as err:
-            out.append(err)
-    return out
-
-
 def test_row_products_equal_the_interpreter() -> None:
     program = parse_program(LAYERS.read_text() + ROWS, "layers_rows.ks")
     rng = random.Random(45)
-    calls = [(name, [_random(s, rng) for s in make(*size)]) for size in SIZES for name, make in SHAPES.items()]
-    want = _expected(program, calls)
+    calls = [(name, [random_array(s, rng) for s in make(*size)]) for size in SIZES for name, make in SHAPES.items()]
+    want = interpreted(program, calls)
     defs = list(SHAPES)
     exact = compile_program(program, defs, exact_order=True, threads=1).run(calls)
     fast = compile_program(program, defs, threads=1).run(calls)
@@ -84,7 +69,7 @@ def test_row_products_equal_the_interpreter() -> None:
 def test_ragged_rows_fail_as_the_interpreter_does() -> None:
     program = parse_program(LAYERS.read_text() + ROWS, "layers_rows.ks")
     rng = random.Random(7)
-    x, w1, b1, w2, b2 = (_random(s, rng) for s in SHAPES["mlp"](9, 17, 20))
+    x, w1, b1, w2, b2 = (random_array(s, rng) for s in SHAPES["mlp"](9, 17, 20))
     short = [list(r) for r in x]  # type: ignore[union-attr]
     short[4] = short[4][:11]
     long_ = [list(r) for r in x]  # type: ignore[union-attr]
@@ -95,7 +80,7 @@ def test_ragged_rows_fail_as_the_interpreter_does() -> None:
         ("attention_scores", [short, w1]),
         ("attention_scores", [x, short]),
     ]
-    want = _expected(program, calls)
+    want = interpreted(program, calls)
     for exact_order in (True, False):
         have = compile_program(program, ["mlp", "attention_scores"], exact_order=exact_order, threads=1).run(calls)
         for (name, _), w_, h in zip(calls, want, have, strict=True):
@@ -151,9 +136,9 @@ def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest
 
     rng = random.Random(11)
     for size in [(1, 1, 1), (3, 5, 7), (9, 17, 20)]:
-        args = [_random(s, rng) for s in SHAPES[name](*size)]
+        args = [random_array(s, rng) for s in SHAPES[name](*size)]
         out = Interpreter().call(source.defs[name], args)
-        args.append(_random((len(out), len(out[0])), rng))  # type: ignore[arg-type]  # d$r
+        args.append(random_array((len(out), len(out[0])), rng))  # type: ignore[arg-type]  # d$r
         want = Interpreter().call(program.defs[rev], args)
         for exact_order in (True, False):
             have = compile_program(program, [rev], exact_order=exact_order, threads=1).call(rev, args)

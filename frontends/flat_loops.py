@@ -58,9 +58,7 @@ class _Splitter:
     def walk(self, e: Expr) -> Expr:
         if not e.args:
             return e
-        out = e.replace_args(
-            tuple(a if a.op is Op.VAR and e.is_binder and a is e.bound_var else self.walk(a) for a in e.args)
-        )
+        out = e.replace_args(tuple(self.walk(a) for a in e.args))  # (a variable walks to itself)
         if out.op is Op.SUMBUILD and out.args[0].op is Op.CONST:
             return self.split(out) or out
         return out

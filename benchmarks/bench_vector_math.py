@@ -34,8 +34,9 @@ from frontends.torch import translate  # noqa: E402
 from knossos.printer import format_program  # noqa: E402
 
 LAYERS = ("Mish", "BCEWithLogitsLoss", "CrossEntropyLoss (label_smoothing)", "GRUCell", "Llama MLP (SwiGLU)")
-#: Flags that undo the default's vector math: libm's scalar calls, and g++'s sinking of calls into branches.
-SCALAR_FLAGS = ("-UKS_VECTOR_MATH", "-ftree-sink")
+#: Flags that undo the default's vector math: libm's scalar calls, g++'s sinking of calls into branches
+#: and its jump threading.
+SCALAR_FLAGS = ("-UKS_VECTOR_MATH", "-ftree-sink", "-fthread-jumps")
 ROUNDS = 7
 
 

@@ -32,9 +32,10 @@ OPENMP_FLAG = "-fopenmp"
 #: glibc's vector math (libmvec: vector variants of libm's exp, log, tanh...): g++ vectorises the loops
 #: that call them (runtime.h: KS_VECTOR_MATH; the library comes after the source, as the linker wants).
 VECTOR_MATH_FLAG = "-DKS_VECTOR_MATH"
-#: g++ sinks a call whose result only one side of a select uses into a branch, and a loop with a branch
-#: is not vectorised: the emitter's selects (``c ? exp(x) : x``) keep their calls where they are.
-NO_SINK_FLAG = "-fno-tree-sink"
+#: g++ sinks a call whose result only one side of a select uses into a branch, and threads two selects
+#: on one test into one branch; a loop with a branch is not vectorised: the emitter's selects
+#: (``c ? exp(x) : x``) stay selects.
+SELECT_FLAGS: tuple[str, ...] = ("-fno-tree-sink", "-fno-thread-jumps")
 VECTOR_MATH_LIBS: tuple[str, ...] = ("-lmvec", "-lm")
 #: Exact order: Float sums add in index order, as the interpreter's (runtime.h: KS_EXACT_ORDER).
 EXACT_ORDER_FLAG = "-DKS_EXACT_ORDER"
@@ -120,7 +121,7 @@ def vector_math_supported(cxx: str | None = None) -> bool:
     """Whether the compiler builds and links loops vectorised over glibc's vector math (probed once per
     compiler, with the flags the programs get, so that the probe's loop is vectorised as theirs are)."""
     cxx = cxx or compiler()
-    flags = [*BASE_FLAGS, *([NATIVE_FLAG] if native_supported(cxx) else []), NO_SINK_FLAG]
+    flags = [*BASE_FLAGS, *([NATIVE_FLAG] if native_supported(cxx) else []), *SELECT_FLAGS]
     return _accepts(cxx, flags, _VECTOR_MATH_PROBE, _vector_math_ok, libs=VECTOR_MATH_LIBS)
 
 
@@ -159,7 +160,7 @@ def compile_flags(extra_flags: Sequence[str] = (), shared: bool = False, *, exac
     if exact_order:
         flags.append(EXACT_ORDER_FLAG)
     elif vector_math_supported():
-        flags += [VECTOR_MATH_FLAG, NO_SINK_FLAG]
+        flags += [VECTOR_MATH_FLAG, *SELECT_FLAGS]
     if shared:
         flags += ["-shared", "-fPIC", HIDDEN_FLAG]
     flags += list(extra_flags)

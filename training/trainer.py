@@ -27,7 +27,6 @@ from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
 from ksdata.loader import Target, load_targets
-from rules.sets import get_rule_set
 from search.settings import SearchName
 from search.value import ValueFunction
 from training.checkpoint import load_checkpoint
@@ -174,7 +173,7 @@ class Trainer:
             raise KsUsageError(
                 "training.later_defs: names every training expression; nothing is left for the first epochs"
             )
-        self.rules = get_rule_set(config.rules)
+        config.plan.rule_set()  # an unknown rule set is refused before any search
         torch.manual_seed(config.training.seed)
         self.rng = np.random.default_rng(config.training.seed)
         self.network = build_network(config.model)
@@ -183,7 +182,7 @@ class Trainer:
         self.history: list[EpochMetrics] = []
         self.replay: list[list[Sample]] = []
         self.best = BestTargets(config.search.depth)
-        self.executor = make_executor(config, self.rules)
+        self.executor = make_executor(config)
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:

@@ -45,7 +45,7 @@ WEIGHTS = "weights"
 MAY_CHANGE = ("training.epochs", "training.executor", "training.workers", "training.ray_address")
 
 #: Reports progress: (what, done, total).
-Progress = Callable[[str, int, int], None]
+TrainingProgress = Callable[[str, int, int], None]
 
 
 def weights_path(run: Path, epoch: int) -> Path:
@@ -159,7 +159,7 @@ def check_resumable(state: dict[str, Any], label: str) -> None:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, out: Path, progress: Progress | None = None) -> None:
+    def __init__(self, config: TrainConfig, out: Path, progress: TrainingProgress | None = None) -> None:
         self.config = config
         self.out = out
         self.progress = progress

@@ -55,12 +55,13 @@ def test_a_run_can_prune_in_its_searches_and_says_so_in_its_checkpoint(tmp_path:
     config = load_config("configs/bootstrap.yaml", ["search.prune_commutes=true", "search.prune_inlines=true", *TINY])
     executor = make_executor(config)
     assert isinstance(executor, LocalExecutor)
-    assert executor.plan.search.prune_commutes and executor.plan.search.prune_inlines
+    assert config.plan.search.prune_commutes and config.plan.search.prune_inlines
     start = parse_expr("(add (mul x y) (div z 2.0))")[0]
     relabelled = parse_expr("(add (div z 2.0) (mul x y))")[0]
-    job = SearchJob(start, "astar", 50, targets="explored_and_reached")
-    pruned = run_search(job, executor.plan, None)
-    full = run_search(job, executor.plan.overridden(prune_commutes=False, prune_inlines=False), None)
+    plan = config.plan.overridden(algorithm="astar", budget=50)
+    pruned = run_search(SearchJob(start, plan, "explored_and_reached"), None)
+    unpruned = plan.overridden(prune_commutes=False, prune_inlines=False)
+    full = run_search(SearchJob(start, unpruned, "explored_and_reached"), None)
     assert relabelled in {s.expr for s in full.expanded + full.passed_over}
     assert relabelled not in {s.expr for s in pruned.expanded + pruned.passed_over}
     Trainer(config, tmp_path).train()

@@ -229,7 +229,7 @@ def test_an_outcome_travels_as_one_wire_form() -> None:
 
     plan = Plan(rules="binding_simplify_rules", search=SearchSettings(depth=6))
     start = parse_expr("(add (div (mul x y) (add 1.0 (mul x y))) (mul x y))")[0]
-    outcome = run_search(SearchJob(start, "astar", 200, targets="explored_and_reached"), plan, None)
+    outcome = run_search(SearchJob(start, plan.overridden(budget=200), targets="explored_and_reached"), None)
     blob = pickle.dumps(outcome)
     back = pickle.loads(blob)
     assert back == outcome

@@ -72,10 +72,10 @@ def test_two_phase_takes_its_first_rule_set_from_the_plan() -> None:
     assert paper.best_cost < other.best_cost  # phase1's loop rules open what binding_rules cannot
 
 
-def test_a_training_job_runs_the_plan_with_its_own_search_budget_and_seed() -> None:
+def test_a_training_job_runs_its_plan() -> None:
     start = parse_expr("(add (div (mul x y) (add 1.0 (mul x y))) (mul x y))")[0]
     plan = Plan(rules="binding_simplify_rules", search=SearchSettings(depth=6, budget=5000))
-    outcome = run_search(SearchJob(start, "beam", 40), plan, None)
+    outcome = run_search(SearchJob(start, plan.overridden(algorithm="beam", budget=40)), None)
     direct = run(start, plan.overridden(algorithm="beam", budget=40))
     assert (outcome.best_cost, outcome.evaluations) == (direct.best_cost, direct.evaluations)
     assert outcome.evaluations <= 40

@@ -25,7 +25,6 @@ from typing import Protocol
 import torch
 
 from gnn.networks import Network
-from search.plan import Plan
 from training.config import EXECUTORS, TrainConfig
 from training.search_jobs import Outcome, SearchJob, WorkerCache, pack_weights, run_search
 
@@ -41,31 +40,28 @@ class Executor(Protocol):
 
 
 def make_executor(config: TrainConfig) -> Executor:
-    """The executor ``config.training.executor`` names, running searches of the config's plan; a
-    one-line error where it cannot be had.  Workers run with as many torch threads as this process
-    (the network's arithmetic is then the same bits)."""
-    plan, threads = config.plan, torch.get_num_threads()
+    """The executor ``config.training.executor`` names; a one-line error where it cannot be had.
+    Workers run with as many torch threads as this process (the network's arithmetic is then the
+    same bits)."""
+    threads = torch.get_num_threads()
     kind = config.training.executor
     if kind == "local":
-        return LocalExecutor(plan)
+        return LocalExecutor()
     if kind == "processes":
-        return ProcessExecutor(plan, threads, config.training.workers)
+        return ProcessExecutor(threads, config.training.workers)
     if kind == "ray":
         from training.ray_executor import RayExecutor
 
-        return RayExecutor(plan, threads, config.training.ray_address)
+        return RayExecutor(threads, config.training.ray_address)
     raise ValueError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
 
 
 class LocalExecutor:
     """Each search in this process, with the trainer's own network, when its outcome is asked for."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-
     def map(self, network: Network | None, jobs: Sequence[SearchJob]) -> Iterator[Outcome]:
         for job in jobs:
-            yield run_search(job, self.plan, network)
+            yield run_search(job, network)
 
     def close(self) -> None:
         pass
@@ -80,8 +76,7 @@ class ProcessExecutor:
     its thread pools do not survive a fork) and ignore Ctrl-C, which stops the trainer, which stops them.
     """
 
-    def __init__(self, plan: Plan, threads: int = 1, workers: int = 0) -> None:
-        self.plan = plan
+    def __init__(self, threads: int = 1, workers: int = 0) -> None:
         self.threads = threads
         self.workers = workers or os.cpu_count() or 1
         self._pool: Pool | None = None
@@ -93,7 +88,7 @@ class ProcessExecutor:
             return iter(())
         digest, path = self._share(network) if network is not None else (None, None)
         pool = self._start()
-        return pool.imap(_search_in_process, [(job, self.plan, self.threads, digest, path) for job in jobs])
+        return pool.imap(_search_in_process, [(job, self.threads, digest, path) for job in jobs])
 
     def close(self) -> None:
         if self._pool is not None:
@@ -131,6 +126,6 @@ def _ignore_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _search_in_process(args: tuple[SearchJob, Plan, int, str | None, Path | None]) -> Outcome:
-    job, plan, threads, digest, path = args
-    return _CACHE.run(job, plan, threads, digest, lambda: path.read_bytes() if path is not None else b"")
+def _search_in_process(args: tuple[SearchJob, int, str | None, Path | None]) -> Outcome:
+    job, threads, digest, path = args
+    return _CACHE.run(job, threads, digest, lambda: path.read_bytes() if path is not None else b"")

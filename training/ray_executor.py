@@ -19,7 +19,6 @@ from typing import Any
 
 from gnn.networks import Network
 from knossos.errors import KsUsageError
-from search.plan import Plan
 from training.search_jobs import Outcome, SearchJob, WorkerCache, pack_weights
 
 #: Where to get Ray, for the one-line error without it.
@@ -36,8 +35,7 @@ def import_ray() -> Any:
 
 
 class RayExecutor:
-    def __init__(self, plan: Plan, threads: int = 1, address: str | None = None) -> None:
-        self.plan = plan
+    def __init__(self, threads: int = 1, address: str | None = None) -> None:
         self.threads = threads
         self.address = address
         self._ray = import_ray()
@@ -51,7 +49,7 @@ class RayExecutor:
         task = self._start()
         digest, ref = self._share(network) if network is not None else (None, None)
         # the reference goes inside a list, so that Ray does not fetch the weights for every task
-        refs = [task.remote(job, self.plan, self.threads, digest, [ref]) for job in jobs]
+        refs = [task.remote(job, self.threads, digest, [ref]) for job in jobs]
         try:
             for r in refs:
                 yield self._ray.get(r)
@@ -114,11 +112,11 @@ def _pythonpath() -> str:
 _CACHE = WorkerCache()
 
 
-def _search_task(job: SearchJob, plan: Plan, threads: int, digest: str | None, weights: list[Any]) -> Outcome:
+def _search_task(job: SearchJob, threads: int, digest: str | None, weights: list[Any]) -> Outcome:
     def load() -> bytes:
         import ray
 
         blob: bytes = ray.get(weights[0])
         return blob
 
-    return _CACHE.run(job, plan, threads, digest, load)
+    return _CACHE.run(job, threads, digest, load)

@@ -21,7 +21,6 @@ from gnn.sample import Sample
 from knossos.expr import Expr
 from knossos.serialize import Wire, exprs_from_wire, exprs_to_wire
 from search.plan import Plan, run
-from search.settings import SearchName
 from search.spec import ctrl_c_stops_searches
 from search.value import ValueFunction, ZeroValue
 from training.config import TargetScheme
@@ -30,13 +29,11 @@ from training.samples import split_samples
 
 @dataclass(frozen=True)
 class SearchJob:
-    """One search of a run's :class:`~search.plan.Plan`, with its own search, budget and seed."""
+    """One search: its start and its plan (the run's, with the job's own search, budget and MCTS's
+    seed, drawn by the trainer)."""
 
     expr: Expr
-    algorithm: SearchName
-    budget: int
-    #: MCTS's seed (drawn by the trainer; other searches ignore it).
-    seed: int = 0
+    plan: Plan
     #: The target scheme whose samples to send back (config ``training.targets``); None: none
     #: (an evaluation, which needs only the cost).
     targets: TargetScheme | None = None
@@ -72,14 +69,13 @@ def _outcome(
     return Outcome(best_cost, evaluations, samples[:n_expanded], samples[n_expanded:])
 
 
-def run_search(job: SearchJob, plan: Plan, network: Network | None) -> Outcome:
-    """Run ``job`` with the run's ``plan`` and ``network`` as the value function (None: the zero value function)."""
-    s = plan.search
+def run_search(job: SearchJob, network: Network | None) -> Outcome:
+    """Run ``job`` with ``network`` as the value function (None: the zero value function)."""
+    s = job.plan.search
     value: ValueFunction = ZeroValue()
     if network is not None:  # one per search: a search does not change the network
         value = value_function(network, precision=s.precision, scale=s.value_scale)
-    seed = job.seed if job.algorithm == "mcts" else 0
-    result = run(job.expr, plan.overridden(algorithm=job.algorithm, budget=job.budget, seed=seed), value)
+    result = run(job.expr, job.plan, value)
     expanded, passed_over = split_samples(result, job.targets) if job.targets is not None else ([], [])
     return Outcome(result.best_cost, result.evaluations, expanded, passed_over)
 
@@ -105,8 +101,8 @@ class WorkerCache:
         self.digest: str | None = None
         self.network: Network | None = None
 
-    def run(self, job: SearchJob, plan: Plan, threads: int, digest: str | None, load: Callable[[], bytes]) -> Outcome:
-        """``job`` of ``plan`` on ``threads`` torch threads (the trainer's: the network's arithmetic is
+    def run(self, job: SearchJob, threads: int, digest: str | None, load: Callable[[], bytes]) -> Outcome:
+        """``job`` on ``threads`` torch threads (the trainer's: the network's arithmetic is
         then the same bits) with the weights named ``digest`` (None: unguided), read by ``load`` (from
         where they were left for the workers: a file, Ray's object store) only when this worker does
         not have them yet."""
@@ -115,4 +111,4 @@ class WorkerCache:
             self.network, self.digest = None, None  # the old one is freed before the new one is built
             self.network, self.digest = unpack_weights(load()), digest
         with ctrl_c_stops_searches():  # never a search cut short: its targets would change silently
-            return run_search(job, plan, self.network if digest is not None else None)
+            return run_search(job, self.network if digest is not None else None)

@@ -290,8 +290,9 @@ class Trainer:
         # searches run (as before executors, but for MCTS with samples_per_search, whose seeds and
         # draws alternated)
         seeds = self.seeds(cfg.search.algorithm, len(chosen))
+        plan = cfg.plan.overridden(budget=budget)
         jobs = [
-            SearchJob(self.train_set[i].expr, cfg.search.algorithm, budget, seed, cfg.training.targets)
+            SearchJob(self.train_set[i].expr, plan.overridden(seed=seed), cfg.training.targets)
             for i, seed in zip(chosen, seeds, strict=True)
         ]
         for n, found in enumerate(self.executor.map(self.network if guided else None, jobs)):
@@ -341,9 +342,8 @@ class Trainer:
         costs, evaluations = [], 0
         s = self.config.search
         seeds = self.seeds(s.test_algorithm, len(targets))
-        jobs = [
-            SearchJob(t.expr, s.test_algorithm, s.test_budget, seed) for t, seed in zip(targets, seeds, strict=True)
-        ]
+        plan = self.config.plan.overridden(algorithm=s.test_algorithm, budget=s.test_budget)
+        jobs = [SearchJob(t.expr, plan.overridden(seed=seed)) for t, seed in zip(targets, seeds, strict=True)]
         for n, r in enumerate(self.executor.map(self.network, jobs)):
             self._report(f"eval {label}", n, len(targets))
             costs.append(r.best_cost)

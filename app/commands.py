@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from app import optimize_cli, train_cli
-from app.startup import interrupt_outside_callbacks
+from app.startup import ignore_late_interrupts, interrupt_outside_callbacks
 from knossos.cli import ArgumentParser
 
 
@@ -30,9 +30,15 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     interrupt_outside_callbacks()  # Ctrl-C ends a search with its best so far, never inside a callback
-    return optimize_cli.guarded(args, "knossos optimize")
+    try:
+        return optimize_cli.guarded(args, "knossos optimize")
+    finally:
+        ignore_late_interrupts()
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     interrupt_outside_callbacks()
-    return train_cli.guarded(args, "knossos train")
+    try:
+        return train_cli.guarded(args, "knossos train")
+    finally:
+        ignore_late_interrupts()

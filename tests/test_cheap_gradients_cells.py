@@ -82,22 +82,25 @@ def test_cell_gradient_allocates_like_the_cell(name: str) -> None:
     assert large <= 1.1 * small, (name, small, large)
 
 
-def test_rnn_cell_gradient_products_reach_the_blocked_nest() -> None:
-    """rev$ of ``nn.RNNCell`` computes its six products with the blocked nest: the two of the forward
-    pass, and dw_ih, dw_hh (outer products over the batch) and dx, dh (sums of scaled rows), whose
-    operand dy * (1 - h^2) is computed element by element, once; the compiled gradient is torch's."""
+CELL_KINDS = {"RNNCell": (nn.RNNCell, 2), **CELLS}
+
+
+@pytest.mark.parametrize("name", sorted(CELL_KINDS))
+def test_cell_gradient_products_reach_the_blocked_nest(name: str) -> None:
+    """rev$ of a cell computes its six products with the blocked nest: the two of the forward pass
+    (x w_ih^T and h w_hh^T, all gates at once: a GRU's and an LSTM's are split after the product), and
+    dw_ih, dw_hh (outer products over the batch) and dx, dh (sums of scaled rows), whose operand, the
+    gates' cotangent (dy * (1 - h^2) for a plain RNN), is computed element by element, once; the
+    compiled gradient is torch's."""
+    kind, states = CELL_KINDS[name]
 
     def build(size: str, g: torch.Generator) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         torch.manual_seed(0)
-        m = nn.RNNCell(5, 7).to(torch.float64)
-        return m, (
-            torch.randn(3, 5, generator=g, dtype=torch.float64),
-            torch.randn(3, 7, generator=g, dtype=torch.float64),
-        )
+        m = kind(5, 7).to(torch.float64)
+        x = torch.randn(3, 5, generator=g, dtype=torch.float64)
+        return m, (x, *(torch.randn(3, 7, generator=g, dtype=torch.float64) for _ in range(states - 1)))
 
-    fn, args = function(
-        Layer("RNNCell", "pytorch/pytorch", "torch/nn/modules/rnn.py", "RNNCell", "BSD-3-Clause", build)
-    )
+    fn, args = function(Layer(name, "pytorch/pytorch", "torch/nn/modules/rnn.py", name, "BSD-3-Clause", build))
     with contextlib.redirect_stdout(io.StringIO()):
         program = grad_program(translate(fn, *args, name="cell", check=False), defs=["cell"], mode="rev")
     cpp = emit_program(program, ["rev$cell"], include_runtime=False)

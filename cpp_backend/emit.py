@@ -226,6 +226,7 @@ NATIVE_CPP: dict[str, list[tuple[tuple[Type, ...], Type, str]]] = {
     "sin": [((_F,), _F, "ks::math::sin({0})")],
     "cos": [((_F,), _F, "ks::math::cos({0})")],
     "lgamma": [((_F,), _F, "ks::lgamma_f({0})")],
+    "stop_gradient": [((_F,), _F, "({0})")],
     "fwd$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
     "rev$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
     "dotv": [((_VF, _VF), _F, "ks::dotv({0}, {1})")],

@@ -18,9 +18,12 @@ from knossos.ops import Op
 
 
 def zero_shaped(node: Expr) -> Expr | None:
-    """The variable ``e`` when ``node`` is ``+0.0`` everywhere in the shape of ``e``, written as nested
-    ``build (size e) (lam i ...)`` over its elements, down to Float ``+0.0``; else None."""
+    """The variable ``e`` when ``node`` is ``+0.0`` everywhere in the shape of ``e`` (a vector of
+    vectors), written as nested ``build (size e) (lam i ...)`` over its elements down to Float ``+0.0``;
+    else None."""
     if node.op is not Op.BUILD or node.args[0].op is not Op.SIZE:
+        return None
+    if node.args[2].op is Op.CONST:  # a Float vector's zero is a CONST ks::const_vec, which sums keep lazy
         return None
     e = node.args[0].args[0]
     if e.op is not Op.VAR or e.type is not node.type:

@@ -13,7 +13,9 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
 ``if``, ``and``, ``or``    a result variable assigned inside ``if (...) {...} else {...}`` (lazy)
 ``build``                  a dense vector filled by a ``for`` loop; ``(build n (lam i c))`` with ``c`` a
                            constant or a variable other than ``i`` is ``ks::const_vec`` (lazy, no
-                           allocation per element: reverse-mode code writes zero vectors like that);
+                           allocation per element: reverse-mode code writes zero vectors like that),
+                           and a zero written as loops over a vector of vectors' shape is
+                           ``ks::zero_like`` of it (:mod:`cpp_backend.zeros`);
                            ``(build n (lam k (sumbuild m (lam j e))))`` with ``e`` a Float is computed
                            row-wise, also where the sum is an operand of the element (see Loops)
 ``sumbuild``               a loop accumulating into a dense copy of the first iteration's value, the

@@ -299,23 +299,37 @@ class Reverse:
         iteration ``i`` reads (only there, and only it); bound in ``out``, its variable returned."""
         i = loop.index
         n = loop.n
-        plain = self.names.bind(out, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
         if self.extents.covers(n, v):
-            return plain
-        # Where the loop may not be over (size v), v's elements past its end get zeros: the gather
-        # copied into a vector of v's size, taken only when the sizes differ.  The copy reads the
-        # gather, not the loop's reverse pass again: a second copy of that in every loop around it
-        # doubles the code per level of a loop nest.
+            return self.names.bind(out, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
+        # Where the loop may not be over (size v), v's elements past its end get zeros, in a vector
+        # made only when the sizes differ, so that the usual gather is a plain build (which the C++
+        # adds into a sum element by element, and recognises in products).  The padded vector
+        # computes the body again where it has no loops (a constant more code); else it copies the
+        # gather, since a second copy of a reverse pass with loops in every loop around it doubles
+        # the code per level of a loop nest.
         size = self.names.bind(out, E.op(Op.SIZE, v), "t")
+        zero = Block([], self.shapes.zero_like(E.op(Op.INDEX, i, v)))
+        if not _has_loop(inner):
+            plain = Block()
+            plain.result = self.names.bind(plain, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
+            element = Block()
+            element.result = self.names.bind(
+                element, Branch(E.op(Op.LT, i, n), Block(inner.binds, part), zero), "d$elem"
+            )
+            padded = Block()
+            padded.result = self.names.bind(padded, Loop(Op.BUILD, size, i, element), f"d${v.data}")
+            return self.names.bind(out, Branch(E.op(Op.EQ, n, size), plain, padded), f"d${v.data}")
+        gathered = self.names.bind(out, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
         j = E.var(self.names.fresh("i"), i.type)
         read = Block()
-        read.result = self.names.bind(read, E.op(Op.INDEX, j, plain), "d$elem")
-        zero = Block([], self.shapes.zero_like(E.op(Op.INDEX, j, v)))
+        read.result = self.names.bind(read, E.op(Op.INDEX, j, gathered), "d$elem")
         element = Block()
-        element.result = self.names.bind(element, Branch(E.op(Op.LT, j, n), read, zero), "d$elem")
+        element.result = self.names.bind(
+            element, Branch(E.op(Op.LT, j, n), read, Block([], self.shapes.zero_like(E.op(Op.INDEX, j, v)))), "d$elem"
+        )
         padded = Block()
         padded.result = self.names.bind(padded, Loop(Op.BUILD, size, j, element), f"d${v.data}")
-        return self.names.bind(out, Branch(E.op(Op.EQ, n, size), Block([], plain), padded), f"d${v.data}")
+        return self.names.bind(out, Branch(E.op(Op.EQ, n, size), Block([], gathered), padded), f"d${v.data}")
 
     def _branch(self, out: Block, cot: Cotangents, branch: Branch, dv: Expr) -> None:
         then, then_cot = self.block(branch.then, dv)
@@ -343,6 +357,15 @@ class Reverse:
         other.result = self._parts(other, other_cot, names, keys)
         parts = self.names.bind(out, Branch(branch.cond, then, other), "d$if")
         self._collect(out, cot, names, keys, parts)
+
+
+def _has_loop(b: Block) -> bool:
+    """Whether a loop is bound in ``b`` or in a branch of it."""
+    for bind in b.binds:
+        value = bind.value
+        if isinstance(value, Loop) or (isinstance(value, Branch) and (_has_loop(value.then) or _has_loop(value.other))):
+            return True
+    return False
 
 
 def _blocks(b: Block) -> set[int]:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import Union
 
 from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, is_atom
+from autodiff.extents import Extents
 from autodiff.primitives import as_op, known_callee, reverse_op
 from autodiff.tangent import Shapes
 from knossos import expr as E
@@ -81,10 +82,12 @@ class Reverse:
         self.derivative = derivative
         #: Every variable that was given a cotangent, by name (names are unique in a def).
         self.vars: dict[str, Expr] = {}
-        #: The value of every forward binding that is one op (to see that a loop's size is ``(size v)``).
-        self.values: dict[str, Expr] = {}
-        #: Loop indices over ``(size v)``, by name: the vector's name (``(index i v)`` cannot fail).
-        self.ranges: dict[str, str] = {}
+        #: The sizes of the forward vectors known before the def runs (to see that a loop covers one).
+        self.extents = Extents()
+        #: The forward blocks whose sizes :attr:`extents` has (with every block inside them).
+        self.recorded: set[int] = set()
+        #: The size of every loop, by its index's name (``(index i v)`` cannot fail where it is ``v``'s).
+        self.ranges: dict[str, Expr] = {}
         #: Values of loops two deep, stored by the outer loop's reverse pass: by name, the outer loop's
         #: index and the tape (a build over the outer loop of builds over the inner one).
         self.taped: dict[str, tuple[Expr, Expr]] = {}
@@ -125,9 +128,9 @@ class Reverse:
         replaced = stored or {}
         out = Block([replaced.get(x.var.data, x) for x in b.binds])
         cot = Cotangents()
-        for bind in b.binds:
-            if isinstance(bind.value, Expr):
-                self.values[bind.var.data] = bind.value
+        if id(b) not in self.recorded:
+            self.extents.record(b)
+            self.recorded |= _blocks(b)
         assert b.result is not None
         if wants(b.result):
             self.give(out, cot, b.result, seed if is_atom(seed) else self.names.bind(out, seed, "d$r"))
@@ -252,9 +255,7 @@ class Reverse:
 
     def _loop(self, out: Block, cot: Cotangents, loop: Loop, dv: Expr, v: Expr) -> None:
         seed = E.op(Op.INDEX, loop.index, dv) if loop.op is Op.BUILD else dv
-        size = self.values.get(loop.n.data) if loop.n.op is Op.VAR else None
-        if size is not None and size.op is Op.SIZE and size.args[0].op is Op.VAR:
-            self.ranges[loop.index.data] = size.args[0].data
+        self.ranges[loop.index.data] = loop.n
         inner, inner_cot = self.block(loop.body, seed, self._stored(out, loop, v))
         bound = {b.var.data for b in loop.body.binds}
         gathers: dict[str, Expr] = {}
@@ -326,19 +327,37 @@ class Reverse:
         iteration ``i`` reads (only there, and only it); bound in ``out``, its variable returned."""
         i = loop.index
         n = loop.n
-        if n.op is Op.VAR and self.values.get(n.data) is E.op(Op.SIZE, v):
+        if self.extents.covers(n, v):
             return self.names.bind(out, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
-        # Where the loop is not over (size v), v's elements past its end get zeros: a loop guarded
-        # element by element, taken only when the sizes differ, so that the usual one is a plain build.
+        # Where the loop may not be over (size v), v's elements past its end get zeros, in a vector
+        # made only when the sizes differ, so that the usual gather is a plain build (which the C++
+        # adds into a sum element by element, and recognises in products).  The padded vector
+        # computes the body again where it has no loops (a constant more code); else it copies the
+        # gather, since a second copy of a reverse pass with loops in every loop around it doubles
+        # the code per level of a loop nest.
         size = self.names.bind(out, E.op(Op.SIZE, v), "t")
-        plain = Block()
-        plain.result = self.names.bind(plain, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
         zero = Block([], self.shapes.zero_like(E.op(Op.INDEX, i, v)))
+        if not _has_loop(inner):
+            plain = Block()
+            plain.result = self.names.bind(plain, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
+            element = Block()
+            element.result = self.names.bind(
+                element, Branch(E.op(Op.LT, i, n), Block(inner.binds, part), zero), "d$elem"
+            )
+            padded = Block()
+            padded.result = self.names.bind(padded, Loop(Op.BUILD, size, i, element), f"d${v.data}")
+            return self.names.bind(out, Branch(E.op(Op.EQ, n, size), plain, padded), f"d${v.data}")
+        gathered = self.names.bind(out, Loop(Op.BUILD, n, i, Block(inner.binds, part)), f"d${v.data}")
+        j = E.var(self.names.fresh("i"), i.type)
+        read = Block()
+        read.result = self.names.bind(read, E.op(Op.INDEX, j, gathered), "d$elem")
         element = Block()
-        element.result = self.names.bind(element, Branch(E.op(Op.LT, i, n), Block(inner.binds, part), zero), "d$elem")
+        element.result = self.names.bind(
+            element, Branch(E.op(Op.LT, j, n), read, Block([], self.shapes.zero_like(E.op(Op.INDEX, j, v)))), "d$elem"
+        )
         padded = Block()
-        padded.result = self.names.bind(padded, Loop(Op.BUILD, size, i, element), f"d${v.data}")
-        return self.names.bind(out, Branch(E.op(Op.EQ, n, size), plain, padded), f"d${v.data}")
+        padded.result = self.names.bind(padded, Loop(Op.BUILD, size, j, element), f"d${v.data}")
+        return self.names.bind(out, Branch(E.op(Op.EQ, n, size), Block([], gathered), padded), f"d${v.data}")
 
     def _branch(self, out: Block, cot: Cotangents, branch: Branch, dv: Expr) -> None:
         then, then_cot = self.block(branch.then, dv)
@@ -351,7 +370,8 @@ class Reverse:
                 """A Float element, or one whose zero (read at an index in range) costs nothing to make."""
                 name, k = key
                 outside = k.op is Op.CONST or (k.op is Op.VAR and k.data not in bound)
-                in_range = k.op is Op.VAR and self.ranges.get(k.data) == name
+                n = self.ranges.get(k.data) if k.op is Op.VAR else None
+                in_range = n is not None and self.extents.covers(n, self.vars[name])
                 return outside and (self.vars[name].type.elem is FLOAT or in_range)
 
             self.flush(inner, inner_cot, lambda key, passes=passes: not passes(key))  # type: ignore[misc]
@@ -365,3 +385,24 @@ class Reverse:
         other.result = self._parts(other, other_cot, names, keys)
         parts = self.names.bind(out, Branch(branch.cond, then, other), "d$if")
         self._collect(out, cot, names, keys, parts)
+
+
+def _has_loop(b: Block) -> bool:
+    """Whether a loop is bound in ``b`` or in a branch of it."""
+    for bind in b.binds:
+        value = bind.value
+        if isinstance(value, Loop) or (isinstance(value, Branch) and (_has_loop(value.then) or _has_loop(value.other))):
+            return True
+    return False
+
+
+def _blocks(b: Block) -> set[int]:
+    """The ids of ``b`` and of every block inside it."""
+    out = {id(b)}
+    for bind in b.binds:
+        value = bind.value
+        if isinstance(value, Loop):
+            out |= _blocks(value.body)
+        elif isinstance(value, Branch):
+            out |= _blocks(value.then) | _blocks(value.other)
+    return out

@@ -13,7 +13,9 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
 ``if``, ``and``, ``or``    a result variable assigned inside ``if (...) {...} else {...}`` (lazy)
 ``build``                  a dense vector filled by a ``for`` loop; ``(build n (lam i c))`` with ``c`` a
                            constant or a variable other than ``i`` is ``ks::const_vec`` (lazy, no
-                           allocation per element: reverse-mode code writes zero vectors like that);
+                           allocation per element: reverse-mode code writes zero vectors like that),
+                           and a zero written as loops over a vector of vectors' shape is
+                           ``ks::zero_like`` of it (:mod:`cpp_backend.zeros`);
                            ``(build n (lam k (sumbuild m (lam j e))))`` with ``e`` a Float is computed
                            row-wise, also where the sum is an operand of the element (see Loops)
 ``sumbuild``               a loop accumulating into a dense copy of the first iteration's value, the
@@ -80,6 +82,7 @@ from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
 from cpp_backend.products import canonical_products
+from cpp_backend.zeros import zero_shaped
 from knossos import trampoline
 from knossos.arith import INT_MIN
 from knossos.callee import Callee, CalleeKind
@@ -661,6 +664,10 @@ class _FunctionEmitter:
         n = yield size
         self.line(f'ks::check_size({n}, "build");')
         elem = cpp_type(body.type)
+        zero = zero_shaped(node)
+        if zero is not None:  # a reverse pass's zero cotangent: read lazily, as every element zero
+            value = yield zero
+            return self.bind(node.type, f"ks::zero_like({value})")
         if body.op in (Op.CONST, Op.VAR) and var.data not in body.free:
             value = yield body
             return self.bind(node.type, f"ks::const_vec<{elem}>({n}, {value})")
@@ -1269,7 +1276,8 @@ class _FunctionEmitter:
             for slot, piece in enumerate(e.args):
                 yield from self._accumulate(f"std::get<{slot}>({dest})", piece, skipped, deferred)
             return dest
-        if (op is Op.BUILD or op is Op.SUMBUILD) and e.args[1].data in e.args[2].free:
+        loop = op is Op.BUILD or op is Op.SUMBUILD
+        if loop and e.args[1].data in e.args[2].free and zero_shaped(e) is None:  # a zero: added lazily
             size, var, body = e.args
             n = yield size
             kind = "build" if op is Op.BUILD else "sumbuild"

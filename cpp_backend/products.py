@@ -202,6 +202,19 @@ def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
     return None
 
 
+def _gathered_first(lets: list[tuple[Expr, Expr]], body: Expr) -> tuple[list[tuple[Expr, Expr]], Expr]:
+    """``(let (x X) (if test x Y))`` as ``(if test X Y)`` (``Y`` may read ``x``: a gradient's gather
+    ``X``, then its copy padded to the vector's size where the loop does not cover it): the size test's
+    first branch is then ``X`` itself, for :func:`_branch_checked`.  Other lets and bodies unchanged."""
+    if not lets or body.op is not Op.IF:
+        return lets, body
+    x, rhs = lets[-1]
+    cond, then, other = body.args
+    if then is not x or x.data in cond.free or _loop_free(rhs):
+        return lets, body
+    return lets[:-1], body.replace_args((cond, rhs, other))
+
+
 def _branch_checked(e: Expr, resolved: dict[str, Expr], loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr] | None:
     """A size test ``(if (eq a b) X Y)`` of small terms as (a check, ``X``): the check holds where the
     test is true at every iteration of ``loops`` (the enclosing builds and sums, outermost first), and
@@ -471,7 +484,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         return None
     body = s
     while True:
-        lets, body = _peel_lets(_unwrap(body))
+        lets, body = _gathered_first(*_peel_lets(_unwrap(body)))
         if not add_lets(lets):
             return None
         if body.op is Op.IF:

@@ -32,8 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cpp_backend.convolutions import gathered_product
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
+from cpp_backend.tuple_lets import split_tuple_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes, names_in
 from knossos.ops import Op
@@ -589,6 +591,11 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
     def here(e: Expr) -> Expr:
         if id(e) in names.fallbacks:
             return e
+        if not exact_order and e.op is Op.BUILD:
+            found = gathered_product(e, names.fresh)
+            if found is not None:
+                names.fallbacks[id(e)] = e
+                return found
         if e.op is Op.BUILD:
             found = transpose(e, names)
             if found is not None:
@@ -605,6 +612,8 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
                 return found
         return e
 
+    if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)
+        root = split_tuple_lets(root)
     return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)
 
 

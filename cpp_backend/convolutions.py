@@ -76,31 +76,50 @@ def _read(e: Expr, loop_vars: frozenset[str]) -> _Read | None:
     return _Read(e, frozenset(used), shifted)
 
 
-def _inline(e: Expr, lets: dict[str, Expr], dropped: list[Expr]) -> Expr | None:
-    """``e`` with its lets inlined and each ``get`` of a tuple (through tests) taken; every let's
-    right-hand side goes to ``dropped`` (the caller probes the reads the result no longer makes).
-    None where ``e`` holds anything but lets, reads, tuples and scalar arithmetic."""
+#: The tests under which a term is evaluated: (test, the branch taken: True for then).
+Path = tuple[tuple[Expr, bool], ...]
+
+
+def _inline(e: Expr, lets: dict[str, Expr], made: list[tuple[Expr, Path]], path: Path = ()) -> Expr | None:
+    """``e`` with its lets inlined and each ``get`` of a tuple (through tests) taken; the right-hand
+    side of every let goes to ``made`` with the tests under which it is evaluated (the caller probes
+    its reads).  None where ``e`` holds anything but lets, reads, tuples and arithmetic."""
     if e.op is Op.LET:
-        rhs = _inline(e.args[1], lets, dropped)
+        rhs = _inline(e.args[1], lets, made, path)
         if rhs is None:
             return None
-        dropped.append(rhs)
-        return _inline(e.args[2], {**lets, e.args[0].data: rhs}, dropped)
+        made.append((rhs, path))
+        return _inline(e.args[2], {**lets, e.args[0].data: rhs}, made, path)
     if e.op is Op.VAR:
         return lets.get(e.data, e)
     if e.op in (Op.BUILD, Op.SUMBUILD, Op.SUM, Op.LAM, Op.CALL, Op.APPLY, Op.CONSTVEC, Op.DELTAVEC, Op.ASSERT):
         return None
     if not e.args:
         return e
-    args = []
-    for a in e.args:
-        x = _inline(a, lets, dropped)
+    args: list[Expr] = []
+    for k, a in enumerate(e.args):
+        under = path
+        if k > 0 and e.op is Op.IF:
+            under = (*path, (args[0], k == 1))
+        elif k > 0 and e.op in (Op.AND, Op.OR):
+            under = (*path, (args[0], e.op is Op.AND))
+        x = _inline(a, lets, made, under)
         if x is None:
             return None
         args.append(x)
     if e.op is Op.GET:
         return _project(args[0], e.data[0])
     return e.replace_args(tuple(args))
+
+
+def made_reads(term: Expr) -> list[tuple[Expr, Path]] | None:
+    """The reads that evaluating ``term`` (lets, reads, tests and arithmetic) makes, each with the tests
+    under which it is made (the outermost of each chain of indices); None where ``term`` holds more."""
+    made: list[tuple[Expr, Path]] = []
+    core = _inline(term, {}, made)
+    if core is None:
+        return None
+    return _made([*made, (core, ())], [])
 
 
 def _project(t: Expr, k: int) -> Expr | None:
@@ -112,12 +131,17 @@ def _project(t: Expr, k: int) -> Expr | None:
     return None
 
 
-def _unread(dropped: list[Expr], core: Expr) -> list[Expr]:
-    """The reads that ``dropped`` makes and ``core`` does not (the outermost of each chain)."""
-    kept = {id(x) for x in distinct_nodes(core)}
-    found = {id(x): x for d in dropped for x in distinct_nodes(d) if x.op is Op.INDEX and id(x) not in kept}
-    inner = {id(x.args[1]) for x in found.values()}
-    return sorted((x for k, x in found.items() if k not in inner), key=lambda x: x.size)
+def _made(made: list[tuple[Expr, Path]], plain: list[Expr]) -> list[tuple[Expr, Path]]:
+    """The reads that ``made`` makes (the outermost of each chain, with its tests), but those of ``plain``
+    made whatever the tests."""
+    skip = {id(x) for x in plain}
+    found: dict[tuple[int, Path], tuple[Expr, Path]] = {}
+    for d, path in made:
+        for x in distinct_nodes(d):
+            if x.op is Op.INDEX and not (id(x) in skip and not path):
+                found[(id(x), path)] = (x, path)
+    inner = {(id(x.args[1]), path) for x, path in found.values()}
+    return sorted((v for k, v in found.items() if k not in inner), key=lambda v: v[0].size)
 
 
 def _operand_sum(elem: Expr) -> Expr | None:
@@ -202,13 +226,37 @@ def _nest(loops: list[tuple[Expr, Expr]], body: Expr, op: Op = Op.SUMBUILD) -> E
     return body
 
 
-def _probe(read: Expr, loops: list[tuple[Expr, Expr]], runs: Expr, name: str) -> Expr:
-    """An Integer 0 that evaluates ``read`` at every iteration of the ``loops`` it uses (where the nest
-    runs): it fails where the nest's read fails."""
-    v = E.var(name, read.type)
-    seen = E.op(Op.SIZE, v) if read.type.kind is Kind.VEC else v
-    used = [(E.op(Op.IF, runs, n, _i(0)), x) for n, x in loops if x.data in read.free]
-    return _nest(used, E.let(v, read, E.op(Op.IF, E.op(Op.GT, seen, seen), _i(1), _i(0))))
+def probes(
+    reads: list[tuple[Expr, Path]], loops: list[tuple[Expr, Expr]], fresh: Callable[[str], str]
+) -> list[Expr] | None:
+    """For each of ``reads`` (binder-free terms of the variables of ``loops``, size and variable,
+    outermost first, and of invariants; each with the tests under which it is made), a check that
+    evaluates it at every iteration of the loops it and its tests use (and those their sizes use)
+    where its tests hold: it fails where the loops that made the read fail.  Each check holds; the
+    caller evaluates them only where every loop runs.  None where a read is of another kind, or of
+    variables bound inside the loops."""
+    bound = {v.data for _, v in loops}
+    out: list[Expr] = []
+    for read, path in reads:
+        terms = [read] + [c for c, _ in path]
+        if read.type.kind not in (Kind.VEC, Kind.FLOAT, Kind.INTEGER) or not all(
+            n.op in _PURE for t in terms for n in distinct_nodes(t)
+        ):
+            return None
+        need = {x for t in terms for x in t.free & bound}
+        for n, v in reversed(loops):
+            if v.data in need:
+                need |= n.free & bound
+        if any(n.free & bound - need for n, v in loops if v.data in need):
+            return None  # (a size of a later loop: not in nesting order)
+        x = E.var(fresh("ks$probe"), read.type)
+        seen = E.op(Op.SIZE, x) if read.type.kind is Kind.VEC else x
+        body: Expr = E.let(x, read, E.op(Op.IF, E.op(Op.GT, seen, seen), _i(1), _i(0)))
+        for c, taken in reversed(path):
+            body = E.op(Op.IF, c, body, _i(0)) if taken else E.op(Op.IF, c, _i(0), body)
+        body = _nest([(n, v) for n, v in loops if v.data in need], body)
+        out.append(E.op(Op.EQ, body, _i(0)))
+    return out
 
 
 def _nonfinite(m: Expr, rows: Expr, cols: Expr) -> Expr:
@@ -256,8 +304,8 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     outs, sums = loops[: len(outs)], loops[len(outs) :]
     if term.size > _TERM_MAX:
         return None
-    dropped: list[Expr] = []
-    core = _inline(term, {}, dropped)
+    made: list[tuple[Expr, Path]] = []
+    core = _inline(term, {}, made)
     if core is None or core.size > _TERM_MAX:
         return None
     tests: list[Expr] = []
@@ -300,8 +348,7 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     def gathered(r: _Read) -> Expr:
         if g is None or not g_vars <= r.loops or (r is right and g_vars <= left.loops):
             return r.expr  # (a test of the contracted loops alone is applied to the left operand)
-        v = E.var(fresh("ks$w"), FLOAT)  # the read made where the test fails too, as the nest makes it
-        return E.let(v, r.expr, E.op(Op.IF, g, v, E.const(0.0)))
+        return E.op(Op.IF, g, r.expr, E.const(0.0))  # (made where the test fails too: probed)
 
     ia, ja, jb, kb = (E.var(fresh(f"ks${s}"), INTEGER) for s in ("gi", "gj", "gj", "gk"))
     mat: Type = vec(vec(FLOAT))
@@ -329,14 +376,18 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
         other = cb if g_vars <= left.loops else ca
         rows, cols = (nj, nb) if other is cb else (na, nj)
         checks.append(E.op(Op.EQ, _nonfinite(other, rows, cols), _i(0)))
-    for r in _unread(dropped, core):
-        if r.type.kind not in (Kind.VEC, Kind.FLOAT, Kind.INTEGER) or r.free - loop_vars - e.free:
-            return None
-        checks.append(E.op(Op.EQ, _probe(r, loops, runs, fresh("ks$probe")), _i(0)))
-    if any(not all(n.op in _PURE for n in distinct_nodes(d)) for d in dropped):
+    # The reads made whatever the tests are probed, but those the copies make as they are.
+    plain = [
+        r.expr for r in (left, right) if g is None or not g_vars <= r.loops or (r is right and g_vars <= left.loops)
+    ]
+    probed = probes(_made(made, plain), loops, fresh)
+    if probed is None:
+        return None
+    checks += probed  # (after ``runs``: evaluated only where every loop runs)
+    if any(not all(n.op in _PURE for n in distinct_nodes(d)) for d, _ in made):
         return None
     guarded = E.op(Op.IF, _and(checks), E.let(cc, product, fast), e)
     return E.let(ca, copy_a, E.let(cb, copy_b, guarded))
 
 
-__all__ = ["TERM", "gathered_product"]
+__all__ = ["TERM", "Path", "gathered_product", "made_reads", "probes"]

@@ -62,11 +62,25 @@ class _Read:
     shifted: bool  # an index is more than a loop variable
 
 
+def _index_term(e: Expr) -> bool:
+    """Whether ``e`` is integer arithmetic and tests (a division only by a positive constant: a
+    strided output position), which cannot fail."""
+    return all(
+        n.op in _INDEX_OPS or (n.op is Op.DIV and n.args[1].op is Op.CONST and n.args[1].data > 0)
+        for n in distinct_nodes(e)
+    )
+
+
+def _pure(e: Expr) -> bool:
+    """Whether evaluating ``e`` can fail only in a read (which the probes make)."""
+    return all(n.op in _PURE or (n.op is Op.DIV and _index_term(n)) for n in distinct_nodes(e))
+
+
 def _read(e: Expr, loop_vars: frozenset[str]) -> _Read | None:
     x, shifted = e, False
     used: set[str] = set()
     while x.op is Op.INDEX and x.args[0].free & loop_vars:
-        if not all(n.op in _INDEX_OPS for n in distinct_nodes(x.args[0])):
+        if not _index_term(x.args[0]):
             return None
         used |= x.args[0].free & loop_vars
         shifted = shifted or x.args[0].op is not Op.VAR
@@ -136,9 +150,10 @@ def _made(made: list[tuple[Expr, Path]], plain: list[Expr]) -> list[tuple[Expr, 
     made whatever the tests."""
     skip = {id(x) for x in plain}
     found: dict[tuple[int, Path], tuple[Expr, Path]] = {}
+    always = {id(x) for d, path in made if not path for x in distinct_nodes(d)}
     for d, path in made:
         for x in distinct_nodes(d):
-            if x.op is Op.INDEX and not (id(x) in skip and not path):
+            if x.op is Op.INDEX and not (id(x) in skip and not path) and not (path and id(x) in always):
                 found[(id(x), path)] = (x, path)
     inner = {(id(x.args[1]), path) for x, path in found.values()}
     return sorted((v for k, v in found.items() if k not in inner), key=lambda v: v[0].size)
@@ -239,9 +254,7 @@ def probes(
     out: list[Expr] = []
     for read, path in reads:
         terms = [read] + [c for c, _ in path]
-        if read.type.kind not in (Kind.VEC, Kind.FLOAT, Kind.INTEGER) or not all(
-            n.op in _PURE for t in terms for n in distinct_nodes(t)
-        ):
+        if read.type.kind not in (Kind.VEC, Kind.FLOAT, Kind.INTEGER) or not all(_pure(t) for t in terms):
             return None
         need = {x for t in terms for x in t.free & bound}
         for n, v in reversed(loops):
@@ -257,6 +270,21 @@ def probes(
         body = _nest([(n, v) for n, v in loops if v.data in need], body)
         out.append(E.op(Op.EQ, body, _i(0)))
     return out
+
+
+def holds_everywhere(cond: Expr, loops: list[tuple[Expr, Expr]]) -> Expr | None:
+    """The check that ``cond`` (binder-free, loop-free) holds at every iteration of the ``loops`` (size
+    and variable, outermost first) that it uses (and those their sizes use); None where it uses
+    variables of loops out of nesting order."""
+    bound = {v.data for _, v in loops}
+    need = set(cond.free & bound)
+    for n, v in reversed(loops):
+        if v.data in need:
+            need |= n.free & bound
+    if any(n.free & bound - need for n, v in loops if v.data in need):
+        return None
+    count = _nest([(n, v) for n, v in loops if v.data in need], E.op(Op.IF, cond, _i(0), _i(1)))
+    return E.op(Op.EQ, count, _i(0))
 
 
 def _nonfinite(m: Expr, rows: Expr, cols: Expr) -> Expr:
@@ -331,7 +359,7 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     g_vars: frozenset[str] = frozenset()
     if g is not None:
         g_vars = frozenset(g.free & loop_vars)
-        if g.type is not BOOL or not all(n.op in _INDEX_OPS for n in distinct_nodes(g)):
+        if g.type is not BOOL or not _index_term(g):
             return None
         if not (g_vars <= rx.loops or g_vars <= ry.loops):
             return None
@@ -384,10 +412,10 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     if probed is None:
         return None
     checks += probed  # (after ``runs``: evaluated only where every loop runs)
-    if any(not all(n.op in _PURE for n in distinct_nodes(d)) for d, _ in made):
+    if not all(_pure(d) for d, _ in made):
         return None
     guarded = E.op(Op.IF, _and(checks), E.let(cc, product, fast), e)
     return E.let(ca, copy_a, E.let(cb, copy_b, guarded))
 
 
-__all__ = ["TERM", "Path", "gathered_product", "made_reads", "probes"]
+__all__ = ["TERM", "Path", "gathered_product", "holds_everywhere", "made_reads", "probes"]

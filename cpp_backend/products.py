@@ -35,7 +35,7 @@ from collections.abc import Callable
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
-from cpp_backend.scatters import gather_one_hots
+from cpp_backend.scatters import gather_one_hots, one_hots_inside
 from cpp_backend.tuple_lets import split_tuple_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes, names_in
@@ -469,6 +469,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
     body = s
     while True:
         lets, body = _peel_lets(_unwrap(body))
+        lets, body = one_hots_inside(lets, body)
         if not add_lets(lets):
             return None
         if body.op is Op.IF:
@@ -504,17 +505,16 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         checks.append(_all_hold(list(builds), E.op(Op.LTE, q, width)))
         builds.append((width, kv))
         body = E.op(Op.IF, E.op(Op.LT, kv, q), body.args[2], E.const(0.0))
-    elif body.op is Op.DELTAVEC and sums and body.args[2].type is FLOAT:  # one-hots at a shifted index
+    elif body.op is Op.DELTAVEC and sums:  # one-hots at a shifted index (of one-hots: a matrix element)
         around = ([outer] if outer is not None else []) + [(n, v) for kind, n, v in chain if kind != "let"]
         gathered = gather_one_hots(body, sums, lets_all, lambda x: _resolve(x, resolved), around, names.fresh)
         if gathered is None:
             return None
-        width, u, body, probed = gathered
-        width = _resolve(width, resolved)
-        if not _small(width):
+        gather, body, probed = gathered
+        if not all(_small(n) for n, _ in gather):
             return None
-        sums = [(n, v) for n, v in sums if v is not body.args[0]]
-        builds.append((width, u))
+        sums = [(n, v) for n, v in sums if v.data in body.free or v.data not in names_in(body)]
+        builds += gather
         lets_all = []  # (inside the term, under the test that its summed variable is in range)
         checks += probed
     if not builds or not sums or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):

@@ -99,6 +99,8 @@ def _split(x: Expr, used: set[str]) -> Expr | None:
         lets.append((kv, e))
         swap[k] = kv
     out = _substitute_gets(body, v, swap)
+    if v.data in out.free:  # (used otherwise: the body is the tuple itself, say)
+        return None
     for kv, e in reversed(lets):
         out = E.let(kv, e, out)
     return out

@@ -145,15 +145,17 @@ def _project(t: Expr, k: int) -> Expr | None:
     return None
 
 
-def _made(made: list[tuple[Expr, Path]], plain: list[Expr]) -> list[tuple[Expr, Path]]:
-    """The reads that ``made`` makes (the outermost of each chain, with its tests), but those of ``plain``
-    made whatever the tests."""
-    skip = {id(x) for x in plain}
+def _made(made: list[tuple[Expr, Path]], copied: list[tuple[Expr, Path]]) -> list[tuple[Expr, Path]]:
+    """The reads that ``made`` makes (the outermost of each chain, with its tests), but those the copies
+    make wherever the nest makes them (``copied``: a read, and the tests the copy makes it under)."""
+    skip = {id(x): p for x, p in copied}
     found: dict[tuple[int, Path], tuple[Expr, Path]] = {}
     always = {id(x) for d, path in made if not path for x in distinct_nodes(d)}
     for d, path in made:
         for x in distinct_nodes(d):
-            if x.op is Op.INDEX and not (id(x) in skip and not path) and not (path and id(x) in always):
+            if id(x) in skip and path[: len(skip[id(x)])] == skip[id(x)]:
+                continue
+            if x.op is Op.INDEX and not (path and id(x) in always):
                 found[(id(x), path)] = (x, path)
     inner = {(id(x.args[1]), path) for x, path in found.values()}
     return sorted((v for k, v in found.items() if k not in inner), key=lambda v: v[0].size)
@@ -373,10 +375,35 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     nb, fb = _flat(b_loops)
     nj, _ = _flat(sums)
 
+    def made_under(r: _Read) -> int | None:
+        """How many of the tests (outermost first) the nest makes ``r`` under: 0 for a let's read
+        made whatever they are, all for a read of the term only; None where it is made otherwise."""
+        paths = [p for d, p in made if any(x is r.expr for x in distinct_nodes(d))]
+        if not paths:
+            return len(tests)
+        path = min(paths, key=len)
+        prefix = tuple((t, True) for t in tests[: len(path)])
+        return len(path) if path == prefix else None
+
+    def tested(r: _Read) -> bool:
+        return g is not None and g_vars <= r.loops and not (r is right and g_vars <= left.loops)
+
     def gathered(r: _Read) -> Expr:
-        if g is None or not g_vars <= r.loops or (r is right and g_vars <= left.loops):
-            return r.expr  # (a test of the contracted loops alone is applied to the left operand)
-        return E.op(Op.IF, g, r.expr, E.const(0.0))  # (made where the test fails too: probed)
+        """The copy's element: the read made under the tests the nest made it under, 0.0 where the
+        term's tests fail (a test of the contracted loops alone is applied to the left operand)."""
+        under = made_under(r)
+        assert under is not None
+        if not tested(r):
+            return r.expr
+        w = E.var(fresh("ks$w"), FLOAT)
+        rest = tests[under:]
+        element: Expr = E.let(w, r.expr, E.op(Op.IF, _and(rest), w, E.const(0.0))) if rest else r.expr
+        return E.op(Op.IF, _and(tests[:under]), element, E.const(0.0)) if under else element
+
+    for r in (left, right):
+        under = made_under(r)
+        if under is None or (not tested(r) and under):
+            return None  # (a copy would make reads the nest does not make, or miss some it makes)
 
     ia, ja, jb, kb = (E.var(fresh(f"ks${s}"), INTEGER) for s in ("gi", "gj", "gj", "gk"))
     mat: Type = vec(vec(FLOAT))
@@ -405,10 +432,12 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
         rows, cols = (nj, nb) if other is cb else (na, nj)
         checks.append(E.op(Op.EQ, _nonfinite(other, rows, cols), _i(0)))
     # The reads made whatever the tests are probed, but those the copies make as they are.
-    plain = [
-        r.expr for r in (left, right) if g is None or not g_vars <= r.loops or (r is right and g_vars <= left.loops)
-    ]
-    probed = probes(_made(made, plain), loops, fresh)
+    copied = []
+    for r in (left, right):
+        under = made_under(r)
+        assert under is not None
+        copied.append((r.expr, tuple((t, True) for t in tests[:under])))
+    probed = probes(_made(made, copied), loops, fresh)
     if probed is None:
         return None
     checks += probed  # (after ``runs``: evaluated only where every loop runs)

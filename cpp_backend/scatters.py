@@ -176,7 +176,17 @@ def gather_one_hots(
         done[id(resolve(index))] = u
         same.append(E.op(Op.EQ, index, u))
     term: Expr = E.op(Op.IF, _all(same), value, E.const(0.0))
-    for v, rhs in reversed(lets):
+    # The lets of the eliminated variables go under the tests that they are in range; the others stay
+    # outside, made at every iteration as the nest made them.
+    moved = {s.data for s, _, _, _ in eliminated}
+    inside, outside = [], []
+    for v, rhs in lets:
+        if rhs.free & moved:
+            moved.add(v.data)
+            inside.append((v, rhs))
+        else:
+            outside.append((v, rhs))
+    for v, rhs in reversed(inside):
         term = E.let(v, rhs, term)
     tests: list[Expr] = []
     for s, _, _, _ in eliminated:
@@ -191,6 +201,8 @@ def gather_one_hots(
             q = E.op(Op.DIV, offset, E.const(c))
             divides = E.op(Op.EQ, E.op(Op.MUL, E.const(c), q), offset)
             term = E.let(s, q, E.op(Op.IF, divides, term, E.const(0.0)))
+    for v, rhs in reversed(outside):
+        term = E.let(v, rhs, term)
     reads = made_reads(whole)
     checks = None if reads is None else probes(reads, loops, fresh)
     if checks is None:

@@ -15,12 +15,14 @@ nest is the product of the two copies in the blocked nest's shape (``cpp_backend
 each output element reads its entry.  The copies cost the size of the operands' windows, the product
 its multiply-adds; the blocked kernel does the rest.
 
-Meaning is kept where it can be checked: the copies read what the nest read (the read is evaluated
-where the test fails, as the clamped read is), loops that run no term read nothing, reads the nest
-made and the product does not (a let the term no longer uses) are read by a probe, and a padded term
-is a product with a zero only where the other operand is finite (``0.0 * inf`` is NaN, the test's
-0.0 is not): otherwise the nest computes as written.  The sums are added in another order, so the pass
-runs only where the order is free (not under ``KS_EXACT_ORDER``).
+Meaning is kept where it can be checked: each copy makes its read under the tests the nest made it
+under (a let's read whatever the tests are; a copy that would make reads the nest does not make is
+refused), loops that run no term read nothing, reads the nest made and the product does not (a let
+the term no longer uses) are made by probes over their own loops and tests, row lengths chosen by
+loops are the first row's under a check, and a padded term is a product with a zero only where the
+other operand is finite (``0.0 * inf`` is NaN, the test's 0.0 is not): otherwise the nest computes
+as written.  The sums are added in another order, so the pass runs only where the order is free (not
+under ``KS_EXACT_ORDER``).
 """
 
 from __future__ import annotations

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 
 if __name__ == "__main__":
     try:
-        from app.startup import load_main
+        from app.startup import ignore_late_interrupts, load_main
     except KeyboardInterrupt:  # Ctrl-C in the first milliseconds
         sys.exit(130)
     main = load_main("app.train_cli")  # Ctrl-C while importing the rest: exit 130, no traceback
     status = main()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # done: Ctrl-C while the interpreter shuts down changes nothing
+    ignore_late_interrupts()  # done: Ctrl-C while the interpreter shuts down changes nothing
     sys.exit(status)

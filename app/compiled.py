@@ -9,9 +9,10 @@ form lives here, above both; it searches as ``optimize.py FILE --def NAME`` does
 
 ``optimize`` names a rule set (``rules/sets.py``, with ``+``, ``strict:`` and ``unsafe-int:`` as
 ``--rules`` takes them: searched as optimize.py does without --model,
-:func:`app.models.default_pipeline`) or a model (``none``, a shipped model's name or a
+:meth:`search.plan.Plan.default_for`) or a model (``none``, a shipped model's name or a
 checkpoint: its training's rules, search, depth and budget, as optimize.py --model).  ``budget``,
-``depth`` and ``seconds`` override the search's.
+``depth`` and ``seconds`` override the search's (:func:`search.plan.choose_plan`); the result is
+tidied, as optimize.py's is.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import dataclasses
 import os
 from collections.abc import Sequence
 
-from app.models import trained_search
+from app.models import load_value_function
 from cpp_backend.callable import CompiledDef
 from cpp_backend.callable import compile_def as _compile_def
 from knossos.errors import KsUsageError
 from knossos.program import Def, Program
 from rules.sets import RULE_SETS, get_rule_set
-from search.registry import get_search
+from search.plan import choose_plan, run
+from search.value import ValueFunction
 
 
 def optimise_def(
@@ -38,21 +40,21 @@ def optimise_def(
     depth: int | None = None,
     seconds: float | None = None,
 ) -> Def:
-    """``d`` with its body replaced by the best that the search named by ``optimize`` finds."""
-    kind = "rules" if _names_rule_set(optimize) else "model"
-    try:
-        trained = trained_search(None, start=d.body, name=d.name) if kind == "rules" else trained_search(optimize)
-    except KsUsageError as err:
-        raise KsUsageError(
-            f"optimize='{optimize}' is neither a rule set ({', '.join(sorted(RULE_SETS))}) nor a usable model: "
-            f"{err.message}"
-        ) from None
-    rules = optimize if kind == "rules" else trained.rules
-    settings = trained.settings if depth is None else dataclasses.replace(trained.settings, depth=depth)
-    limit = seconds if seconds is not None else trained.seconds  # reverse-mode code: the default pipeline's limit
-    spec = settings.spec(get_rule_set(rules), trained.value, budget=budget, seconds=limit)
-    result = get_search(settings.algorithm)(d.body, spec)
-    return dataclasses.replace(d, body=result.best)
+    """``d`` with its body replaced by the best that the plan named by ``optimize`` finds (tidied)."""
+    if _names_rule_set(optimize):
+        model: ValueFunction | None = None
+        rules: str | None = optimize
+    else:
+        try:
+            model = load_value_function(optimize)
+        except KsUsageError as err:
+            raise KsUsageError(
+                f"optimize='{optimize}' is neither a rule set ({', '.join(sorted(RULE_SETS))}) nor a usable model: "
+                f"{err.message}"
+            ) from None
+        rules = None
+    plan = choose_plan(d.body, d.name, model, rules=rules, budget=budget, depth=depth, seconds=seconds, tidy=True)
+    return dataclasses.replace(d, body=run(d.body, plan, model).best)
 
 
 def _names_rule_set(name: str) -> bool:

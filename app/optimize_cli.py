@@ -15,16 +15,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from app.models import DEFAULT_COST, trained_search
-from app.search_options import add_search_option, settings_from_args
-from app.tidy import tidy_until
+from app.models import load_value_function
+from app.search_options import add_search_option, given_settings
 from cpp_backend.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from cpp_backend.driver import check_threads, serializable
 from cpp_backend.emit import emit_program
 from knossos.alloc_cost import AllocCost
 from knossos.atomic import atomic_write_text
 from knossos.cli import ArgumentParser, find_def, internal_error, load_source, same_file, whole_number
-from knossos.cost_models import CostFunction, get_cost_model
 from knossos.errors import KsError, KsUsageError
 from knossos.expr import Expr, path_to
 from knossos.ops import Op
@@ -36,9 +34,12 @@ from knossos.splice import replace_def
 from knossos.types import INTEGER, Kind, Type
 from rules.baseline import simplify_def
 from rules.sets import RULE_SETS, get_rule_set
-from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET, Limits, Stop, default_max_memory_mib
+from search.limits import DEFAULT_MAX_STATES, MAX_BUDGET
+from search.plan import choose_plan
+from search.plan import run as optimise
 from search.registry import get_search
 from search.result import SearchResult
+from search.settings import SearchSettings
 from search.state import State, expr_of
 
 
@@ -53,8 +54,14 @@ def _amount(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="optimize.py", description=__doc__)
+def build_parser(prog: str = "optimize.py") -> argparse.ArgumentParser:
+    p = ArgumentParser(prog=prog, description=__doc__)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """optimize.py's arguments (also ``knossos optimize``'s)."""
     p.add_argument("file", nargs="?", metavar="FILE", help="a Knossos program (.ks/.kso)")
     p.add_argument("--def", dest="def_name", metavar="NAME", help="the def to optimise (needed if FILE has several)")
     p.add_argument("--expr", metavar="'(...)'", help="a bare expression instead of FILE (free variables are Floats)")
@@ -157,7 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="--bench: threads for parallel loops (default: the machine's cores)",
     )
-    return p
 
 
 def check_sizes(sizes: Mapping[str, int | tuple[int, ...]], start: Expr, params: list[Param], file: str) -> None:
@@ -174,31 +180,25 @@ def check_sizes(sizes: Mapping[str, int | tuple[int, ...]], start: Expr, params:
     check_size_levels(sizes, {p.name: p.type.vec_rank for p in params}, file)
 
 
-def search_cost(name: str, size_specs: list[str]) -> CostFunction:
-    """The cost model ``name``, with the sizes of ``--size`` (which only the alloc model takes)."""
-    sizes = parse_sizes(size_specs)
-    if not sizes:
-        return get_cost_model(name)
-    if name != "alloc":
-        raise KsUsageError(f"--size is for --cost alloc, not the {name} cost model")
-    return AllocCost(sizes)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return guarded(build_parser().parse_args(argv), "optimize.py")
+
+
+def guarded(args: argparse.Namespace, prog: str) -> int:
+    """:func:`run`, every error a one-line message under ``prog``'s name and an exit status."""
     try:
         with fewer_gc_pauses():
             return run(args)
     except KsError as err:
-        print(err.render("optimize.py"), file=sys.stderr)
+        print(err.render(prog), file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # outside the search (which returns its best so far): before it, or writing
-        print("optimize.py: interrupted (a file being written is left as it was)", file=sys.stderr)
+        print(f"{prog}: interrupted (a file being written is left as it was)", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
     except Exception as err:
-        return internal_error("optimize.py", err)
+        return internal_error(prog, err)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -218,42 +218,33 @@ def run(args: argparse.Namespace) -> int:
         d = _pick_def(src.program, args.def_name, src.label)
         start = d.body
         outputs.check_def(src.program, d)
-    trained = trained_search(
-        args.model, args.precision, args.value_scale, start=start, search=args.search, name=d.name if d else None
+    model = None if args.model is None else load_value_function(args.model, args.precision, args.value_scale)
+    plan = choose_plan(
+        start,
+        d.name if d is not None else None,
+        model,
+        rules=args.rules,
+        **given_settings(args),
+        sizes=parse_sizes(args.size),
+        seed=args.seed,
+        seconds=args.seconds,
+        max_states=args.max_states,
+        max_memory_mib=args.max_memory,
+        tidy=not args.no_tidy,
     )
-    # a model (or, without one, the def's shape) says which rules, search, depth, prunings, cost and
-    # budget; the command line overrides
-    rule_set = args.rules if args.rules is not None else trained.rules
-    settings = settings_from_args(args, trained.settings)
-    rules = get_rule_set(rule_set)
-    cost = search_cost(settings.cost, args.size)
-    search = get_search(settings.algorithm)
+    cost = plan.cost()
     if isinstance(cost, AllocCost):
         params = list(d.params) if d is not None else [Param(v.data, v.type) for v in src.free]
         check_sizes(cost.sizes, start, params, src.label)
-    bar = _progress_bar(settings.budget, disabled=args.quiet)
-    spec = settings.spec(
-        rules,
-        trained.value,
-        cost=cost,
-        seed=args.seed,
-        seconds=args.seconds if args.seconds is not None else trained.seconds,
-        max_states=args.max_states,
-        max_memory_mib=args.max_memory if args.max_memory is not None else default_max_memory_mib(),
-        progress=bar.update if bar is not None else None,
-    )
-    limits = Limits(spec.seconds, spec.max_states, spec.max_memory_mib, spec.clock_started)  # tidying's too
+    bar = _progress_bar(plan.search.budget, disabled=args.quiet)
     try:
-        result = search(start, spec)
+        result = optimise(start, plan, model, bar.update if bar is not None else None)
     finally:
         if bar is not None:
             bar.close()
-    searched_best = result.best
-    tidied: list[Expr] = []  # the subexpression each tidying step rewrote
-    if not args.no_tidy:
-        result, tidied = _tidied(result, cost, limits.stop)
+    settings = plan.search
     report = {
-        "rules": rule_set,
+        "rules": plan.rules,
         "cost_model": settings.cost,
         "search": settings.algorithm,
         "model": args.model if args.model is not None else "none",
@@ -275,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        _print_human(result, d, report, outputs.wanted, searched_best, tidied)
+        _print_human(result, d, report, outputs.wanted)
         if "bench" in report:
             assert d is not None
             print(_bench_table(d.name, report["bench"]))  # type: ignore[arg-type]
@@ -549,31 +540,11 @@ def _progress_bar(budget: int, disabled: bool) -> _Bar | None:
     return None if disabled else _Bar(budget)
 
 
-def _tidied(result: SearchResult, cost: CostFunction, stop: Stop) -> tuple[SearchResult, list[Expr]]:
-    """``result`` with its best tidied (:mod:`app.tidy`) until the search's limits (``stop``): the
-    tidying steps follow the search's, and a note says what they did; and the subexpression each
-    tidying step rewrote."""
-    best, steps, stopped = tidy_until(result.best, cost, stop)
-    cut = "" if stopped is None else f"; tidying {stopped}"
-    if not steps:
-        return (result if not cut else dataclasses.replace(result, notes=[*result.notes, f"not tidied{cut}"])), []
-    lets = sum(1 for s, _ in steps if s.rule != "inline_let")
-    note = f"tidied: {lets} identity or dead let(s) removed in {len(steps)} steps, cost {result.best_cost:g} -> {cost(best):g}{cut}"
-    # a result without a rewrite sequence (saturation) stays without one
-    tail = [s for s, _ in steps] if result.steps or result.best is result.start else []
-    tidied = dataclasses.replace(
-        result, best=best, best_cost=cost(best), steps=result.steps + tail, notes=[*result.notes, note]
-    )
-    return tidied, [node for _, node in steps]
-
-
 def _print_human(
     result: SearchResult,
     d: Def | None,
     report: dict[str, object],
     outputs_wanted: bool,
-    searched_best: Expr,
-    tidied: list[Expr],
 ) -> None:
     drop = result.start_cost - result.best_cost
     cost_model = report.get("cost_model", DEFAULT_COST)
@@ -588,7 +559,7 @@ def _print_human(
         print(f"note: {note}")
     if result.interrupted:
         print("note: interrupted; this is the best found so far")
-    for i, (step, where) in enumerate(zip(result.steps, _rewritten(result, searched_best, tidied), strict=True), 1):
+    for i, (step, where) in enumerate(zip(result.steps, _rewritten(result), strict=True), 1):
         print(f"  {i:>3}. {step.rule:<24} cost {step.cost:<10g} at node {step.node}: {where}")
     if d is not None and not outputs_wanted and drop > 0:
         print(
@@ -601,19 +572,22 @@ def _print_human(
         print(format_expr(result.best))
 
 
+#: The cost model a run names only when it is another.
+DEFAULT_COST = SearchSettings().cost
 #: Subexpressions shown in step lines are cut to this many characters.
 SNIPPET = 48
 
 
-def _rewritten(result: SearchResult, searched_best: Expr, tidied: list[Expr]) -> list[str]:
+def _rewritten(result: SearchResult) -> list[str]:
     """For each step, the subexpression it rewrote (one line, cut short), as the step saw it: the
-    search's steps from its graph, then the tidying's (``tidied``, as :func:`_tidied` found them)."""
+    search's steps from its graph, then the tidying's (``result.tidied``)."""
     g = result.graph
+    searched_best = result.best if result.searched_best is None else result.searched_best
     state: State = g.best if expr_of(g.best) is searched_best else searched_best  # a lazy state on deep programs
     path = g.path(state) if state in g.states else []
     where = [_snippet(path_to(expr_of(before), action.node)[1]) for before, action in path]
     if len(where) < len(result.steps):
-        where += [_snippet(node) for node in tidied]
+        where += [_snippet(node) for node in result.tidied]
     return where if len(where) == len(result.steps) else ["" for _ in result.steps]
 
 

@@ -1,18 +1,19 @@
 """optimize.py's search options, each mapped onto a field of :class:`search.settings.SearchSettings`:
-its flag, its argparse keywords, and how a command line's options replace a model's settings."""
+its flag, its argparse keywords, and the settings a command line gives (:func:`search.plan.choose_plan`
+decides what they win over)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
-from app.models import ARITHMETIC, PROGRAM, REVERSE, value_scale
+from app.models import value_scale
 from knossos.cli import whole_number
 from knossos.cost_models import COST_MODELS
 from search.limits import MAX_BUDGET, MAX_DEPTH
+from search.plan import ARITHMETIC, PROGRAM, REVERSE
 from search.registry import SEARCHES
-from search.settings import PRECISIONS, SearchSettings
+from search.settings import PRECISIONS
 
 
 def _options() -> dict[str, tuple[str, dict[str, Any]]]:
@@ -34,8 +35,8 @@ def _options() -> dict[str, tuple[str, dict[str, Any]]]:
             dict(
                 default=None,
                 metavar="NAME",
-                help=f"search ({', '.join(SEARCHES)}; without --model, {PROGRAM.search} for a program (loops, "
-                f"vectors, calls), {REVERSE.search} for reverse-mode code (rev$f) and {ARITHMETIC.search} for scalar "
+                help=f"search ({', '.join(SEARCHES)}; without --model, {PROGRAM.search.algorithm} for a program (loops, "
+                f"vectors, calls), {REVERSE.search.algorithm} for reverse-mode code (rev$f) and {ARITHMETIC.search.algorithm} for scalar "
                 "arithmetic; or the one the model was trained for)",
             ),
         ),
@@ -72,8 +73,8 @@ def _options() -> dict[str, tuple[str, dict[str, Any]]]:
                 type=whole_number(MAX_BUDGET),
                 default=None,
                 metavar="N",
-                help=f"value-function evaluations (the model's; without --model {PROGRAM.budget} for a program, "
-                f"{ARITHMETIC.budget} for arithmetic); exhaustive: most distinct expressions; egraph: most e-nodes",
+                help=f"value-function evaluations (the model's; without --model {PROGRAM.search.budget} for a program, "
+                f"{ARITHMETIC.search.budget} for arithmetic); exhaustive: most distinct expressions; egraph: most e-nodes",
             ),
         ),
         "precision": (
@@ -111,7 +112,6 @@ def add_search_option(parser: argparse.ArgumentParser, setting: str) -> None:
     parser.add_argument(flag, **keywords)
 
 
-def settings_from_args(args: argparse.Namespace, base: SearchSettings) -> SearchSettings:
-    """``base`` with each setting whose option the command line gave (not None) replaced by it."""
-    given = {s: getattr(args, dest(s)) for s in OPTIONS if getattr(args, dest(s), None) is not None}
-    return dataclasses.replace(base, **given)
+def given_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The settings whose options the command line gave (not None), by setting name."""
+    return {s: getattr(args, dest(s)) for s in OPTIONS if getattr(args, dest(s), None) is not None}

@@ -41,6 +41,15 @@ def load_main(module: str) -> Callable[[], int]:
     return main
 
 
+def ignore_late_interrupts() -> None:
+    """The work is done: a Ctrl-C from now on changes nothing, nor one that arrived inside a callback
+    and was deferred to a millisecond later (the SIGALRM of :func:`interrupt_outside_callbacks`, which
+    would otherwise kill the process with that signal while the interpreter shuts down)."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+
+
 def interrupt_outside_callbacks() -> None:
     """SIGINT raises KeyboardInterrupt as usual, but never inside knossos's weakref callbacks or the
     unraisable-exception hook: arriving there, it is raised a millisecond later (SIGALRM), once they

@@ -32,8 +32,14 @@ HPARAM_METRICS = ("train/loss", "test/total_cost", "test/mean_ratio_to_start", "
 MAX_PROCESSES = 256
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="train.py", description=__doc__)
+def build_parser(prog: str = "train.py") -> argparse.ArgumentParser:
+    p = ArgumentParser(prog=prog, description=__doc__)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """train.py's arguments (also ``knossos train``'s)."""
     p.add_argument("config", metavar="CONFIG.yaml")
     p.add_argument("--out", type=Path, help="run folder (default runs/<config name>)")
     p.add_argument("--resume", action="store_true", help="carry on from the run folder's checkpoint")
@@ -48,25 +54,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--threads", type=int, default=1, help="torch threads per run (1: expression graphs are small; default)"
     )
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return guarded(build_parser().parse_args(argv), "train.py")
+
+
+def guarded(args: argparse.Namespace, prog: str) -> int:
+    """:func:`run`, every error a one-line message under ``prog``'s name and an exit status."""
     try:
         return run(args)
     except KsError as err:
-        print(err.render("train.py"), file=sys.stderr)
+        print(err.render(prog), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("train.py: interrupted; the last finished epoch is checkpointed (resume with --resume)", file=sys.stderr)
+        print(f"{prog}: interrupted; the last finished epoch is checkpointed (resume with --resume)", file=sys.stderr)
         return 130
     except OSError as err:  # the run folder cannot be written (a full disk, no permission): no bug of ours
         where = f"{err.filename}: " if err.filename else ""
-        print(one_line(f"train.py: error: {where}{err.strerror or err}"), file=sys.stderr)
+        print(one_line(f"{prog}: error: {where}{err.strerror or err}"), file=sys.stderr)
         return 1
     except Exception as err:
-        return internal_error("train.py", err)
+        return internal_error(prog, err)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -159,6 +159,12 @@ class Converter:
         self.def_name = def_name
         self.def_pos = def_pos
         self.env: Env = {}
+        # Value numbering: an op over the same atoms, bound in a block still open (this one or one
+        # around it, before), is that binding's variable.  Two reads of one row then share a name, and
+        # their cotangents add up as one (Mish's x * tanh(softplus(x)) reads x twice): one loop of its
+        # gradient, not two and their sum.
+        self._numbered: dict[tuple[Op, tuple[Expr, ...], object], tuple[Expr, int]] = {}
+        self._open: set[int] = set()
 
     def error(self, message: str, node: Expr | None) -> NotDifferentiable:
         pos = self.where.get(node) if node is not None else None
@@ -167,8 +173,34 @@ class Converter:
     def convert(self, body: Expr, env: Env) -> Block:
         self.env = env
         block = Block()
+        self._open.add(id(block))
         block.result = trampoline.run(self._start, (body, block, None))
+        self._open.discard(id(block))
         return block
+
+    def _child(self) -> Block:
+        """A block of a loop's body or of a branch: open until :meth:`_close`."""
+        block = Block()
+        self._open.add(id(block))
+        return block
+
+    def _close(self, *blocks: Block) -> None:
+        for b in blocks:
+            self._open.discard(id(b))
+
+    def _numbered_bind(self, block: Block, value: Expr, hint: str | None, source: Expr | None) -> Expr:
+        """``value`` (one op over atoms) bound in ``block``, or the variable an earlier binding of the
+        same value that is in scope has (ops are pure: the same atoms give the same value or error)."""
+        key = (value.op, value.args, value.data)
+        try:
+            found = self._numbered.get(key)
+        except TypeError:  # data that cannot be hashed: not numbered
+            return self._bind(block, value, hint, source)
+        if found is not None and found[1] in self._open:
+            return found[0]
+        v = self._bind(block, value, hint, source)
+        self._numbered[key] = (v, id(block))
+        return v
 
     # -- the driver's steps -----------------------------------------------------------------
     def _start(self, item: Item) -> object:
@@ -180,7 +212,7 @@ class Converter:
             return self._atom(e)
         if self._opaque(e):
             value = self._rename(e)
-            return value if is_atom(value) else self._bind(block, value, hint, e)
+            return value if is_atom(value) else self._numbered_bind(block, value, hint, e)
         if op is Op.LET:
             return self._let(e, block, hint)
         if op is Op.BUILD or op is Op.SUMBUILD:
@@ -253,25 +285,30 @@ class Converter:
     def _loop(self, e: Expr, block: Block, hint: str | None) -> trampoline.Step:
         n_expr, index, body = e.args
         n = yield (n_expr, block, None)
-        inner = Block()
+        inner = self._child()
         i = E.var(self.names.keep(index.data), INTEGER)
         old = self._push(index.data, i)
         inner.result = yield (body, inner, None)
         self._pop(index.data, old)
+        self._close(inner)
         return self._bind(block, Loop(e.op, n, i, inner), hint, e)
 
     def _if(self, e: Expr, block: Block, hint: str | None) -> trampoline.Step:
         cond = yield (e.args[0], block, None)
-        then, other = Block(), Block()
+        then = self._child()
         then.result = yield (e.args[1], then, None)
+        self._close(then)
+        other = self._child()
         other.result = yield (e.args[2], other, None)
+        self._close(other)
         return self._bind(block, Branch(cond, then, other), hint, e)
 
     def _logic(self, e: Expr, block: Block, hint: str | None) -> trampoline.Step:
         """``and``/``or`` evaluate their right operand lazily: as an ``if``."""
         left = yield (e.args[0], block, None)
-        lazy = Block()
+        lazy = self._child()
         lazy.result = yield (e.args[1], lazy, None)
+        self._close(lazy)
         fixed = Block([], E.const(e.op is Op.OR))
         then, other = (lazy, fixed) if e.op is Op.AND else (fixed, lazy)
         return self._bind(block, Branch(left, then, other), hint, e)
@@ -303,7 +340,7 @@ class Converter:
             value = E.make(e.op, tuple(args), e.data)
         except KsTypeError as err:  # pragma: no cover  (the types are those of the source)
             raise self.error(err.message, e) from None
-        return self._bind(block, value, hint, e)
+        return self._numbered_bind(block, value, hint, e)
 
 
 def rename(root: Expr, mapping: dict[str, Expr]) -> Expr:

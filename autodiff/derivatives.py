@@ -163,7 +163,7 @@ class Differentiator:
         ret_tangent = tangent_type(d.ret_type)
         seed = E.var(names.take(_fresh_param("d$r", taken)), ret_tangent)
         rev = Reverse(names, find)
-        out, cot = rev.block(block, seed)
+        out, cot = rev.def_block(block, seed)
         rev.flush(out, cot, lambda _: True)  # the parameters' element records, as one-hot vectors
         shapes = Shapes(names)
         totals = {p.name: rev.total(out, cot, p.name) for p in d.params}

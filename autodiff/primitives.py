@@ -16,6 +16,7 @@ from autodiff.tangent import Shapes
 from knossos import expr as E
 from knossos.callee import Callee, CalleeKind
 from knossos.expr import Expr
+from knossos.natives import STOP_GRADIENT
 from knossos.ops import Op
 from knossos.types import FLOAT
 
@@ -32,7 +33,7 @@ PRELUDE_OPS: dict[str, Op] = {
 #: Edefs whose meaning is an op's when they take and return Floats (the reference's programs declare them).
 MATH_EDEFS: dict[str, Op] = {"exp": Op.EXP, "log": Op.LOG, "tanh": Op.TANH, "abs": Op.ABS, "pow": Op.POW, "max": Op.MAX}
 #: Edefs with a derivative written here (not an op of the language).
-OWN_RULES = frozenset({"cosh", "erf", "log1p", "expm1", "sin", "cos"})
+OWN_RULES = frozenset({"cosh", "erf", "log1p", "expm1", "sin", "cos", STOP_GRADIENT})
 
 
 def known_callee(callee: Callee) -> bool:
@@ -155,7 +156,8 @@ def reverse_op(e: Expr, r: Expr, dv: Expr, wants: Callable[[Expr], bool], shapes
         give(0, lambda: E.op(Op.MUL, dv, _sinh(args[0])))
     elif op is Op.CALL and e.data.name in _SLOPES:
         give(0, lambda: E.op(Op.MUL, dv, _SLOPES[e.data.name](e, r)))
-    elif op is not Op.TO_FLOAT:  # pragma: no cover  (every op with a Float result is above)
+    elif op is not Op.TO_FLOAT and not (op is Op.CALL and e.data.name == STOP_GRADIENT):  # pragma: no cover
+        # (every op with a Float result is above; stop_gradient passes no cotangent on)
         raise AssertionError(f"no reverse rule for {op.name}")
     return out
 
@@ -250,6 +252,6 @@ def forward_op(e: Expr, r: Expr, tangent: Tangent, shapes: Shapes) -> Expr | Non
         return scaled(d[0], lambda t: E.op(Op.MUL, t, _sinh(args[0])))
     if op is Op.CALL and e.data.name in _SLOPES:
         return scaled(d[0], lambda t: E.op(Op.MUL, t, _SLOPES[e.data.name](e, r)))
-    if op is Op.TO_FLOAT:
+    if op is Op.TO_FLOAT or (op is Op.CALL and e.data.name == STOP_GRADIENT):
         return None
     raise AssertionError(f"no forward rule for {op.name}")  # pragma: no cover

@@ -89,6 +89,34 @@ class Reverse:
         #: index and the tape (a build over the outer loop of builds over the inner one).
         self.taped: dict[str, tuple[Expr, Expr]] = {}
 
+    def def_block(self, b: Block, seed: Expr) -> tuple[Block, Cotangents]:
+        """:meth:`block` of a def's body, its loops' inner Float loops taped (:meth:`_pretape`)."""
+        return self.block(Block([x for bind in b.binds for x in self._pretape(bind)], b.result), seed)
+
+    def _pretape(self, bind: Bind) -> list[Bind]:
+        """``bind``, a loop whose body computes Float loops that are not its element (a row's sum of
+        exponentials, a group's variance), as tapes of them (builds over the loop of its body up to
+        each) followed by the loop reading them from there.  The reverse pass needs them too: it
+        reads them from the tapes instead of computing them again (in tapes of its own, as
+        :meth:`_stored` makes for loops that are not Floats).  No loop is computed twice: each tape's
+        body reads the earlier tapes."""
+        loop = bind.value
+        if not isinstance(loop, Loop):
+            return [bind]
+        tapes: list[Bind] = []
+        binds: list[Bind] = []
+        for inner in loop.body.binds:
+            value = inner.value
+            if isinstance(value, Loop) and value.type is FLOAT and inner.var is not loop.body.result:
+                tape = E.var(self.names.fresh(f"{inner.var.data}$tape"), vec(FLOAT))
+                tapes.append(Bind(tape, Loop(Op.BUILD, loop.n, loop.index, Block([*binds, inner], inner.var))))
+                binds.append(Bind(inner.var, E.op(Op.INDEX, loop.index, tape), inner.source))
+            else:
+                binds.append(inner)
+        if not tapes:
+            return [bind]
+        return [*tapes, Bind(bind.var, Loop(loop.op, loop.n, loop.index, Block(binds, loop.body.result)), bind.source)]
+
     def block(self, b: Block, seed: Expr, stored: dict[str, Bind] | None = None) -> tuple[Block, Cotangents]:
         """``b``'s bindings, then its reverse pass from the cotangent ``seed`` of its result; and the
         cotangents (atoms) of the variables, bound in ``b`` or outside it, that have one: full ones,

@@ -53,9 +53,7 @@ from cpp_backend.driver import default_threads  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.program import Program  # noqa: E402
 from ksdata.loader import DATA  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.pseudo_beam import pseudo_beam  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
+from search.plan import Plan, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,9 +110,11 @@ def np_axpby(args: list[Any]) -> Callable[[], Any]:
 def fused_gemm() -> tuple[Program, str]:
     program = load_program(BLAS)
     d = program.defs["gemm"]
-    spec = SearchSpec(get_rule_set("ml_rules_no_bind"), 99, 5000, prune_commutes=True, prune_inlines=True)
+    plan = Plan(rules="ml_rules_no_bind").overridden(
+        algorithm="pseudo-beam", depth=99, budget=5000, prune_commutes=True, prune_inlines=True
+    )
     t0 = time.perf_counter()
-    result = pseudo_beam(d.body, spec)
+    result = run(d.body, plan)
     how = (
         f"pseudo-beam, ml_rules_no_bind, depth 99, budget 5000: cost {result.start_cost:g} -> {result.best_cost:g} "
         f"in {len(result.steps)} rewrites, {time.perf_counter() - t0:.1f} s"

@@ -47,7 +47,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from app.models import trained_search  # noqa: E402
 from autodiff import grad_program  # noqa: E402
 from benchmarks.bench_layers import Problem  # noqa: E402
 from cpp_backend.callable import compile_def  # noqa: E402
@@ -62,9 +61,8 @@ from knossos.sized_cost import sized_def_cost  # noqa: E402
 from knossos.values import to_numpy  # noqa: E402
 from ksbench.results import QUICK, RESULTS, ResultsFile  # noqa: E402
 from ksdata.torch_suite import SUITE, available  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
 from search.graph import SearchGraph  # noqa: E402
-from search.registry import get_search  # noqa: E402
+from search.plan import Plan, run  # noqa: E402
 from search.result import SearchResult  # noqa: E402
 from search.settings import SearchSettings  # noqa: E402
 from search.state import State, expr_of  # noqa: E402
@@ -106,42 +104,49 @@ def time_call(fn: Callable[[], object], seconds: float) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Searched:
-    """A search run on every layer: the default pipeline (``None`` settings) or these settings."""
+    """A search run on every layer: the default plan (``None``: :meth:`search.plan.Plan.default_for`) or this one."""
 
     label: str
-    rules: str
-    settings: SearchSettings | None
+    plan: Plan | None
 
 
 #: The searches whose visited states are the variants: optimize.py with no flags (for reverse-mode code:
-#: pseudo-beam, gradient_rules, the alloc cost model; app/models.py REVERSE); the default before
+#: pseudo-beam, gradient_rules, the alloc cost model; search/plan.py REVERSE); the default before
 #: reverse-mode code had its own (saturation and pseudo-beam, ml_rules, the reference cost model); and
 #: saturation and pseudo-beam under the alloc cost model with ml_rules or gradient_rules.
 SEARCHES = (
-    Searched("default", "ml_rules", None),
+    Searched("default", None),
     Searched(
         "saturate/ml_rules/reference",
-        "ml_rules",
-        SearchSettings(
-            algorithm="saturate-pseudo-beam", depth=99, budget=5000, prune_commutes=True, prune_inlines=True
+        Plan(
+            rules="ml_rules",
+            search=SearchSettings(
+                algorithm="saturate-pseudo-beam", depth=99, budget=5000, prune_commutes=True, prune_inlines=True
+            ),
         ),
     ),
     Searched(
         "saturate/ml_rules/alloc",
-        "ml_rules",
-        SearchSettings(
-            algorithm="saturate-pseudo-beam",
-            depth=99,
-            budget=2000,
-            prune_commutes=True,
-            prune_inlines=True,
-            cost="alloc",
+        Plan(
+            rules="ml_rules",
+            search=SearchSettings(
+                algorithm="saturate-pseudo-beam",
+                depth=99,
+                budget=2000,
+                prune_commutes=True,
+                prune_inlines=True,
+                cost="alloc",
+            ),
         ),
     ),
     Searched(
         "saturate/gradient_rules/alloc",
-        "gradient_rules",
-        SearchSettings(algorithm="saturate-pseudo-beam", depth=99, budget=2000, prune_commutes=True, cost="alloc"),
+        Plan(
+            rules="gradient_rules",
+            search=SearchSettings(
+                algorithm="saturate-pseudo-beam", depth=99, budget=2000, prune_commutes=True, cost="alloc"
+            ),
+        ),
     ),
 )
 
@@ -229,12 +234,9 @@ def run_searches(start: Expr, budget_scale: float) -> tuple[dict[str, SearchResu
     results: dict[str, SearchResult] = {}
     reached: list[Expr] = []
     for s in SEARCHES:
-        default = trained_search(None, start=start, name=NAME)  # optimize.py's choice with no flags
-        base = default.settings if s.settings is None else s.settings
-        budget = max(1, int(base.budget * budget_scale))
-        rules = default.rules if s.settings is None else s.rules
-        spec = base.spec(get_rule_set(rules), budget=budget, seconds=SEARCH_SECONDS)
-        result = get_search(base.algorithm)(start, spec)
+        base = Plan.default_for(NAME, start) if s.plan is None else s.plan  # None: optimize.py's with no flags
+        budget = max(1, int(base.search.budget * budget_scale))
+        result = run(start, base.overridden(budget=budget, seconds=SEARCH_SECONDS))
         results[s.label] = result
         reached.extend(_path(result.graph))
         reached.extend(expr_of(st) for st in result.graph.states)

@@ -46,10 +46,7 @@ from knossos.perf import fewer_gc_pauses
 from ksbench.best_known import best_known
 from ksbench.results import QUICK, RESULTS, ResultsFile, revision
 from ksdata.loader import DataSource, load_targets
-from rules.sets import get_rule_set
-from search.astar import astar
-from search.registry import get_search
-from search.spec import SearchSpec
+from search.plan import Plan, run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +98,7 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
     """Seconds of the model's searches (300 evaluations) beside a busy process, on one thread and on two."""
     import torch
 
-    rules = get_rule_set(RULES)
+    plan = Plan(rules=RULES).overridden(algorithm="astar", depth=DEPTH, budget=300)
     targets = load_targets(DataSource(set=set_name), "--sets")[:count]
     value: Any = load_model(model)  # a GGNN's thread settings are set below
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -120,7 +117,7 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
             for t in targets:
                 if hasattr(value, "clear"):
                     value.clear()
-                astar(t.expr, SearchSpec(rules, DEPTH, 300, value=value))
+                run(t.expr, plan, value)
             out[label] = round(time.perf_counter() - t0, 3)
     finally:
         burner.kill()
@@ -163,12 +160,11 @@ def run_searches(
 ) -> None:
     """Every (model, search, set, budget, expression) not yet in ``results``; the first ``limit`` expressions
     of each set."""
-    rules = get_rule_set(RULES)
     loaded: dict[str, Any] = {}
     for model, search_name in runs:
         if model not in loaded:
             loaded[model] = load_model(model)  # the tree network also counts the nodes it embeds
-        value, search = loaded[model], get_search(search_name)
+        value = loaded[model]
         for set_name in sets:
             targets = load_targets(DataSource(set=set_name), "--sets")[:limit]
             for budget in budgets:
@@ -182,7 +178,8 @@ def run_searches(
                     if hasattr(value, "clear"):  # each search starts with no embeddings cached, as optimize.py does
                         value.clear()
                     embedded = getattr(value, "nodes_embedded", None)
-                    r = search(t.expr, SearchSpec(rules, DEPTH, budget, value=value))
+                    plan = Plan(rules=RULES).overridden(algorithm=search_name, depth=DEPTH, budget=budget)
+                    r = run(t.expr, plan, value)
                     row = {
                         "set": set_name,
                         "model": model,

@@ -4,7 +4,7 @@ Run:  python benchmarks/bench_default_programs.py [--programs NAME,...] [--secon
 
 For each def of the public program files (``ksdata/programs``: blas_test, gelu,
 binding_simplify_defs_tuples, gmm_test, conv1d_rev_test), with ``ml_rules_no_bind`` and no model,
-three searches: the default pipeline (:func:`app.models.default_pipeline`), plain A* (depth 10, 5000
+three searches: the default pipeline (:meth:`search.plan.Plan.default_for`), plain A* (depth 10, 5000
 evaluations) and pruned pseudo-beam (depth 99, 5000 evaluations, both prunings), each with at most
 ``--seconds`` (120).  Rows go to ``experiments/results/engines/programs.jsonl`` as searches end (a
 rerun resumes); the summary (also docs/egraph.md's table, ``python -m experiments.summary --write``)
@@ -16,32 +16,26 @@ each file at 200 evaluations, into runs/quick/.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 from tqdm import tqdm
 
-from app.models import default_pipeline
 from knossos.expr import Expr
 from knossos.parser import load_program
 from knossos.perf import fewer_gc_pauses
 from ksbench.default_programs import ENGINES, summary
 from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA
-from rules.sets import get_rule_set
-from search.registry import get_search
-from search.spec import SearchSpec
-from search.value import ZeroValue
+from search.plan import Plan, run
 
 PROGRAMS = ("blas_test", "gelu", "binding_simplify_defs_tuples", "gmm_test", "conv1d_rev_test")
 RULES = "ml_rules_no_bind"
 
 
-def spec_of(engine: str, body: Expr, seconds: float, quick: bool) -> tuple[str, SearchSpec]:
-    p = ENGINES[engine] or default_pipeline(body)
-    if quick:
-        p = dataclasses.replace(p, budget=200)
-    return p.search, p.spec(get_rule_set(RULES), ZeroValue(), seconds)
+def plan_of(engine: str, body: Expr, seconds: float, quick: bool) -> Plan:
+    """The plan of ``engine`` (the default: for a bare expression, as these searches have always run)."""
+    p = ENGINES[engine] or Plan.default_for(None, body)
+    return p.overridden(rules=RULES, seconds=seconds, budget=200 if quick else None)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -58,16 +52,16 @@ def main(argv: list[str] | None = None) -> None:
             defs = list(program.targets)[: 2 if args.quick else None]
             todo = [(d, e) for d in defs for e in ENGINES if not results.has(program=name, def_=d.name, engine=e)]
             for d, engine in tqdm(todo, desc=name, unit="search", file=sys.stderr):
-                search, spec = spec_of(engine, d.body, args.seconds, args.quick)
-                r = get_search(search)(d.body, spec)
+                plan = plan_of(engine, d.body, args.seconds, args.quick)
+                r = run(d.body, plan)
                 results.add(
                     {
                         "program": name,
                         "def_": d.name,
                         "engine": engine,
-                        "search": search,
-                        "depth": spec.depth,
-                        "budget": spec.budget,
+                        "search": plan.search.algorithm,
+                        "depth": plan.search.depth,
+                        "budget": plan.search.budget,
                         "start_cost": round(r.start_cost, 6),
                         "best_cost": round(r.best_cost, 6),
                         "seconds": round(r.seconds, 3),

@@ -62,7 +62,7 @@ from rules.pattern import Hole, Lit, Pattern
 from rules.sets import get_rule_set
 from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph as PyEGraph
-from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, Limits, saturate
+from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, SaturationLimits, saturate
 from search.egraph.translate import Rewrite, translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,7 +218,7 @@ def run_python(e: E.Expr, rules: Any, nodes: int, iterations: int) -> dict[str, 
     g = PyEGraph(folds=rules.folds)
     root = g.add_expr(e)
     g.rebuild()
-    done = saturate(g, rules.rewrites, Limits(nodes, iterations, lambda: None))
+    done = saturate(g, rules.rewrites, SaturationLimits(nodes, iterations, lambda: None))
     seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     tree, trees = tree_choice(g)

@@ -25,19 +25,18 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.models import default_pipeline, load_value_function
+from app.models import load_value_function
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr
 from ksbench.engines import BY_NAME, Engine, summarise
 from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DataSource, load_targets
-from rules.rule_set import RuleSet
-from rules.sets import get_rule_set
 from search.astar import astar
-from search.registry import Search, get_search
+from search.plan import Plan, run
+from search.result import SearchResult
 from search.saturated import saturated
-from search.spec import SearchSpec
+from search.settings import SearchSettings
 from search.value import ValueFunction
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,16 +52,21 @@ SETS = (
 )
 
 
-def search_of(engine: Engine, start: Expr, rules: RuleSet, value: ValueFunction) -> tuple[Search, SearchSpec]:
-    """The search ``engine`` runs on ``start``, and its spec."""
+def plan_of(engine: Engine, start: Expr) -> Plan:
+    """The plan ``engine`` runs on ``start``: optimize.py's default for it, or the engine's search and budget."""
     if engine.search == "default":
-        p = default_pipeline(start)
-        return get_search(p.search), p.spec(rules, value)
+        return Plan.default_for(None, start).overridden(rules=RULES)
     assert engine.budget is not None
-    spec = SearchSpec(rules, DEPTH, engine.budget, value=value)
+    algorithm = "saturate-astar" if engine.search == "saturate-astar-before" else engine.search
+    return Plan(rules=RULES, search=SearchSettings(algorithm=algorithm, depth=DEPTH, budget=engine.budget))
+
+
+def search(engine: Engine, start: Expr, value: ValueFunction) -> tuple[Plan, SearchResult]:
+    """``engine``'s plan for ``start`` and its result (saturate-astar-before: the first pass only, then A*)."""
+    plan = plan_of(engine, start)
     if engine.search == "saturate-astar-before":
-        return saturated(astar, after=False), spec
-    return get_search(engine.search), spec
+        return plan, saturated(astar, after=False)(start, plan.spec(value))
+    return plan, run(start, plan, value)
 
 
 def results_file(quick: bool) -> ResultsFile:
@@ -72,7 +76,6 @@ def results_file(quick: bool) -> ResultsFile:
 
 def run_engine(engine: Engine, sets: list[str], quick: bool) -> None:
     results = results_file(quick)
-    rules = get_rule_set(RULES)
     value = load_value_function(engine.model)
     for set_name in sets:
         targets = load_targets(DataSource(set=set_name), "--sets")[: 3 if quick else None]
@@ -80,8 +83,7 @@ def run_engine(engine: Engine, sets: list[str], quick: bool) -> None:
         for i, t in tqdm(todo, desc=f"{engine.name} {set_name}", unit="expr", file=sys.stderr):
             if hasattr(value, "clear"):
                 value.clear()
-            search, spec = search_of(engine, t.expr, rules, value)
-            r = search(t.expr, spec)
+            plan, r = search(engine, t.expr, value)
             results.add(
                 {
                     "set": set_name,
@@ -89,8 +91,8 @@ def run_engine(engine: Engine, sets: list[str], quick: bool) -> None:
                     "engine": engine.name,
                     "search": engine.search,
                     "model": engine.model,
-                    "budget": spec.budget,
-                    "depth": spec.depth,
+                    "budget": plan.search.budget,
+                    "depth": plan.search.depth,
                     "start_cost": round(r.start_cost, 6),
                     "best_known": t.best_known,
                     "best_cost": round(r.best_cost, 6),

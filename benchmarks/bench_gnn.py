@@ -42,9 +42,7 @@ def main() -> None:
     from gnn.value import NetworkValue
     from knossos.parser import load_program, parse_expr
     from knossos.perf import fewer_gc_pauses
-    from rules.sets import get_rule_set
-    from search.astar import astar
-    from search.spec import SearchSpec
+    from search.plan import Plan, run
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -98,7 +96,7 @@ def main() -> None:
         value.values = timed  # type: ignore[method-assign]
         with fewer_gc_pauses():
             t0 = time.perf_counter()
-            r = astar(e, SearchSpec(get_rule_set("binding_rules"), 10, 5000, value=value))
+            r = run(e, Plan(rules="binding_rules").overridden(algorithm="astar", depth=10, budget=5000), value)
             total = time.perf_counter() - t0
         print(
             f"A* with the network ({precision}), bindgen_test[0], budget 5000: {total:.2f} s, of which the network "

@@ -54,7 +54,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from app.models import trained_search  # noqa: E402
+from app.models import load_value_function  # noqa: E402
 from autodiff import grad_program  # noqa: E402
 from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import (  # noqa: E402
@@ -78,11 +78,9 @@ from knossos.printer import format_def  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
 from knossos.types import Kind  # noqa: E402
 from ksbench.results import revision  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.limits import default_max_memory_mib  # noqa: E402
-from search.registry import get_search  # noqa: E402
+from search.plan import Plan  # noqa: E402
+from search.plan import run as run_plan  # noqa: E402
 from search.result import SearchResult  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
 from search.value import ValueFunction, ZeroValue  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,41 +193,28 @@ def alloc_sizes(d: Def, n: int) -> dict[str, int | tuple[int, ...]]:
 
 def run_searches(d: Def, model: str, seconds: float, n: int) -> list[Contender]:
     """The model's search, the same with the zero value function, and saturate-astar, each ``seconds``."""
-    trained = trained_search(model)
-    cost = AllocCost(alloc_sizes(d, n))
+    value = load_value_function(model)
+    trained = Plan().of_model(value).overridden(budget=BUDGET, seconds=seconds, cost="alloc", sizes=alloc_sizes(d, n))
+    s = trained.search
     settings: Row = {
         "model": model,
         "rules": trained.rules,
-        "depth": trained.depth,
-        "prune_commutes": trained.prune_commutes,
-        "prune_inlines": trained.prune_inlines,
+        "depth": s.depth,
+        "prune_commutes": s.prune_commutes,
+        "prune_inlines": s.prune_inlines,
         "cost": f"alloc, every vector {n} long",
         "budget": BUDGET,
         "seconds": seconds,
     }
-
-    def spec(value: ValueFunction) -> SearchSpec:
-        return SearchSpec(
-            get_rule_set(trained.rules),
-            trained.depth,
-            BUDGET,
-            value=value,
-            cost=cost,
-            seconds=seconds,
-            prune_commutes=trained.prune_commutes,
-            prune_inlines=trained.prune_inlines,
-            max_memory_mib=default_max_memory_mib(),
-        )
-
-    plan: list[tuple[str, str, ValueFunction]] = [
-        (f"model {model}", trained.search, trained.value),
-        ("plain", trained.search, ZeroValue()),
+    searches: list[tuple[str, str, ValueFunction]] = [
+        (f"model {model}", s.algorithm, value),
+        ("plain", s.algorithm, ZeroValue()),
         ("saturate-astar", "saturate-astar", ZeroValue()),
     ]
     out = []
-    for label, search, value in plan:
-        print(f"  searching: {label} ({search}, {trained.rules}, depth {trained.depth}, {seconds:g} s)...", flush=True)
-        result = get_search(search)(d.body, spec(value))
+    for label, search, v in searches:
+        print(f"  searching: {label} ({search}, {trained.rules}, depth {s.depth}, {seconds:g} s)...", flush=True)
+        result = run_plan(d.body, trained.overridden(algorithm=search), v)
         c = Contender(label, search, result, {**settings, "search": search, "value": label.split()[0]})
         print(f"    {c.describe()}", flush=True)
         out.append(c)

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from app.models import trained_search  # noqa: E402
+from app.models import load_value_function  # noqa: E402
 from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import (  # noqa: E402
     Measurement,
@@ -81,7 +81,7 @@ from cpp_backend.numpy_refs import conv1d_rev, to_value  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
-from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model  # noqa: E402
+from knossos.cost_models import COST_MODELS, CostFunction  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
@@ -97,10 +97,11 @@ from rules.rule_set import RuleSet  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.limits import MAX_DEPTH  # noqa: E402
 from search.mdp import Step  # noqa: E402
-from search.registry import get_search  # noqa: E402
+from search.plan import Plan  # noqa: E402
+from search.plan import run as run_plan  # noqa: E402
 from search.result import SearchResult  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
-from search.value import ValueFunction, ZeroValue  # noqa: E402
+from search.settings import SearchSettings  # noqa: E402
+from search.value import ValueFunction  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,22 +171,21 @@ class Settings:
     #: The alloc model's loop sizes (--search-size), as (parameter, length or lengths) pairs; () for 16 each.
     sizes: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
 
-    def cost_function(self) -> CostFunction:
-        if self.sizes and self.cost == "alloc":
-            return AllocCost(dict(self.sizes))
-        return get_cost_model(self.cost)
-
-    def spec(self, value: ValueFunction) -> SearchSpec:
-        return SearchSpec(
-            get_rule_set(self.rules),
-            self.depth,
-            self.budget,
-            value=value,
-            cost=self.cost_function(),
-            seconds=self.seconds,
+    def plan(self) -> Plan:
+        """These settings as a plan (the alloc model's sizes only where it is the cost model)."""
+        search = SearchSettings(
+            algorithm=self.search,
+            depth=self.depth,
+            budget=self.budget,
             prune_commutes=self.prune_commutes,
             prune_inlines=self.prune_inlines,
+            cost=self.cost,
         )
+        sizes = dict(self.sizes) if self.cost == "alloc" else {}
+        return Plan(rules=self.rules, search=search, sizes=sizes, seconds=self.seconds)
+
+    def cost_function(self) -> CostFunction:
+        return self.plan().cost()
 
 
 @dataclass
@@ -223,7 +223,7 @@ class Contender:
 def run_contender(label: str, start: Expr, settings: Settings, value: ValueFunction | None = None) -> Contender:
     s = settings
     print(f"searching: {label} ({s.search}, {s.rules}, depth {s.depth}, {s.seconds:g} s)...", flush=True)
-    result = get_search(s.search)(start, s.spec(value if value is not None else ZeroValue()))
+    result = run_plan(start, s.plan(), value)
     contender = Contender(label, settings, result)
     print(f"  {contender.describe()}", flush=True)
     return contender
@@ -251,22 +251,23 @@ def model_contender(start: Expr, args: argparse.Namespace) -> Contender | None:
     if model in ("none", "zero"):
         return None
     try:
-        trained = trained_search(model, rules=rules, depth=depth)
+        value = load_value_function(model)
     except KsError as err:
         print(f"model '{model}': skipped, it cannot be loaded ({err.message})", flush=True)
         return None
+    trained = Plan(rules=rules, search=SearchSettings(depth=depth)).of_model(value)
+    s = trained.search
     settings = Settings(
-        trained.search,
+        s.algorithm,
         trained.rules,
-        trained.depth,
+        s.depth,
         seconds,
-        trained.prune_commutes,
-        trained.prune_inlines,
+        s.prune_commutes,
+        s.prune_inlines,
         model,
-        trained.cost,
+        s.cost,
         sizes=args.search_sizes,
     )
-    value = trained.value
     return run_contender(f"model {model}", start, settings, value)
 
 

@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from app.models import default_pipeline
 from knossos.parser import load_program
 from ksbench.default_programs import ENGINES
 from ksdata.loader import DATA
-from rules.sets import get_rule_set
-from search.registry import get_search
-from search.value import ZeroValue
+from search.plan import Plan, run
 
 DEFS = [
     *(
@@ -52,8 +49,8 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             row: dict[str, object] = {"def": name, "engine": engine}
             for rules in RULES:
-                p = ENGINES[engine] or default_pipeline(d.body)
-                r = get_search(p.search)(d.body, p.spec(get_rule_set(rules), ZeroValue(), args.seconds))
+                p = ENGINES[engine] or Plan.default_for(None, d.body)
+                r = run(d.body, p.overridden(rules=rules, seconds=args.seconds))
                 row[rules] = {"best_cost": round(r.best_cost, 6), "seconds": round(r.seconds, 2)}
             print(json.dumps(row), flush=True)
 

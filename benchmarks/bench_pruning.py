@@ -19,9 +19,8 @@ import time
 from knossos.parser import parse_expr
 from knossos.perf import fewer_gc_pauses
 from ksdata.loader import DATA
-from rules.sets import get_rule_set
+from search.plan import Plan, run
 from search.registry import get_search
-from search.spec import SearchSpec
 
 SETS = DATA / "arithmetic_sets.json"
 
@@ -32,7 +31,7 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=10)
     ap.add_argument("--budget", type=int, default=5000)
     args = ap.parse_args()
-    search = get_search(args.search)
+    get_search(args.search)  # an unknown search is refused before any is run
     sets = json.loads(SETS.read_text())["sets"]
     print(f"{args.search}, depth {args.depth}, {args.budget} evaluations")
     print("| set | exprs | pruning | total best | at best known | s | time ratio |")
@@ -40,15 +39,21 @@ def main() -> None:
     settings = {"none": (False, False), "commutations": (True, False), "both": (True, True)}
     with fewer_gc_pauses():
         for name, s in sets.items():
-            rules = get_rule_set(s["rule_set"])
+            rules = s["rule_set"]
             exprs = [(parse_expr(e["expr"])[0], float(e["best_known_cost"])) for e in s["expressions"]]
             first = 0.0
             for label, (commutes, inlines) in settings.items():
                 total, at_best, seconds = 0.0, 0, 0.0
                 for e, best_known in exprs:
-                    spec = SearchSpec(rules, args.depth, args.budget, prune_commutes=commutes, prune_inlines=inlines)
+                    plan = Plan(rules=rules).overridden(
+                        algorithm=args.search,
+                        depth=args.depth,
+                        budget=args.budget,
+                        prune_commutes=commutes,
+                        prune_inlines=inlines,
+                    )
                     started = time.perf_counter()
-                    r = search(e, spec)
+                    r = run(e, plan)
                     seconds += time.perf_counter() - started
                     total += r.best_cost
                     at_best += r.best_cost <= best_known + 1e-9

@@ -39,28 +39,26 @@ def run_case(name: str) -> dict[str, float]:
     """Run one search in this process and report its figures."""
     from knossos.parser import load_program
     from knossos.perf import fewer_gc_pauses
-    from rules.sets import get_rule_set
-    from search.astar import astar
-    from search.spec import SearchSpec
+    from search.plan import Plan, run
 
     with fewer_gc_pauses():
         if name == "bindgen_test":
             from knossos.parser import parse_expr
 
             data = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"][name]
-            rules = get_rule_set(data["rule_set"])
+            plan = Plan(rules=data["rule_set"]).overridden(algorithm="astar", depth=10, budget=5000)
             times, reached = [], 0
             for item in data["expressions"]:
                 e, _ = parse_expr(item["expr"])
                 t0 = time.perf_counter()
-                r = astar(e, SearchSpec(rules, 10, 5000))
+                r = run(e, plan)
                 times.append(time.perf_counter() - t0)
                 reached += r.best_cost <= item["best_known_cost"] + 1e-9
             return {"median_s": statistics.median(times), "max_s": max(times), "reached": reached, **_rss()}
         file, def_name, depth, budget = CASES[name]
         body = load_program(PROGRAMS / file).defs[def_name].body
         t0 = time.perf_counter()
-        r = astar(body, SearchSpec(get_rule_set("ml_rules_no_bind"), depth, budget))
+        r = run(body, Plan(rules="ml_rules_no_bind").overridden(algorithm="astar", depth=depth, budget=budget))
         seconds = time.perf_counter() - t0
         return {
             "seconds": seconds,

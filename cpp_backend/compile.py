@@ -1,7 +1,8 @@
 """Compiling generated C++ with g++, cached on a hash of the source and the flags.
 
-``g++ -O3 -std=c++17 -ffp-contract=off -march=native -fopenmp [-DKS_EXACT_ORDER]`` (``-march=native`` and
-``-fopenmp`` left out where the compiler refuses them) runs
+``g++ -O3 -std=c++17 -ffp-contract=off -march=native -fopenmp -DKS_VECTOR_MATH [-DKS_EXACT_ORDER] ...
+-lmvec`` (``-march=native``, ``-fopenmp`` and glibc's vector math left out where the compiler refuses
+them) runs
 through :mod:`subprocess` with an argument list, never a shell.  Results are cached under
 ``$KNOSSOS_CPP_CACHE`` (default ``~/.cache/knossos-cpp``) in a folder named by the SHA-256 of the
 compiler, the flags and the source; the folder keeps ``source.cpp`` and ``compile.log`` too.  The
@@ -28,6 +29,14 @@ BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-ffp-contract=off")  # no F
 NATIVE_FLAG = "-march=native"
 #: OpenMP (it ships with gcc): parallel loops, and vectorised (reassociated) Float sums unless exact order.
 OPENMP_FLAG = "-fopenmp"
+#: glibc's vector math (libmvec: vector variants of libm's exp, log, tanh...): g++ vectorises the loops
+#: that call them (runtime.h: KS_VECTOR_MATH; the library comes after the source, as the linker wants).
+VECTOR_MATH_FLAG = "-DKS_VECTOR_MATH"
+#: g++ sinks a call whose result only one side of a select uses into a branch, and threads two selects
+#: on one test into one branch; a loop with a branch is not vectorised: the emitter's selects
+#: (``c ? exp(x) : x``) stay selects.
+SELECT_FLAGS: tuple[str, ...] = ("-fno-tree-sink", "-fno-thread-jumps")
+VECTOR_MATH_LIBS: tuple[str, ...] = ("-lmvec", "-lm")
 #: Exact order: Float sums add in index order, as the interpreter's (runtime.h: KS_EXACT_ORDER).
 EXACT_ORDER_FLAG = "-DKS_EXACT_ORDER"
 #: Shared objects export only what is marked so: without it, the runtime's inline statics (the arena)
@@ -51,6 +60,7 @@ stats = _Stats()
 _lock = threading.Lock()
 _native_ok: dict[str, bool] = {}
 _openmp_ok: dict[str, bool] = {}
+_vector_math_ok: dict[str, bool] = {}
 
 
 def cache_dir() -> Path:
@@ -84,7 +94,7 @@ def _cpu_tag() -> str:
 
 def native_supported(cxx: str | None = None) -> bool:
     """Whether the compiler accepts ``-march=native`` (probed once per compiler)."""
-    return _accepts(cxx or compiler(), NATIVE_FLAG, "int main() { return 0; }\n", _native_ok)
+    return _accepts(cxx or compiler(), (NATIVE_FLAG,), "int main() { return 0; }\n", _native_ok)
 
 
 _OPENMP_PROBE = (
@@ -95,18 +105,36 @@ _OPENMP_PROBE = (
 
 def openmp_supported(cxx: str | None = None) -> bool:
     """Whether the compiler builds and links ``-fopenmp`` code (probed once per compiler)."""
-    return _accepts(cxx or compiler(), OPENMP_FLAG, _OPENMP_PROBE, _openmp_ok)
+    return _accepts(cxx or compiler(), (OPENMP_FLAG,), _OPENMP_PROBE, _openmp_ok)
 
 
-def _accepts(cxx: str, flag: str, source: str, known: dict[str, bool]) -> bool:
-    """Whether ``cxx`` compiles and links ``source`` with ``flag``, remembered in ``known`` per compiler."""
+# A loop calling exp declared with its vector variants, as runtime.h does: linking fails without libmvec.
+_VECTOR_MATH_PROBE = (
+    '#include <cstdio>\ndouble vexp(double) noexcept __asm__("exp") __attribute__((simd("notinbranch"), const));\n'
+    "int main(int argc, char**) { double x[64], s = 0;\nfor (int i = 0; i < 64; ++i) x[i] = argc * 0.01 * i;\n"
+    "for (int i = 0; i < 64; ++i) x[i] = vexp(x[i]);\nfor (int i = 0; i < 64; ++i) s += x[i];\n"
+    'std::printf("%g", s); return s > 64 ? 0 : 1; }\n'
+)
+
+
+def vector_math_supported(cxx: str | None = None) -> bool:
+    """Whether the compiler builds and links loops vectorised over glibc's vector math (probed once per
+    compiler, with the flags the programs get, so that the probe's loop is vectorised as theirs are)."""
+    cxx = cxx or compiler()
+    flags = [*BASE_FLAGS, *([NATIVE_FLAG] if native_supported(cxx) else []), *SELECT_FLAGS]
+    return _accepts(cxx, flags, _VECTOR_MATH_PROBE, _vector_math_ok, libs=VECTOR_MATH_LIBS)
+
+
+def _accepts(cxx: str, flags: Sequence[str], source: str, known: dict[str, bool], libs: Sequence[str] = ()) -> bool:
+    """Whether ``cxx`` compiles and links ``source`` with ``flags`` and then ``libs``, remembered in
+    ``known`` per compiler."""
     if cxx not in known:
         with tempfile.TemporaryDirectory(prefix="knossos-cpp-") as tmp:
             src = Path(tmp) / "probe.cpp"
             src.write_text(source, encoding="utf-8")
             try:
                 proc = subprocess.run(
-                    [cxx, flag, "-o", str(Path(tmp) / "probe"), str(src)],
+                    [cxx, *flags, "-o", str(Path(tmp) / "probe"), str(src), *libs],
                     capture_output=True,
                     timeout=120,
                     check=False,
@@ -121,8 +149,9 @@ def compile_flags(extra_flags: Sequence[str] = (), shared: bool = False, *, exac
     """The flags a compilation uses (later flags win: ``extra_flags=("-O1",)`` overrides ``-O3``).
 
     ``-fopenmp`` where the compiler has it (without it, loops run on one thread and sums in order);
-    with ``exact_order``, ``-DKS_EXACT_ORDER``: Float sums add in index order, bit-identical to the
-    interpreter."""
+    ``-DKS_VECTOR_MATH`` where glibc's vector math links (not with ``exact_order``); with ``exact_order``,
+    ``-DKS_EXACT_ORDER``: Float sums add in index order and elementary functions are libm's, bit-identical
+    to the interpreter.  Libraries to link come after the source: :func:`link_libraries`."""
     flags = list(BASE_FLAGS)
     if native_supported():
         flags.append(NATIVE_FLAG)
@@ -130,10 +159,17 @@ def compile_flags(extra_flags: Sequence[str] = (), shared: bool = False, *, exac
         flags.append(OPENMP_FLAG)
     if exact_order:
         flags.append(EXACT_ORDER_FLAG)
+    elif vector_math_supported():
+        flags += [VECTOR_MATH_FLAG, *SELECT_FLAGS]
     if shared:
         flags += ["-shared", "-fPIC", HIDDEN_FLAG]
     flags += list(extra_flags)
     return flags
+
+
+def link_libraries(flags: Sequence[str]) -> list[str]:
+    """The libraries a compilation with ``flags`` links, placed after its source."""
+    return list(VECTOR_MATH_LIBS) if VECTOR_MATH_FLAG in flags else []
 
 
 def cache_key(source: str, flags: Sequence[str], cxx: str) -> str:
@@ -179,7 +215,7 @@ def compile_cpp(
         log = folder / "compile.log"
         atomic_write_text(src, source)
         with atomic_output(out) as tmp_out:  # the executable appears whole or not at all
-            cmd = [cxx, *flags, "-o", str(tmp_out), str(src)]
+            cmd = [cxx, *flags, "-o", str(tmp_out), str(src), *link_libraries(flags)]
             command_line = " ".join(shlex.quote(c) for c in cmd)
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False)

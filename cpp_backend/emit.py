@@ -31,7 +31,7 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
 ``constVec``, ``deltaVec`` ``ks::const_vec``, ``ks::delta_vec`` (lazy)
 ``add sub mul div neg``    C++ operators on Floats; checked ``ks::add_i`` etc. on Integers; ``ks::add`` etc.
                            (element-wise, broadcasting) on vectors and tuples
-``max abs exp log tanh     ``ks::max_f``/``ks::max_i``, ``std::fabs``/``ks::abs_i``, ``std::exp``...
+``max abs exp log tanh     ``ks::max_f``/``ks::max_i``, ``std::fabs``/``ks::abs_i``, ``ks::math::exp``...
 sqrt pow to_float``        ``static_cast<double>``
 comparisons                ``ks::eq``, ``ks::lt``... (C++ comparisons, as functions so that ``(eq x x)``
                            is no compiler warning)
@@ -215,17 +215,18 @@ _VVF = vec(_VF)
 NATIVE_CPP: dict[str, list[tuple[tuple[Type, ...], Type, str]]] = {
     "abs": [((_F,), _F, "std::fabs({0})"), ((_I,), _I, "ks::abs_i({0})")],
     "max": [((_F, _F), _F, "ks::max_f({0}, {1})"), ((_I, _I), _I, "ks::max_i({0}, {1})")],
-    "pow": [((_F, _F), _F, "std::pow({0}, {1})")],
-    "tanh": [((_F,), _F, "std::tanh({0})")],
+    "pow": [((_F, _F), _F, "ks::math::pow({0}, {1})")],
+    "tanh": [((_F,), _F, "ks::math::tanh({0})")],
     "cosh": [((_F,), _F, "std::cosh({0})")],
-    "exp": [((_F,), _F, "std::exp({0})")],
-    "log": [((_F,), _F, "std::log({0})")],
-    "erf": [((_F,), _F, "std::erf({0})")],
-    "log1p": [((_F,), _F, "std::log1p({0})")],
-    "expm1": [((_F,), _F, "std::expm1({0})")],
-    "sin": [((_F,), _F, "std::sin({0})")],
-    "cos": [((_F,), _F, "std::cos({0})")],
+    "exp": [((_F,), _F, "ks::math::exp({0})")],
+    "log": [((_F,), _F, "ks::math::log({0})")],
+    "erf": [((_F,), _F, "ks::math::erf({0})")],
+    "log1p": [((_F,), _F, "ks::math::log1p({0})")],
+    "expm1": [((_F,), _F, "ks::math::expm1({0})")],
+    "sin": [((_F,), _F, "ks::math::sin({0})")],
+    "cos": [((_F,), _F, "ks::math::cos({0})")],
     "lgamma": [((_F,), _F, "ks::lgamma_f({0})")],
+    "stop_gradient": [((_F,), _F, "({0})")],
     "fwd$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
     "rev$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
     "dotv": [((_VF, _VF), _F, "ks::dotv({0}, {1})")],
@@ -240,8 +241,8 @@ NATIVE_CPP: dict[str, list[tuple[tuple[Type, ...], Type, str]]] = {
     "mul$ff": [((_F, _F), _F, "({0} * {1})")],
     "div$ii": [((_I, _I), _I, "ks::div_i({0}, {1})")],
     "div$ff": [((_F, _F), _F, "({0} / {1})")],
-    "exp$f": [((_F,), _F, "std::exp({0})")],
-    "log$f": [((_F,), _F, "std::log({0})")],
+    "exp$f": [((_F,), _F, "ks::math::exp({0})")],
+    "log$f": [((_F,), _F, "ks::math::log({0})")],
     "eq$ii": [((_I, _I), _B, "ks::eq({0}, {1})")],
     "eq$ff": [((_F, _F), _B, "ks::eq({0}, {1})")],
     "gt$ii": [((_I, _I), _B, "ks::gt({0}, {1})")],
@@ -267,7 +268,7 @@ def native_template(callee: Callee) -> str:
 _ARITH_SYMBOL = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
 _ARITH_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.DIV: "div"}
 _COMPARE = {Op.EQ: "eq", Op.NE: "ne", Op.GT: "gt", Op.GTE: "gte", Op.LT: "lt", Op.LTE: "lte"}
-_FLOAT_FN = {Op.EXP: "std::exp", Op.LOG: "std::log", Op.TANH: "std::tanh", Op.SQRT: "std::sqrt"}
+_FLOAT_FN = {Op.EXP: "ks::math::exp", Op.LOG: "ks::math::log", Op.TANH: "ks::math::tanh", Op.SQRT: "std::sqrt"}
 _ALLOCATING = frozenset({Op.BUILD, Op.CONSTVEC, Op.DELTAVEC, Op.CALL, Op.LAM, Op.APPLY})
 _ELEMENTWISE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.SUM, Op.SUMBUILD})
 
@@ -377,7 +378,8 @@ BLOCK_PANEL = 256  # rows computed together, so that each packed column tile ser
 
 
 def _has_loop(body: Expr, done: Expr | None = None) -> bool:
-    """Whether evaluating ``body`` may run a loop or a call (``done`` not looked into)."""
+    """Whether evaluating ``body`` may run a loop or a call (``done`` not looked into); C's functions
+    of Floats (exp, tanh...) are neither."""
     seen: set[int] = set()
     stack = [body]
     while stack:
@@ -385,7 +387,9 @@ def _has_loop(body: Expr, done: Expr | None = None) -> bool:
         if id(node) in seen or node is done:
             continue
         seen.add(id(node))
-        if node.op in _LOOPS or (node.op in _ELEMENTWISE and not node.type.is_scalar):
+        if node.op in _LOOPS and not (node.op is Op.CALL and node.type is FLOAT and _native_cannot_fail(node)):
+            return True
+        if node.op in _ELEMENTWISE and not node.type.is_scalar:
             return True
         stack.extend(node.args)
     return False
@@ -394,6 +398,44 @@ def _has_loop(body: Expr, done: Expr | None = None) -> bool:
 _CANNOT_FAIL_FLOAT = frozenset(
     {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.ABS, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.POW, Op.TO_FLOAT}
 )
+
+
+#: Natives of Floats that return a Float and never fail (C's functions: NaN or an infinity, no error).
+_CANNOT_FAIL_NATIVES = frozenset(
+    {"abs", "max", "pow", "tanh", "cosh", "exp", "log", "erf", "log1p", "expm1", "sin", "cos", "exp$f", "log$f"}
+    | {"add$ff", "sub$ff", "mul$ff", "div$ff"}
+)
+#: A Float ``if`` whose branches cannot fail and are this small (nodes) computes both and selects one:
+#: g++ vectorises a loop with a select, not one with a branch around a call of exp (PyTorch's softplus,
+#: a loss's clamps, a ReLU's reverse).
+SPECULATE_MOST = 24
+
+
+def _native_cannot_fail(node: Expr) -> bool:
+    callee: Callee = node.data
+    return callee.kind is not CalleeKind.DEF and callee.name in _CANNOT_FAIL_NATIVES
+
+
+def _speculable(node: Expr) -> bool:
+    """Whether the Float ``if`` ``node`` may compute both branches and select: neither can fail and
+    both are small."""
+    if node.type is not FLOAT:
+        return False
+    branches = node.args[1:]
+    return (
+        all(_cannot_fail(b, set()) for b in branches)
+        and sum(_size_at_most(b, SPECULATE_MOST) for b in branches) <= SPECULATE_MOST
+    )
+
+
+def _size_at_most(e: Expr, most: int) -> int:
+    """The number of nodes of ``e``, counted up to ``most + 1``."""
+    count, stack = 0, [e]
+    while stack and count <= most:
+        node = stack.pop()
+        count += 1
+        stack.extend(node.args)
+    return count
 
 
 def _cannot_fail(body: Expr, ranged: set[int]) -> bool:
@@ -409,6 +451,7 @@ def _cannot_fail(body: Expr, ranged: set[int]) -> bool:
             op in (Op.CONST, Op.VAR, Op.LET, Op.IF, Op.AND, Op.OR)
             or (op in _COMPARE and node.args[0].type.is_scalar)
             or (op in _CANNOT_FAIL_FLOAT and node.type is FLOAT)
+            or (op is Op.CALL and node.type is FLOAT and _native_cannot_fail(node))
         )
         if not safe:
             return False
@@ -536,6 +579,10 @@ class _FunctionEmitter:
     # -- lazy and binding constructs ---------------------------------------------------------------
     def _if(self, node: Expr) -> Step:
         cond = yield node.args[0]
+        if _speculable(node):
+            then = yield node.args[1]
+            other = yield node.args[2]
+            return self.bind(node.type, f"({cond} ? {then} : {other})")
         result = self.fresh()
         self.line(f"{cpp_type(node.type)} {result}{{}};")
         self.line(f"if ({cond}) {{")
@@ -1370,7 +1417,7 @@ _STRICT_CPP: dict[Op, CppWriter] = {
     Op.NEG: _neg_cpp,
     **{op: _compare_cpp(name) for op, name in _COMPARE.items()},
     **{op: _float_fn_cpp(fn) for op, fn in _FLOAT_FN.items()},
-    Op.POW: lambda em, node, a: f"std::pow({a[0]}, {a[1]})",
+    Op.POW: lambda em, node, a: f"ks::math::pow({a[0]}, {a[1]})",
     Op.ABS: lambda em, node, a: f"std::fabs({a[0]})" if node.type is FLOAT else f"ks::abs_i({a[0]})",
     Op.MAX: lambda em, node, a: f"ks::max_{'f' if node.type is FLOAT else 'i'}({a[0]}, {a[1]})",
     Op.TO_FLOAT: lambda em, node, a: f"static_cast<double>({a[0]})",

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.convolutions import gathered_product
+from cpp_backend.element_sums import hoist_element_sums, operand_sums, replace_operand
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
@@ -40,7 +41,7 @@ from cpp_backend.tuple_lets import split_tuple_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes, names_in
 from knossos.ops import Op
-from knossos.types import FLOAT, INTEGER, Kind, Type
+from knossos.types import FLOAT, INTEGER, Kind, Type, vec
 
 #: The names of the matrices hoisted out of rows (cpp_backend.row_lets).
 ROWS_PREFIX = "ks$rows"
@@ -86,15 +87,29 @@ def _i(n: int) -> Expr:
 
 
 # -- transpose: operands walked down a column -------------------------------------------------------
+def _made(name: str, other: str) -> Pat:
+    """An operand computed element by element (a gradient's ``dy * (1 - h * h)``), depending on no loop
+    variable but its own two: ``other``, the other operand's own variable, is not free in it."""
+
+    def guard(b: Bindings) -> bool:
+        x, v = b[name], b[other]
+        assert isinstance(x, Expr)
+        return x.type is FLOAT and v not in x.free and x.op is not Op.CONST and _loop_free(x)
+
+    return Where(Cap(name), guard)
+
+
 _LEFT = alt(
     "a",
     rows=node(Op.INDEX, Bound("j"), node(Op.INDEX, Bound("i"), Cap("A"))),
     cols=node(Op.INDEX, Bound("i"), node(Op.INDEX, Bound("j"), Cap("A"))),
+    made=_made("A", "k"),
 )
 _RIGHT = alt(
     "b",
     rows=node(Op.INDEX, Bound("k"), node(Op.INDEX, Bound("j"), Cap("B"))),
     cols=node(Op.INDEX, Bound("j"), node(Op.INDEX, Bound("k"), Cap("B"))),
+    made=_made("B", "i"),
 )
 #: The term of a product: its two reads in either order.
 TERM = alt("order", ab=node(Op.MUL, _LEFT, _RIGHT), ba=node(Op.MUL, _RIGHT, _LEFT))
@@ -122,32 +137,12 @@ NEST: Pat = Where(
 #: The same nest where the sum is an operand of each element (``(add (index k bias) (sumbuild ...))``).
 NEST_OPERAND: Pat = node(Op.BUILD, Cap("n"), Bound("i"), node(Op.BUILD, Cap("m"), Bound("k"), Cap("elem")))
 
-_STRICT = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.ABS, Op.POW})
-
 
 def _operand_sum(elem: Expr) -> Expr | None:
-    """The Float sum that evaluating ``elem`` evaluates whatever the values, through lets and arithmetic
-    (as the emitter's row sums find it), depending on no variable that ``elem`` binds; or None."""
-    stack: list[tuple[Expr, frozenset[str]]] = [(elem, frozenset())]
-    while stack:
-        x, bound = stack.pop()
-        if x.op is Op.SUMBUILD and x.type is FLOAT and not bound & x.free:
-            return x
-        if x.op is Op.LET:
-            stack += [(x.args[2], bound | {x.args[0].data}), (x.args[1], bound)]
-        elif x.op in _STRICT:
-            stack.extend((a, bound) for a in reversed(x.args))
-    return None
-
-
-def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
-    """``e`` with the node ``old`` (the one found by :func:`_operand_sum`: not under a binder of its
-    variables) replaced by ``new``."""
-    if e is old:
-        return new
-    if old.size > e.size or (e.op not in _STRICT and e.op is not Op.LET):
-        return e
-    return e.replace_args(tuple(_replace(a, old, new) for a in e.args))
+    """The first Float sum that evaluating ``elem`` evaluates whatever the values (see
+    :func:`cpp_backend.element_sums.operand_sums`), or None."""
+    sums = operand_sums(elem)
+    return sums[0] if sums else None
 
 
 _ZERO = Where(Cap("zero"), lambda b: isinstance(b["zero"], Expr) and b["zero"].op is Op.CONST and b["zero"].data == 0.0)
@@ -354,9 +349,10 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
     loop_vars = {i, j, k}
 
     def invariant(x: Bindings) -> bool:
+        """The matrices read are loop-invariant (an operand computed in the loops has its guard)."""
         a, m = x["A"], x["B"]
         assert isinstance(a, Expr) and isinstance(m, Expr)
-        return not (loop_vars & (a.free | m.free))
+        return not loop_vars & ((a.free if x["a"] != "made" else set()) | (m.free if x["b"] != "made" else set()))
 
     t = next((x for x in match(PADDED, core, given={"i": i, "j": j, "k": k}) if invariant(x)), None)
     if t is None:
@@ -401,6 +397,16 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
         size = E.op(Op.IF, runs, n, _i(0))
         copies.append((at, E.build(size, iv, E.build(p, jv, E.op(Op.INDEX, iv, E.op(Op.INDEX, jv, a_mat))))))
         a_mat = at
+    if t["a"] == "made":  # A computed from i and j: its values At[i][j], i < n, j < p, computed once
+        at = E.var(names.fresh("ks$am"), vec(vec(FLOAT)))
+        size = E.op(Op.IF, runs, n, _i(0))
+        copies.append((at, E.build(size, iv, E.build(p, jv, a_mat))))
+        a_mat = at
+    if t["b"] == "made":  # B computed from j and k: Bt[j][k], j < p, k < m
+        bt = E.var(names.fresh("ks$bm"), vec(vec(FLOAT)))
+        size = E.op(Op.IF, runs, p, _i(0))
+        copies.append((bt, E.build(size, jv, E.build(m, kv, b_mat))))
+        b_mat = bt
     if t["b"] == "cols":  # B read as B[k][j]: Bt[j][k], j < p, k < m
         bt = E.var(names.fresh("ks$bt"), b_mat.type)
         size = E.op(Op.IF, runs, p, _i(0))
@@ -415,7 +421,7 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
             return None  # (the emitter blocks it as it is)
         outer = b["elem"]
         assert isinstance(outer, Expr)
-        new_sum = _replace(outer, elem, new_sum)
+        new_sum = replace_operand(outer, elem, new_sum)
     fast = _wrap_lets(copies, E.build(n, iv, E.build(m, kv, new_sum)))
     names.fallbacks[id(e)] = e
     return rect.guard(fast, e)
@@ -611,6 +617,9 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
                 names.fallbacks[id(e)] = e
                 return found
         if e.op is Op.BUILD:
+            found = hoist_element_sums(e, lambda: names.fresh(ROWS_PREFIX), _small, reaches)
+            if found is not None:
+                return found
             found = transpose(e, names)
             if found is not None:
                 return found

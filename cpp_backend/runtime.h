@@ -85,6 +85,38 @@
 #include <utility>
 #include <vector>
 
+// Elementary functions (ks::math::exp ...).  Where the compiler links glibc's vector math (libmvec: the
+// vector variants of libm's functions, within 4 ulp; KS_VECTOR_MATH, set by cpp_backend.compile), each is
+// declared with its vector variants so that g++ vectorises the loops that call it, as PyTorch's own
+// kernels are (Sleef).  Never under KS_EXACT_ORDER: there they are libm's, as the interpreter's, to the bit.
+namespace ks {
+namespace math {
+#if defined(KS_VECTOR_MATH) && !defined(KS_EXACT_ORDER)
+#define KS_VECTOR_FN(name) double name(double) noexcept __asm__(#name) __attribute__((simd("notinbranch"), const));
+KS_VECTOR_FN(exp)
+KS_VECTOR_FN(log)
+KS_VECTOR_FN(tanh)
+KS_VECTOR_FN(log1p)
+KS_VECTOR_FN(expm1)
+KS_VECTOR_FN(erf)
+KS_VECTOR_FN(sin)
+KS_VECTOR_FN(cos)
+double pow(double, double) noexcept __asm__("pow") __attribute__((simd("notinbranch"), const));
+#undef KS_VECTOR_FN
+#else
+using std::cos;
+using std::erf;
+using std::exp;
+using std::expm1;
+using std::log;
+using std::log1p;
+using std::pow;
+using std::sin;
+using std::tanh;
+#endif
+}  // namespace math
+}  // namespace ks
+
 namespace ks {
 
 // -- errors ----------------------------------------------------------------------------------------

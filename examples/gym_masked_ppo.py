@@ -28,9 +28,7 @@ import envs
 from envs.datasets import DATASETS
 from envs.rewrite import RewriteEnv
 from envs.wrappers import FlatObservation
-from rules.sets import get_rule_set
-from search.astar import greedy
-from search.spec import SearchSpec
+from search.plan import Plan, run
 
 BENCHMARKS = [f"benchmark://binding_simplify_8-v0/{i}" for i in range(4)]
 
@@ -97,17 +95,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
         action, _ = model.predict(obs, action_masks=inner.action_masks(), deterministic=True)
         return int(action)
 
-    rules = get_rule_set(args.rules)
+    plan = Plan(rules=args.rules, seed=args.seed).overridden(algorithm="greedy", depth=args.depth, budget=args.budget)
     rows: dict[str, dict[str, float]] = {}
     print(f"  {'benchmark':<34} {'start':>7} {'PPO':>7} {'greedy':>7} {'search':>7} {'best':>7}")
     for uri in benchmarks:
         b = DATASETS.benchmark(uri)
-        spec = SearchSpec(rules=rules, depth=args.depth, budget=args.budget, seed=args.seed)
         row = {
             "start": float(b.expr.cost),
             "ppo": play(env, uri, ppo),
             "greedy": play(env, uri, greedy_agent),
-            "search": greedy(b.expr, spec).best_cost,
+            "search": run(b.expr, plan).best_cost,
             "best": float("nan") if b.best_known is None else b.best_known,
         }
         rows[uri] = row

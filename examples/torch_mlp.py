@@ -9,7 +9,8 @@ Run:  python examples/torch_mlp.py [--sizes 1x256x256x10,64x256x1024x10] [--seco
 3. ``autodiff.grad_program`` adds ``rev$mlp_loss`` (reverse mode: a sum of one-hot terms).
 4. The ``gradients`` model (gnn/models/gradients.pt) searches ``rev$mlp_loss`` with the rules,
    search, depth and budget it was trained with (``gradient_rules``, pseudo-beam) under the
-   allocation-aware cost told the real sizes (as ``optimize.py --model gradients --size ...``),
+   allocation-aware cost told the real sizes (``search.plan.choose_plan`` and ``search.plan.run``,
+   as ``optimize.py --model gradients --size ...`` runs them, not tidied),
    for at most --seconds (240) seconds; so does the same search without the model (value scale 0,
    "plain"), and the cheaper of the two programs under that cost is kept.  A learned search is
    worth what it finds beyond plain search: both are printed.
@@ -34,13 +35,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from app.models import trained_search
+from app.models import load_value_function
 from autodiff import grad_program
 from cpp_backend.bench import format_seconds, time_python
 from cpp_backend.callable import compile_def
 from frontends.torch import translate
-from knossos.alloc_cost import AllocCost
-from search.registry import get_search
+from search.plan import choose_plan, run
 
 NAMES = ("W1", "b1", "W2", "b2", "x", "y")
 
@@ -89,12 +89,15 @@ def run_size(
     searches: dict[str, dict[str, Any]] = {}
     best, kept = rev.body, "as written"
     for name, scale in (("model", None), ("plain", 0.0)):
-        trained = trained_search("gradients", scale=scale)
-        spec = trained.spec(budget or trained.budget, seconds=seconds, cost=AllocCost(dims))
+        # the model's plan (as optimize.py --model gradients --size ... --seconds S: the model's rules,
+        # search, depth and budget, the sizes told to the alloc cost model)
+        model = load_value_function("gradients", scale=scale)
+        plan = choose_plan(rev.body, rev.name, model, budget=budget, seconds=seconds, sizes=dims, cost="alloc")
         t = time.perf_counter()
-        found = get_search(trained.search)(rev.body, spec)
-        searches[name] = {"seconds": time.perf_counter() - t, "alloc_cost": spec.cost(found.best)}
-        if spec.cost(found.best) < spec.cost(best):
+        found = run(rev.body, plan, model)
+        cost = plan.cost()
+        searches[name] = {"seconds": time.perf_counter() - t, "alloc_cost": cost(found.best)}
+        if cost(found.best) < cost(best):
             best, kept = found.best, name
     timings["search_s"] = sum(r["seconds"] for r in searches.values())
     optimised = program.with_def(dataclasses.replace(rev, body=best))
@@ -125,7 +128,7 @@ def run_size(
         "size": dict(zip(("batch", "inputs", "hidden", "outputs"), size, strict=True)),
         "errors": errors,
         "cost": {"before": rev.body.cost, "after": best.cost},
-        "alloc_cost": {"before": spec.cost(rev.body), "after": spec.cost(best)},
+        "alloc_cost": {"before": cost(rev.body), "after": cost(best)},
         "searches": searches,
         "kept": kept,
         "compiled_grad_s": compiled_s,

@@ -266,27 +266,15 @@ def _search_all(
     the config's depth unless ``depth``, in the config's cost model; ``pruning``: whether it prunes
     commutations and idle inlines."""
     from app.models import load_value_function
-    from knossos.cost_models import get_cost_model
     from knossos.perf import fewer_gc_pauses
-    from rules.sets import get_rule_set
-    from search.registry import get_search
-    from search.spec import SearchSpec
+    from search.plan import run
 
     value = load_value_function(str(weights) if weights else "none", config.search.precision)
-    rules = get_rule_set(config.rules)
-    spec = SearchSpec(
-        rules=rules,
-        depth=config.search.depth if depth is None else depth,
-        budget=budget,
-        value=value,
-        seed=seed,
-        batch_size=config.search.batch_size,
-        prune_commutes=pruning[0],
-        prune_inlines=pruning[1],
-        cost=get_cost_model(config.search.cost),
+    plan = config.plan.overridden(
+        algorithm=search, depth=depth, budget=budget, seed=seed, prune_commutes=pruning[0], prune_inlines=pruning[1]
     )
     with fewer_gc_pauses():
-        return [float(get_search(search)(t.expr, spec).best_cost) for t in targets]
+        return [float(run(t.expr, plan, value).best_cost) for t in targets]
 
 
 def _row(

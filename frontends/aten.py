@@ -36,7 +36,10 @@ from frontends.tensor import (
     view,
 )
 from knossos import expr as E
+from knossos.callee import edef_callee
+from knossos.cost import DEFAULT_EDEF_COST
 from knossos.expr import Expr
+from knossos.natives import STOP_GRADIENT
 from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER, Type
 
@@ -363,12 +366,20 @@ def moments_over(block: Block, x: Tensor, red: list[int], correction: float, kee
     return var, (mean if keepdim else view(mean, shape, reshape_index(kept, shape)))
 
 
+def held(x: Tensor) -> Tensor:
+    """``x`` through ``stop_gradient`` (:data:`knossos.natives.STOP_GRADIENT`): its value, derivative zero."""
+    callee = edef_callee(STOP_GRADIENT, (FLOAT,), FLOAT, DEFAULT_EDEF_COST)
+    return unary(x, lambda e: E.call(callee, e))
+
+
 def softmax(block: Block, x: Tensor, dim: int, log: bool) -> Tensor:
-    """torch's decomposition: ``exp(x - max) / sum(exp(x - max))``, or ``(x - max) - log(sum(exp(x - max)))``."""
+    """torch's decomposition: ``exp(x - max) / sum(exp(x - max))``, or ``(x - max) - log(sum(exp(x - max)))``.
+    The result does not depend on the shift ``max``, so its derivative through it is zero: it is held
+    (:func:`held`), as torch's backward formula does, and the reverse pass never enters its loops."""
     x = block.cheap(_float(x))
     red = [dim_of(dim, x.rank)]
     kept = tuple(1 if d in red else n for d, n in enumerate(x.shape))
-    top = block.materialise(amax_over(block, x, red, True, kept), "max")
+    top = block.materialise(held(amax_over(block, x, red, True, kept)), "max")
     shifted = elementwise(block, x.shape, [x, top], _op(Op.SUB))
     if log:
         shifted = block.materialise(shifted, "shifted")

@@ -29,11 +29,12 @@ from knossos import expr as E
 from knossos.callee import Callee, edef_callee
 from knossos.cost import DEFAULT_EDEF_COST
 from knossos.expr import Expr
+from knossos.natives import STOP_GRADIENT
 from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER
 
 #: The library functions a translation may call, Float to Float (each declared by an edef).
-NATIVE_FUNCTIONS = ("erf", "log1p", "expm1", "sin", "cos")
+NATIVE_FUNCTIONS = ("erf", "log1p", "expm1", "sin", "cos", STOP_GRADIENT)
 
 
 def native_callee(name: str) -> Callee:

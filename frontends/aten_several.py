@@ -38,9 +38,15 @@ Results = Sequence[Tensor | None]
 SeveralLowering = Callable[[Call], Results]
 
 
-def _pieces(x: Tensor, sizes: Sequence[int], dim: int) -> list[Tensor]:
-    """``x`` cut along ``dim`` into consecutive pieces of these sizes (views)."""
+def _pieces(block: Block, x: Tensor, sizes: Sequence[int], dim: int) -> list[Tensor]:
+    """``x`` cut along ``dim`` into consecutive pieces of these sizes (views).  Where there are several
+    and ``x`` is computed (a product: a GRU cell's three gates from one ``linear``), it is computed
+    once, whole, and the pieces read it: views of it would compute each piece's elements on their
+    own, reading the weights' rows at an offset, and a product whose rows are read so (and its
+    gradient's, one-hots at an offset) reaches no blocked loop nest."""
     d = dim_of(dim, x.rank)
+    if len(sizes) > 1:
+        x = block.cheap(x, "piece")
     if sum(sizes) != x.shape[d] or any(n < 0 for n in sizes):
         raise Unsupported(f"pieces of sizes {list(sizes)} of a dimension of size {x.shape[d]}")
     out: list[Tensor] = []
@@ -61,12 +67,12 @@ def _split(c: Call) -> Results:
     n = x.shape[dim_of(dim, x.rank)]
     if size <= 0:
         raise Unsupported(f"a split size of {size}")
-    return _pieces(x, [min(size, n - s) for s in range(0, n, size)] or [0], dim)
+    return _pieces(c.block, x, [min(size, n - s) for s in range(0, n, size)] or [0], dim)
 
 
 def _split_with_sizes(c: Call) -> Results:
     x = as_tensor(c.args[0])
-    return _pieces(x, [int(n) for n in c.arg(1, "split_sizes")], int(c.arg(2, "dim", 0)))
+    return _pieces(c.block, x, [int(n) for n in c.arg(1, "split_sizes")], int(c.arg(2, "dim", 0)))
 
 
 def _extremum(largest: bool) -> SeveralLowering:

@@ -17,6 +17,12 @@ from knossos.values import Value, add
 
 Native = Callable[..., Value]
 
+#: The identity whose derivative is zero (JAX's ``stop_gradient``): no cotangent passes through it and
+#: its tangent is zero (autodiff.primitives).  The torch front end holds a softmax's shift by the row's
+#: maximum with it: the result does not depend on the shift, so its derivative through the shift is
+#: zero anyway (torch's is), but computing it would take the reverse pass through the maximum's loops.
+STOP_GRADIENT = "stop_gradient"
+
 
 def _same_size(what: str, a: list[object], b: list[object]) -> None:
     if len(a) != len(b):
@@ -87,6 +93,7 @@ NATIVES: dict[str, Native] = {
     "sin": arith.fsin,
     "cos": arith.fcos,
     "lgamma": arith.flgamma,
+    STOP_GRADIENT: lambda x: x,
     "fwd$lgamma": lambda x, dx: digamma(x) * dx,
     "rev$lgamma": lambda x, dr: digamma(x) * dr,
     "dotv": _dotv,

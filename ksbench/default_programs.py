@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.models import Pipeline
+from search.plan import Plan
+from search.settings import SearchSettings
 
-#: The engines by name; the default's pipeline (None here) is decided per def.
-ENGINES: dict[str, Pipeline | None] = {
+#: The engines by name; the default's plan (None here) is decided per def (search.plan.Plan.default_for).
+ENGINES: dict[str, Plan | None] = {
     "default": None,
-    "astar": Pipeline("astar", 10, 5000, False, False),
-    "pruned pseudo-beam": Pipeline("pseudo-beam", 99, 5000, True, True),
+    "astar": Plan(search=SearchSettings(algorithm="astar", depth=10, budget=5000)),
+    "pruned pseudo-beam": Plan(
+        search=SearchSettings(algorithm="pseudo-beam", depth=99, budget=5000, prune_commutes=True, prune_inlines=True)
+    ),
 }
 
 

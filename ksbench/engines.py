@@ -13,7 +13,7 @@ from ksbench.best_known import best_known
 class Engine:
     name: str
     #: A registered search's name, ``saturate-astar-before`` (the first pass only) or ``default``
-    #: (optimize.py's choice for the expression, :func:`app.models.default_pipeline`).
+    #: (optimize.py's choice for the expression, :meth:`search.plan.Plan.default_for`).
     search: str
     model: str
     #: Evaluations, or e-nodes for the e-graph; None: optimize.py's default for the expression.

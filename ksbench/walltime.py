@@ -23,11 +23,8 @@ from knossos.parser import load_program
 from knossos.program import Def, Program
 from ksdata.loader import DATA
 from rules.baseline import simplify_def
-from rules.sets import get_rule_set
-from search.pseudo_beam import pseudo_beam
+from search.plan import Plan, run
 from search.result import SearchResult
-from search.spec import SearchSpec
-from search.two_phase import two_phase
 
 PROGRAMS = DATA / "programs"
 
@@ -192,13 +189,15 @@ CONV1D_RULES = "ml_rules_no_bind+zero_tensor_rules"
 def gemm_case(depth: int = 99, budget: int = 5000) -> Case:
     """GEMM with its optimised variant found by pseudo-beam search with both prunings (zero value
     function, GEMM_RULES): the fused program; runs the search."""
-    rules = get_rule_set(GEMM_RULES)
+    plan = Plan(rules=GEMM_RULES).overridden(
+        algorithm="pseudo-beam", depth=depth, budget=budget, prune_commutes=True, prune_inlines=True
+    )
     return Case(
         "GEMM",
         "blas_test.kso",
         "gemm",
-        lambda e: pseudo_beam(e, SearchSpec(rules, depth, budget, prune_commutes=True, prune_inlines=True)),
-        f"pseudo-beam, commutations and idle inlines pruned, zero value function, {rules.name}, "
+        lambda e: run(e, plan),
+        f"pseudo-beam, commutations and idle inlines pruned, zero value function, {GEMM_RULES}, "
         f"depth {depth}, budget {budget}",
     )
 
@@ -206,12 +205,12 @@ def gemm_case(depth: int = 99, budget: int = 5000) -> Case:
 def conv1d_case(depth: int = 40, budget: int = 5000, more: dict[str, Search] | None = None) -> Case:
     """rev$conv1d with its optimised variant found by two-phase A* (phase1, then CONV1D_RULES), and the
     variants of ``more``'s searches; runs the searches."""
-    rules = get_rule_set(CONV1D_RULES)
+    plan = Plan(rules=CONV1D_RULES).overridden(algorithm="two-phase", depth=depth, budget=budget)
     return Case(
         "rev$conv1d",
         "conv1d_rev_test.kso",
         "rev$conv1d",
-        lambda e: two_phase(e, SearchSpec(rules, depth, budget)),
-        f"two-phase A*, zero value function, phase1 then {rules.name}, depth {depth}, budget {budget}",
+        lambda e: run(e, plan),
+        f"two-phase A*, zero value function, {plan.first_phase_rules} then {CONV1D_RULES}, depth {depth}, budget {budget}",
         more,
     )

@@ -29,6 +29,10 @@ class SearchResult:
     #: False when a search that promises completeness (exhaustive) stopped at a limit.
     complete: bool = True
     notes: list[str] = field(default_factory=list)
+    #: Where the result was tidied (search/plan.py): the search's own best, and the subexpression each
+    #: tidying step (the last ``len(tidied)`` of ``steps``, where the search gave steps) rewrote.
+    searched_best: Expr | None = None
+    tidied: list[Expr] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -3,8 +3,9 @@ size, how its value function runs (precision, scale), the prunings and the cost 
 
 A training config's ``search:`` section is these settings (its keys are their fields), a training
 checkpoint stores them (in its config), a model loaded from a checkpoint carries the ones it is
-searched with, and optimize.py's options map onto them (:mod:`app.search_options`).  A search's
-:class:`~search.spec.SearchSpec` is made of them and the runtime objects (:meth:`SearchSettings.spec`).
+searched with, and optimize.py's options map onto them (:mod:`app.search_options`).  A
+:class:`~search.plan.Plan` holds them with the rule set, sizes, limits and tidying, and makes a
+search's :class:`~search.spec.SearchSpec` of them.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from knossos.cost_models import COST_MODELS, CostFunction, get_cost_model
-from rules.rule_set import RuleSet
+from knossos.cost_models import COST_MODELS
 from search.limits import MAX_BUDGET, MAX_DEPTH
 from search.registry import SEARCHES, TRAINING_SEARCHES
-from search.spec import SearchSpec
-from search.value import ValueFunction, ZeroValue, check_value_scale
+from search.value import check_value_scale
 
 #: The network's inference arithmetic in searches (gnn/value.py).
 Precision = Literal["float32", "bfloat16"]
@@ -159,31 +158,3 @@ class SearchSettings:
             if key not in known:
                 raise SettingError(str(key), f"unknown setting (known: {', '.join(known)})", "search")
         return cls(**raw)  # type: ignore[arg-type]
-
-    def spec(
-        self,
-        rules: RuleSet,
-        value: ValueFunction | None = None,
-        *,
-        cost: CostFunction | None = None,
-        budget: int | None = None,
-        **runtime: Any,
-    ) -> SearchSpec:
-        """The spec of a search with these settings: ``rules`` and ``value`` (None: the zero value
-        function), ``cost`` (None: the cost model named here), ``budget`` (None: this budget), and
-        ``runtime`` the rest of :class:`SearchSpec` (seed, limits, progress).  Every setting that is a
-        field of the spec (depth, batch size, prunings) is passed on by name."""
-        passed = {f.name: getattr(self, f.name) for f in dataclasses.fields(SearchSpec) if f.name in _SPEC_SETTINGS}
-        return SearchSpec(
-            rules=rules,
-            budget=self.budget if budget is None else budget,
-            value=ZeroValue() if value is None else value,
-            cost=get_cost_model(self.cost) if cost is None else cost,
-            **passed,
-            **runtime,
-        )
-
-
-#: The settings a SearchSpec takes as they are (its budget and cost are taken apart: a job's budget
-#: may be another, and the cost model is named here but a function there).
-_SPEC_SETTINGS = frozenset(SearchSettings.names()) - {"budget", "cost"}

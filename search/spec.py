@@ -13,6 +13,7 @@ from knossos.cost_models import reference_cost
 from knossos.expr import Expr
 from rules.actions import Action
 from rules.rule_set import RuleSet
+from rules.sets import get_rule_set
 from search.graph import SearchGraph
 from search.limits import (
     DEFAULT_MAX_STATES,
@@ -30,7 +31,10 @@ from search.state import LAZY_DEPTH, State, expr_of, reaches_depth
 from search.value import Evaluator, ValueFunction, ZeroValue
 
 #: Called now and then with (evaluations so far, best cost so far).
-Progress = Callable[[int, float], None]
+SearchProgress = Callable[[int, float], None]
+
+#: Two-phase search's first rule set (search/two_phase.py): the paper's GEMM and CNN setting.
+FIRST_PHASE_RULES = "phase1"
 
 #: What Ctrl-C does inside a search: return the best found so far (optimize.py), or, within
 #: :func:`ctrl_c_stops_searches`, stop the program.
@@ -66,7 +70,7 @@ class SearchSpec:
     seed: int = 0
     #: New states go to the value function in batches of at least this many (Table 1: 16).
     batch_size: int = 16
-    progress: Progress | None = None
+    progress: SearchProgress | None = None
     #: Wall-clock limit in seconds (None: none).
     seconds: float | None = None
     #: The most distinct expressions in the explored graph (see search/limits.py).
@@ -82,6 +86,8 @@ class SearchSpec:
     #: Whether states are lazy (search/state.py): children named and costed, built only when used.
     #: None: on starts at least ``LAZY_DEPTH`` deep, with the reference cost model.
     lazy_states: bool | None = None
+    #: Two-phase search's rules for its first phase (its second takes ``rules``).
+    first_phase_rules: RuleSet = field(default_factory=lambda: get_rule_set(FIRST_PHASE_RULES))
 
     def __post_init__(self) -> None:
         check_depth(self.depth)

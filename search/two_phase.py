@@ -1,4 +1,4 @@
-"""Two-phase search (the paper's GEMM and CNN setting): the ``phase1`` rules for the first H/2
+"""Two-phase search (the paper's GEMM and CNN setting): the first phase's rules (``phase1`` by default) for the first H/2
 steps, then the full rule set from the best expression found, for the remaining steps.
 
 Each phase is an A* search with half of the budget; the result joins the two rewrite sequences and
@@ -12,7 +12,6 @@ import time
 from dataclasses import replace
 
 from knossos.expr import Expr
-from rules.sets import get_rule_set
 from search.astar import astar
 from search.graph import SearchGraph
 from search.result import SearchResult
@@ -24,7 +23,7 @@ def two_phase(start: Expr, spec: SearchSpec) -> SearchResult:
         spec = replace(spec, clock_started=time.perf_counter())  # one time limit for both phases
     first_depth = max(spec.depth // 2, 1)
     first_budget = max(spec.budget // 2, 1)
-    first = astar(start, replace(spec, rules=get_rule_set("phase1"), depth=first_depth, budget=first_budget))
+    first = astar(start, replace(spec, rules=spec.first_phase_rules, depth=first_depth, budget=first_budget))
     if first.interrupted or first.notes or spec.depth - first_depth < 1 or first.evaluations >= spec.budget:
         return first  # interrupted, at a limit, or nothing left for a second phase
     rest = replace(spec, depth=spec.depth - first_depth, budget=spec.budget - first.evaluations)

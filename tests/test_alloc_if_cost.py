@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from app.models import PROGRAM, REVERSE, default_pipeline, trained_search
 from app.optimize_cli import main
 from knossos import expr as E
 from knossos.alloc_cost import JUMP_COST, AllocCost, alloc_cost
@@ -18,6 +17,7 @@ from knossos.ops import Op
 from knossos.parser import Parser, parse_program
 from knossos.reader import read_forms
 from knossos.types import FLOAT, vec
+from search.plan import PROGRAM, REVERSE, Plan, choose_plan
 
 
 def expr(text: str) -> Expr:
@@ -96,10 +96,10 @@ REV = """
 
 def test_reverse_mode_code_gets_its_own_default_pipeline() -> None:
     d = parse_program(REV, "rev.ks").defs["rev$softplus_sum"]
-    assert default_pipeline(d.body, d.name) is REVERSE and default_pipeline(d.body) is PROGRAM
-    assert default_pipeline(expr("(add y 1.0)"), "rev$f").search == "saturate-astar"  # arithmetic stays
-    t = trained_search(None, start=d.body, name=d.name)
-    assert (t.rules, t.cost, t.search) == (REVERSE.rules, "alloc", REVERSE.search)
+    assert Plan.default_for(d.name, d.body) is REVERSE and Plan.default_for(None, d.body) is PROGRAM
+    assert Plan.default_for("rev$f", expr("(add y 1.0)")).search.algorithm == "saturate-astar"  # arithmetic stays
+    t = choose_plan(d.body, d.name)
+    assert (t.rules, t.search.cost, t.search.algorithm, t.seconds) == (REVERSE.rules, "alloc", "pseudo-beam", 20.0)
 
 
 def test_optimize_keeps_reverse_mode_selects_cheap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,6 +17,7 @@ from knossos import expr as E
 from knossos.errors import KsError
 from knossos.expr import Expr
 from knossos.interpreter import Interpreter
+from knossos.natives import NATIVES
 from knossos.ops import Op
 from knossos.parser import parse_program
 from knossos.program import Def, Program
@@ -151,3 +152,38 @@ def test_random_programs_reverse_agrees_with_forward(seed: int) -> None:
     if not (math.isfinite(forward) and math.isfinite(reverse)):
         pytest.skip("not finite here")
     assert abs(forward - reverse) <= 1e-9 * max(1.0, abs(forward)), (example.text, forward, reverse)
+
+
+TAPED = """
+(edef erf Float (Float))
+(def f Float ((x : Vec (Vec Float)))
+  (let (v (build (size x) (lam (i : Integer)
+            (let (row (index i x))
+              (log (sumbuild (size row) (lam (j : Integer) (erf (index j row)))))))))
+    (sumbuild (size v) (lam (i : Integer) (mul (index i v) (index i v))))))
+"""
+
+
+def test_a_rows_inner_sum_is_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rev$f reads each row's sum of erf (a Float loop inside the row's loop, not its element) from a
+    tape that the forward pass computes and reads (v, whose elements the reverse pass of the squares
+    needs): erf is evaluated once per element, where the reverse pass once computed the sums again;
+    the gradient is right (d/dx_ij of sum_i log(S_i)^2 = 2 log(S_i) erf'(x_ij) / S_i)."""
+    program = grad_program(parse_program(TAPED, "taped.ks"), defs=["f"], mode="rev")
+    calls = 0
+    erf = NATIVES["erf"]
+
+    def counted(x: float) -> float:
+        nonlocal calls
+        calls += 1
+        return erf(x)
+
+    monkeypatch.setitem(NATIVES, "erf", counted)
+    x = [[0.5, 1.25, -0.75], [2.0, 0.25, 1.0]]
+    got = Interpreter().call(program.defs["rev$f"], [x, 1.0])
+    assert calls == 6
+    for row, drow in zip(x, got, strict=True):  # type: ignore[call-overload]
+        total = sum(math.erf(v) for v in row)
+        for v, dv in zip(row, drow, strict=True):
+            slope = 2 / math.sqrt(math.pi) * math.exp(-v * v)
+            assert dv == pytest.approx(2 * math.log(total) * slope / total, rel=1e-12)

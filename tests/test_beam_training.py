@@ -3,7 +3,6 @@ searches give samples to fit, and the checkpoint tells optimize.py to search wit
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import torch
 
 from gnn.model_file import rules_of, search_settings_of
 from knossos.parser import parse_expr
-from rules.sets import get_rule_set
 from training.checkpoint import load_checkpoint
 from training.config import load_config
 from training.executors import LocalExecutor, make_executor
@@ -55,16 +53,15 @@ def test_a_run_fits_its_searches_and_carries_the_search(tmp_path: Path, search: 
 def test_a_run_can_prune_in_its_searches_and_says_so_in_its_checkpoint(tmp_path: Path) -> None:
     torch.set_num_threads(1)
     config = load_config("configs/bootstrap.yaml", ["search.prune_commutes=true", "search.prune_inlines=true", *TINY])
-    rules = get_rule_set(config.rules)
-    executor = make_executor(config, rules)
+    executor = make_executor(config)
     assert isinstance(executor, LocalExecutor)
-    assert executor.settings.search.prune_commutes and executor.settings.search.prune_inlines
+    assert config.plan.search.prune_commutes and config.plan.search.prune_inlines
     start = parse_expr("(add (mul x y) (div z 2.0))")[0]
     relabelled = parse_expr("(add (div z 2.0) (mul x y))")[0]
-    job = SearchJob(start, "astar", 50, targets="explored_and_reached")
-    pruned = run_search(job, executor.settings, rules, None)
-    unpruned = dataclasses.replace(executor.settings.search, prune_commutes=False, prune_inlines=False)
-    full = run_search(job, dataclasses.replace(executor.settings, search=unpruned), rules, None)
+    plan = config.plan.overridden(algorithm="astar", budget=50)
+    pruned = run_search(SearchJob(start, plan, "explored_and_reached"), None)
+    unpruned = plan.overridden(prune_commutes=False, prune_inlines=False)
+    full = run_search(SearchJob(start, unpruned, "explored_and_reached"), None)
     assert relabelled in {s.expr for s in full.expanded + full.passed_over}
     assert relabelled not in {s.expr for s in pruned.expanded + pruned.passed_over}
     Trainer(config, tmp_path).train()

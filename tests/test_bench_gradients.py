@@ -91,7 +91,7 @@ def test_path_points() -> None:
 def test_path_variants_replay_the_best_path(conv1d: tuple[Program, Def]) -> None:
     program, d = conv1d
     settings = bg.Settings("astar", "ml_rules_no_bind+zero_tensor_rules", 40, 30.0, budget=2000)
-    result = astar(d.body, settings.spec(bg.ZeroValue()))
+    result = astar(d.body, settings.plan().spec())
     assert len(result.steps) >= 5
     contender = bg.Contender("astar", settings, result)
     states = bg.replay(d.body, result.steps, get_rule_set(settings.rules))

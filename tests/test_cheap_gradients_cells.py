@@ -19,6 +19,8 @@ import torch
 from torch import nn
 
 from autodiff import grad_program
+from cpp_backend.callable import compile_def
+from cpp_backend.emit import def_symbol, emit_program
 from frontends.dispatch import results
 from frontends.torch import translate
 from knossos.interpreter import Interpreter
@@ -78,3 +80,35 @@ def test_cell_gradient_allocates_like_the_cell(name: str) -> None:
     large = _ratio(name, 4, 8)
     assert large <= RATIO, (name, small, large)
     assert large <= 1.1 * small, (name, small, large)
+
+
+CELL_KINDS = {"RNNCell": (nn.RNNCell, 2), **CELLS}
+
+
+@pytest.mark.parametrize("name", sorted(CELL_KINDS))
+def test_cell_gradient_products_reach_the_blocked_nest(name: str) -> None:
+    """rev$ of a cell computes its six products with the blocked nest: the two of the forward pass
+    (x w_ih^T and h w_hh^T, all gates at once: a GRU's and an LSTM's are split after the product), and
+    dw_ih, dw_hh (outer products over the batch) and dx, dh (sums of scaled rows), whose operand, the
+    gates' cotangent (dy * (1 - h^2) for a plain RNN), is computed element by element, once; the
+    compiled gradient is torch's."""
+    kind, states = CELL_KINDS[name]
+
+    def build(size: str, g: torch.Generator) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        torch.manual_seed(0)
+        m = kind(5, 7).to(torch.float64)
+        x = torch.randn(3, 5, generator=g, dtype=torch.float64)
+        return m, (x, *(torch.randn(3, 7, generator=g, dtype=torch.float64) for _ in range(states - 1)))
+
+    fn, args = function(Layer(name, "pytorch/pytorch", "torch/nn/modules/rnn.py", name, "BSD-3-Clause", build))
+    with contextlib.redirect_stdout(io.StringIO()):
+        program = grad_program(translate(fn, *args, name="cell", check=False), defs=["cell"], mode="rev")
+    cpp = emit_program(program, ["rev$cell"], include_runtime=False)
+    assert cpp.split(f"{def_symbol('rev$cell')}(", 2)[-1].count("throw ks::Fallback();") == 6
+    leaves = [a.clone().requires_grad_(True) for a in args]
+    (out,) = results(fn(*leaves))
+    dr = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    want = torch.autograd.grad(out, leaves, dr)
+    got = compile_def(program, "rev$cell", threads=1)(*[a.numpy() for a in args], dr.numpy())
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-12, atol=1e-13)

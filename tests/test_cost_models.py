@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.models import load_model, trained_search
+from app.models import load_model
 from app.optimize_cli import main
 from knossos import expr as E
 from knossos.alloc_cost import AllocCost, alloc_cost
@@ -20,6 +20,7 @@ from knossos.reader import read_forms
 from knossos.types import FLOAT, INTEGER, vec
 from rules.actions import actions, apply
 from rules.sets import get_rule_set
+from search.plan import Plan
 
 from conftest import PROGRAMS
 
@@ -149,8 +150,8 @@ def test_the_gradients_model_brings_its_settings() -> None:
     assert value.settings is not None and value.rules == "gradient_rules"
     s = value.settings
     assert (s.cost, s.algorithm, s.depth, s.budget) == ("alloc", "pseudo-beam", 150, 150000)
-    trained = trained_search("gradients")
-    assert trained.prune_commutes and trained.prune_inlines and trained.spec(10).cost is alloc_cost
+    plan = Plan().of_model(value)
+    assert plan.search.prune_commutes and plan.search.prune_inlines and plan.spec().cost is alloc_cost
 
 
 #: The gradients model's rev$dense_relu of bench_grad_gemm.py (60 s at N = 256, under the alloc cost

@@ -80,6 +80,29 @@ PRODUCTS = """
         (add (mul 2.0 (sumbuild p (lam (j : Integer) (mul (index j (index i a)) (index j (index k b))))))
              (mul -0.5 (index k (index i c))))))))))
 
+; an RNN cell's dw: outer products over the batch of x with dy * (1 - h^2), computed element by element
+(def outer_made (Vec (Vec Float)) ((dy : Vec (Vec Float)) (h : Vec (Vec Float)) (x : Vec (Vec Float)))
+  (let ((m (size (index 0 dy))) (n (size (index 0 x))))
+    (sumbuild (size x) (lam (b : Integer)
+      (build m (lam (o : Integer)
+        (let (g (mul (index o (index b dy)) (sub 1.0 (mul (index o (index b h)) (index o (index b h))))))
+          (build n (lam (c : Integer) (mul g (index c (index b x))))))))))))
+
+; both operands computed element by element, (a + 1) (2 b)
+(def made_both (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float)))
+  (build (size a) (lam (i : Integer)
+    (build (size (index 0 b)) (lam (k : Integer)
+      (sumbuild (size b) (lam (j : Integer)
+        (mul (add (index j (index i a)) 1.0) (mul 2.0 (index k (index j b)))))))))))
+
+; two products in each element, as a GRU cell's gate: each sum hoisted into a matrix of its own
+(def two_sums (Vec (Vec Float)) ((x : Vec (Vec Float)) (h : Vec (Vec Float)) (w : Vec (Vec Float)) (u : Vec (Vec Float)))
+  (build (size x) (lam (i : Integer)
+    (build (size w) (lam (k : Integer)
+      (tanh (add (sumbuild (size (index i x)) (lam (j : Integer) (mul (index j (index i x)) (index j (index k w)))))
+                 (mul 0.5 (sumbuild (size (index i h)) (lam (j : Integer)
+                            (mul (index j (index i h)) (index j (index k u)))))))))))))
+
 ; attention's scores per head: q k^T for each b
 (def batched (Vec (Vec (Vec Float))) ((q : Vec (Vec (Vec Float))) (k : Vec (Vec (Vec Float))))
   (build (size q) (lam (b : Integer)
@@ -100,6 +123,9 @@ SHAPES = {
     "outer_delta": lambda r, m, n: [(r, m), (r, n), (m, n)],
     "batched": lambda r, m, n: [(2, r, n), (2, m, n)],
     "fused_abt": lambda r, m, n: [(r, m), (n, m), (r, n)],
+    "outer_made": lambda r, m, n: [(r, m), (r, m), (r, n)],
+    "made_both": lambda r, m, n: [(r, m), (m, n)],
+    "two_sums": lambda r, m, n: [(r, m), (r, m), (n, m), (n, m)],
 }
 #: The transposed copies each def's product needs: of its left (ks$at) or right (ks$bt) operand.
 COPIES = {
@@ -111,6 +137,9 @@ COPIES = {
     "outer_delta": {"ks$at"},
     "batched": {"ks$bt"},
     "fused_abt": {"ks$bt"},
+    "outer_made": {"ks$am"},  # the computed operand's values, once
+    "made_both": {"ks$am", "ks$bm"},
+    "two_sums": {"ks$bt", "ks$ro"},  # each sum's matrix (ks$rows), each reading w or u transposed
 }
 SIZES = [(1, 1, 1), (1, 9, 1), (3, 5, 7), (9, 17, 20), (16, 8, 33)]
 
@@ -152,6 +181,9 @@ def test_ragged_inputs_take_the_original_code() -> None:
         ("outer_acc", [x, short]),
         ("outer_delta", [x, w, short[:17]]),
         ("outer_delta", [x, w, [r[:12] for r in short[:17]]]),  # one-hots past the rows' end: zeros
+        ("outer_made", [x, short, w]),  # fails on the short row of h
+        ("made_both", [x, short[:17]]),  # fails on the short row of b
+        ("two_sums", [x, x, w[:5], short[:6]]),  # fails on u's short row
     ]
     want = interpreted(program, calls)
     for exact_order in (True, False):
@@ -167,13 +199,15 @@ def test_ragged_inputs_take_the_original_code() -> None:
 def test_each_product_reaches_the_blocked_nest(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     program = parse_program(PRODUCTS, "products.ks")
     assert _reaches_blocked_nest(program, name)
-    exact = name in ("xt_w", "a_bt", "wt_dyt", "batched", "fused_abt")  # transposes only: the same sums to the bit
+    # transposes and hoists only: the same sums to the bit
+    exact = name in ("xt_w", "a_bt", "wt_dyt", "batched", "fused_abt", "made_both", "two_sums")
     assert _reaches_blocked_nest(program, name, exact_order=True) == exact
     copies = {n[:5] for n in names_in(canonical_products(program.defs[name].body)) if n.startswith("ks$")}
     assert copies == COPIES[name]  # the operands read down a column are read from transposed copies
     monkeypatch.setattr(emit, "canonical_products", lambda body, exact_order=False: body)
-    # Without the pass: no nest, or one that reads x[j][i] (x^T w) or b[k] (a b^T) at every term.
-    assert _reaches_blocked_nest(program, name) == (name in ("xt_w", "a_bt"))
+    # Without the pass: no nest, or one that reads x[j][i] (x^T w) or b[k] (a b^T) at every term, or
+    # computes both operands at every term (made_both: n m p times what the copies compute n p + p m).
+    assert _reaches_blocked_nest(program, name) == (name in ("xt_w", "a_bt", "made_both"))
 
 
 def test_gradients_products_reach_the_blocked_nest() -> None:

@@ -1,12 +1,16 @@
-"""What optimize.py runs with no --model (app/models.py default_pipeline), and the benchmark that
-compares it with plain A* and pruned pseudo-beam on every program def."""
+"""What optimize.py runs with no --model (search/plan.py Plan.default_for, choose_plan), and the benchmark
+that compares it with plain A* and pruned pseudo-beam on every program def."""
 
 from __future__ import annotations
 
-from app.models import ARITHMETIC, PROGRAM, default_pipeline, trained_search
+import pytest
+
 from knossos.parser import parse_expr, parse_program
 from ksbench.default_programs import summary
+from search.plan import ARITHMETIC, PROGRAM, Plan, choose_plan
 from search.registry import get_search
+from search.settings import SearchSettings
+from search.value import ZeroValue
 
 
 def expr(text: str):  # type: ignore[no-untyped-def]
@@ -18,6 +22,10 @@ def test_a_program_gets_the_wide_deep_search_and_arithmetic_the_short_one() -> N
     loop = expr("(sumbuild 4 (lam (i : Integer) (mul x (to_float i))))")
     function = expr("(let (f (lam (z : Float) (mul z x))) (f 2.0))")
     vector = parse_program("(def f Float ((v : Vec Float)) (add (index 0 v) 1.0))", "v.ks").defs["f"].body
+
+    def default_pipeline(e):  # type: ignore[no-untyped-def]
+        return Plan.default_for(None, e)
+
     assert default_pipeline(arithmetic) is ARITHMETIC and default_pipeline(expr("(add (exp x) 1.0)")) is ARITHMETIC
     assert default_pipeline(loop) is PROGRAM and default_pipeline(function) is PROGRAM
     assert default_pipeline(vector) is PROGRAM
@@ -25,29 +33,50 @@ def test_a_program_gets_the_wide_deep_search_and_arithmetic_the_short_one() -> N
         "(def sq Float ((x : Float)) (mul x x)) (def f Float ((x : Float)) (add (sq x) 1.0))", "p.ks"
     )
     assert default_pipeline(program.defs["f"].body) is PROGRAM  # a call of a def: loops may be inside
-    assert (ARITHMETIC.search, ARITHMETIC.budget, PROGRAM.search, PROGRAM.depth) == (
+    a, p = ARITHMETIC.search, PROGRAM.search
+    assert (a.algorithm, a.budget, p.algorithm, p.depth) == (
         "saturate-astar",
         300,
         "saturate-pseudo-beam",
         99,
     )
-    assert all(get_search(p.search) is not None for p in (ARITHMETIC, PROGRAM))
+    assert all(get_search(p.search.algorithm) is not None for p in (ARITHMETIC, PROGRAM))
 
 
 def test_no_model_takes_the_pipeline_of_the_start_unless_a_search_is_named() -> None:
     loop = expr("(sumbuild 4 (lam (i : Integer) (mul x (to_float i))))")
-    t = trained_search(None, start=loop)
-    assert (t.search, t.depth, t.budget, t.prune_commutes, t.prune_inlines) == (
+    t = choose_plan(loop).search
+    assert (t.algorithm, t.depth, t.budget, t.prune_commutes, t.prune_inlines) == (
         "saturate-pseudo-beam",
         99,
         5000,
         True,
         True,
     )
-    t = trained_search(None, start=loop, search="astar")
-    assert (t.search, t.depth, t.budget, t.prune_commutes, t.prune_inlines) == ("astar", 10, 5000, False, False)
-    t = trained_search(None, start=expr("(add x 1.0)"))
-    assert (t.search, t.budget) == ("saturate-astar", 300)
+    t = choose_plan(loop, algorithm="astar").search
+    assert (t.algorithm, t.depth, t.budget, t.prune_commutes, t.prune_inlines) == ("astar", 10, 5000, False, False)
+    t = choose_plan(expr("(add x 1.0)")).search
+    assert (t.algorithm, t.budget) == ("saturate-astar", 300)
+
+
+def test_a_given_setting_wins_over_the_model_which_wins_over_the_default() -> None:
+    """One place decides: what the caller gives, then what the model says, then the default."""
+
+    class Trained(ZeroValue):
+        rules: str | None = "binding_rules"
+        settings = SearchSettings(algorithm="beam", depth=7, budget=99)
+
+    loop = expr("(sumbuild 4 (lam (i : Integer) (mul x (to_float i))))")
+    p = choose_plan(loop, None, Trained())
+    assert (p.rules, p.search.algorithm, p.search.depth, p.search.budget) == ("binding_rules", "beam", 7, 99)
+    p = choose_plan(loop, None, Trained(), depth=3, rules="ml_rules", seconds=2.0, tidy=True)
+    assert (p.rules, p.search.depth, p.search.budget, p.seconds, p.tidy) == ("ml_rules", 3, 99, 2.0, True)
+    p = choose_plan(loop, None, ZeroValue())  # a model named none: the plain defaults, not the def's
+    assert (p.rules, p.search) == ("ml_rules", SearchSettings())
+    p = choose_plan(loop, None, None, budget=None)  # None is "not given"
+    assert p is PROGRAM
+    with pytest.raises(TypeError, match="not a setting of a plan: colour"):
+        choose_plan(loop, colour="red")
 
 
 def test_the_benchmark_summary_names_the_defs_where_the_default_is_worse() -> None:

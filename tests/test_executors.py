@@ -223,13 +223,13 @@ def test_an_outcome_travels_as_one_wire_form() -> None:
     back as the same interned expressions."""
     import pickle
 
+    from search.plan import Plan
     from search.settings import SearchSettings
-    from training.search_jobs import RunSettings, SearchJob, run_search
+    from training.search_jobs import SearchJob, run_search
 
-    rules = get_rule_set("binding_simplify_rules")
-    settings = RunSettings("binding_simplify_rules", SearchSettings(depth=6))
+    plan = Plan(rules="binding_simplify_rules", search=SearchSettings(depth=6))
     start = parse_expr("(add (div (mul x y) (add 1.0 (mul x y))) (mul x y))")[0]
-    outcome = run_search(SearchJob(start, "astar", 200, targets="explored_and_reached"), settings, rules, None)
+    outcome = run_search(SearchJob(start, plan.overridden(budget=200), targets="explored_and_reached"), None)
     blob = pickle.dumps(outcome)
     back = pickle.loads(blob)
     assert back == outcome

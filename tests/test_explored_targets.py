@@ -161,9 +161,8 @@ def test_training_with_replayed_best_targets_resumes_identically(tmp_path: Path)
 
 def test_warmup_epochs_search_with_the_zero_value_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gnn.networks import Network
-    from rules.rule_set import RuleSet
     from training import executors
-    from training.search_jobs import Outcome, RunSettings, SearchJob
+    from training.search_jobs import Outcome, SearchJob
     from training.trainer import Trainer
 
     overrides = ["training.warmup_epochs=1", "training.epochs=2", "training.exprs_per_epoch=2"]
@@ -172,10 +171,10 @@ def test_warmup_epochs_search_with_the_zero_value_function(tmp_path: Path, monke
     used: list[tuple[int, str]] = []
     search = executors.run_search
 
-    def recording(job: SearchJob, settings: RunSettings, rules: RuleSet, network: Network | None) -> Outcome:
-        if job.budget == 30:  # a training search, not an evaluation
+    def recording(job: SearchJob, network: Network | None) -> Outcome:
+        if job.plan.search.budget == 30:  # a training search, not an evaluation
             used.append((trainer.epoch, "network" if network is not None else "zero"))
-        return search(job, settings, rules, network)
+        return search(job, network)
 
     monkeypatch.setattr(executors, "run_search", recording)
     trainer.train()

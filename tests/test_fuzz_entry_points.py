@@ -392,11 +392,12 @@ def test_rewrites_of_mutated_programs_through_the_c_rebuild(data: bytes) -> None
 def test_a_bug_is_one_line_with_status_3(monkeypatch: pytest.MonkeyPatch) -> None:
     """Should a bug escape (here planted in the search), optimize.py says so in one line, not a traceback."""
     import app.optimize_cli
+    import search.plan
 
     def broken(*_: object) -> None:
         raise ZeroDivisionError("planted")
 
-    monkeypatch.setattr(app.optimize_cli, "get_search", lambda name: broken)
+    monkeypatch.setattr(search.plan, "get_search", lambda name: broken)
     monkeypatch.delenv("KNOSSOS_DEBUG", raising=False)
     code, out, err = call(app.optimize_cli.main, ["--expr", "(add x 1.0)", "--quiet"])
     assert code == 3 and out == ""

@@ -65,3 +65,21 @@ def test_the_compiled_natives_are_the_interpreter_s() -> None:
     got = [compiled(float(x)) for x in xs]
     want = [call_def(program.defs["f"], float(x)) for x in xs]
     assert np.allclose(got, want, rtol=1e-15, atol=0)
+
+
+STOPPED = """
+(edef stop_gradient Float (Float))
+(def g Float ((x : Float)) (mul x (stop_gradient (mul 3.0 x))))
+"""
+
+
+@pytest.mark.parametrize("mode", ["fwd", "rev"])
+def test_stop_gradient_is_the_identity_with_derivative_zero(mode: str) -> None:
+    """g(x) = x * stop(3x) = 3x^2, but its derivative holds the stopped factor: 3x, not 6x; compiled alike."""
+    source = parse_program(STOPPED, "g.ks")
+    program = grad_program(source, defs=["g"], mode=mode)
+    for x in (-0.7, 0.0, 2.5):
+        assert call_def(source.defs["g"], x) == 3 * x * x
+        assert call_def(program.defs[f"{mode}$g"], x, 1.0) == pytest.approx(3 * x, rel=1e-15)
+    compiled = pytest.importorskip("cpp_backend").compile_def(program, f"{mode}$g", exact_order=True)
+    assert compiled(2.5, 1.0) == call_def(program.defs[f"{mode}$g"], 2.5, 1.0)

@@ -9,9 +9,10 @@ import typing
 import pytest
 
 from app.optimize_cli import build_parser
-from app.search_options import OPTIONS, dest, settings_from_args
+from app.search_options import OPTIONS, dest, given_settings
 from knossos.cost_models import COST_MODELS, alloc_cost
 from rules.sets import get_rule_set
+from search.plan import Plan
 from search.registry import SEARCHES, TRAINING_SEARCHES
 from search.settings import CostName, SearchName, SearchSettings, SettingError, TrainingSearchName
 from search.spec import SearchSpec
@@ -59,12 +60,13 @@ def test_bad_settings_are_one_line_errors(raw: dict[str, object], message: str) 
     assert "\n" not in str(err.value)
 
 
-def test_a_spec_takes_the_settings_and_the_runtime_objects() -> None:
+def test_a_plans_spec_takes_the_settings_and_the_runtime_objects() -> None:
     s = SearchSettings(depth=7, budget=300, batch_size=4, prune_commutes=True, prune_inlines=True, cost="alloc")
     value = ZeroValue()
-    spec = s.spec(RULES, value, seed=3, seconds=2.0)
+    plan = Plan(rules=RULES.name, search=s, seed=3, seconds=2.0)
+    spec = plan.spec(value)
     assert isinstance(spec, SearchSpec)
-    assert (spec.rules, spec.value, spec.cost, spec.seed, spec.seconds) == (RULES, value, alloc_cost, 3, 2.0)
+    assert (spec.rules.name, spec.value, spec.cost, spec.seed, spec.seconds) == (RULES.name, value, alloc_cost, 3, 2.0)
     assert (spec.depth, spec.budget, spec.batch_size, spec.prune_commutes, spec.prune_inlines) == (
         7,
         300,
@@ -72,8 +74,9 @@ def test_a_spec_takes_the_settings_and_the_runtime_objects() -> None:
         True,
         True,
     )
-    assert s.spec(RULES, budget=20).budget == 20  # a job's own budget
-    assert isinstance(s.spec(RULES).value, ZeroValue)
+    assert plan.overridden(budget=20).spec().budget == 20  # a job's own budget
+    assert isinstance(plan.spec().value, ZeroValue)
+    assert plan.spec().first_phase_rules.name == "phase1"  # two-phase's first rule set, resolved by the plan
 
 
 def test_every_setting_a_spec_has_is_passed_on() -> None:
@@ -86,7 +89,7 @@ def test_optimize_options_map_onto_the_settings() -> None:
     assert set(OPTIONS) <= set(SearchSettings.names())
     parser = build_parser()
     args = parser.parse_args(["--expr", "x", "--search", "beam", "--depth", "4", "--no-prune-inlines"])
-    base = SearchSettings(prune_inlines=True, budget=77)
-    s = settings_from_args(args, base)
+    base = Plan(search=SearchSettings(prune_inlines=True, budget=77))
+    s = base.overridden(**given_settings(args)).search
     assert (s.algorithm, s.depth, s.prune_inlines, s.budget) == ("beam", 4, False, 77)
     assert dest("algorithm") == "search" and dest("value_scale") == "value_scale"

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.startup import interrupt_outside_callbacks, load_main
+from app.startup import ignore_late_interrupts, interrupt_outside_callbacks, load_main
 from knossos import expr
 
 
@@ -110,3 +110,14 @@ def test_other_exceptions_in_callbacks_are_still_reported() -> None:
     ref = weakref.ref(node, broken)
     del node
     assert ref() is None and seen == [ValueError]
+
+
+def test_a_deferred_interrupt_is_dropped_once_the_work_is_done() -> None:
+    """A Ctrl-C that arrived inside a callback is deferred to a millisecond later (SIGALRM); once the
+    command has finished, it must neither raise nor kill the process with SIGALRM at shutdown."""
+    interrupt_outside_callbacks()
+    signal.setitimer(signal.ITIMER_REAL, 0.05)  # as a deferred Ctrl-C arms it
+    ignore_late_interrupts()
+    time.sleep(0.1)  # no KeyboardInterrupt, no SIGALRM
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGALRM) is signal.SIG_IGN
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

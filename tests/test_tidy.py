@@ -1,4 +1,4 @@
-"""app/tidy.py: the lets a search leaves behind are removed by rewrite steps that replay and keep values."""
+"""search/tidy.py: the lets a search leaves behind are removed by rewrite steps that replay and keep values."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import random
 import pytest
 
 from app.optimize_cli import main
-from app.tidy import tidy, tidy_until
 from knossos.cost_models import reference_cost
 from knossos.interpreter import evaluate
 from knossos.parser import parse_expr
 from knossos.printer import format_expr
 from rules.actions import Action, apply
 from rules.sets import get_rule_set
+from search.tidy import tidy, tidy_until
 
 from conftest import run_cli
 

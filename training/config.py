@@ -21,6 +21,7 @@ from gnn.model_config import FILLED_FROM, ModelConfig
 from knossos.errors import KsUsageError, Pos
 from knossos.user_files import read_regular_file
 from ksdata.loader import DataSource
+from search.plan import Plan
 from search.settings import SearchSettings, SettingError, TrainingSearchName
 
 # -- the enumerated options (checked when a config is read: one of these, or a one-line error) ------------
@@ -133,6 +134,11 @@ class TrainConfig:
     #: Its depth is search.depth (filled in here).
     model: ModelConfig = field(default_factory=ModelConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
+
+    @property
+    def plan(self) -> Plan:
+        """What every search of the run is planned with (each job gives its own search, budget and seed)."""
+        return Plan(rules=self.rules, search=self.search)
 
     def __post_init__(self) -> None:
         try:

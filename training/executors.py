@@ -25,9 +25,8 @@ from typing import Protocol
 import torch
 
 from gnn.networks import Network
-from rules.rule_set import RuleSet
 from training.config import EXECUTORS, TrainConfig
-from training.search_jobs import Outcome, RunSettings, SearchJob, WorkerCache, pack_weights, run_search
+from training.search_jobs import Outcome, SearchJob, WorkerCache, pack_weights, run_search
 
 
 class Executor(Protocol):
@@ -40,31 +39,29 @@ class Executor(Protocol):
         ...
 
 
-def make_executor(config: TrainConfig, rules: RuleSet) -> Executor:
-    """The executor ``config.training.executor`` names; a one-line error where it cannot be had."""
-    settings = RunSettings(config.rules, config.search, threads=torch.get_num_threads())
+def make_executor(config: TrainConfig) -> Executor:
+    """The executor ``config.training.executor`` names; a one-line error where it cannot be had.
+    Workers run with as many torch threads as this process (the network's arithmetic is then the
+    same bits)."""
+    threads = torch.get_num_threads()
     kind = config.training.executor
     if kind == "local":
-        return LocalExecutor(settings, rules)
+        return LocalExecutor()
     if kind == "processes":
-        return ProcessExecutor(settings, config.training.workers)
+        return ProcessExecutor(threads, config.training.workers)
     if kind == "ray":
         from training.ray_executor import RayExecutor
 
-        return RayExecutor(settings, config.training.ray_address)
+        return RayExecutor(threads, config.training.ray_address)
     raise ValueError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
 
 
 class LocalExecutor:
     """Each search in this process, with the trainer's own network, when its outcome is asked for."""
 
-    def __init__(self, settings: RunSettings, rules: RuleSet) -> None:
-        self.settings = settings
-        self.rules = rules
-
     def map(self, network: Network | None, jobs: Sequence[SearchJob]) -> Iterator[Outcome]:
         for job in jobs:
-            yield run_search(job, self.settings, self.rules, network)
+            yield run_search(job, network)
 
     def close(self) -> None:
         pass
@@ -79,8 +76,8 @@ class ProcessExecutor:
     its thread pools do not survive a fork) and ignore Ctrl-C, which stops the trainer, which stops them.
     """
 
-    def __init__(self, settings: RunSettings, workers: int = 0) -> None:
-        self.settings = settings
+    def __init__(self, threads: int = 1, workers: int = 0) -> None:
+        self.threads = threads
         self.workers = workers or os.cpu_count() or 1
         self._pool: Pool | None = None
         self._folder: Path | None = None
@@ -91,7 +88,7 @@ class ProcessExecutor:
             return iter(())
         digest, path = self._share(network) if network is not None else (None, None)
         pool = self._start()
-        return pool.imap(_search_in_process, [(job, self.settings, digest, path) for job in jobs])
+        return pool.imap(_search_in_process, [(job, self.threads, digest, path) for job in jobs])
 
     def close(self) -> None:
         if self._pool is not None:
@@ -129,6 +126,6 @@ def _ignore_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _search_in_process(args: tuple[SearchJob, RunSettings, str | None, Path | None]) -> Outcome:
-    job, settings, digest, path = args
-    return _CACHE.run(job, settings, digest, lambda: path.read_bytes() if path is not None else b"")
+def _search_in_process(args: tuple[SearchJob, int, str | None, Path | None]) -> Outcome:
+    job, threads, digest, path = args
+    return _CACHE.run(job, threads, digest, lambda: path.read_bytes() if path is not None else b"")

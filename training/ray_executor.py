@@ -19,7 +19,7 @@ from typing import Any
 
 from gnn.networks import Network
 from knossos.errors import KsUsageError
-from training.search_jobs import Outcome, RunSettings, SearchJob, WorkerCache, pack_weights
+from training.search_jobs import Outcome, SearchJob, WorkerCache, pack_weights
 
 #: Where to get Ray, for the one-line error without it.
 INSTALL = "pip install -e '.[ray]'"
@@ -35,8 +35,8 @@ def import_ray() -> Any:
 
 
 class RayExecutor:
-    def __init__(self, settings: RunSettings, address: str | None = None) -> None:
-        self.settings = settings
+    def __init__(self, threads: int = 1, address: str | None = None) -> None:
+        self.threads = threads
         self.address = address
         self._ray = import_ray()
         self._started = False  # whether this executor started Ray (and so stops it)
@@ -49,7 +49,7 @@ class RayExecutor:
         task = self._start()
         digest, ref = self._share(network) if network is not None else (None, None)
         # the reference goes inside a list, so that Ray does not fetch the weights for every task
-        refs = [task.remote(job, self.settings, digest, [ref]) for job in jobs]
+        refs = [task.remote(job, self.threads, digest, [ref]) for job in jobs]
         try:
             for r in refs:
                 yield self._ray.get(r)
@@ -108,15 +108,15 @@ def _pythonpath() -> str:
     return os.pathsep.join([root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
 
-#: A Ray worker process's rule sets and network.
+#: A Ray worker process's network.
 _CACHE = WorkerCache()
 
 
-def _search_task(job: SearchJob, settings: RunSettings, digest: str | None, weights: list[Any]) -> Outcome:
+def _search_task(job: SearchJob, threads: int, digest: str | None, weights: list[Any]) -> Outcome:
     def load() -> bytes:
         import ray
 
         blob: bytes = ray.get(weights[0])
         return blob
 
-    return _CACHE.run(job, settings, digest, load)
+    return _CACHE.run(job, threads, digest, load)

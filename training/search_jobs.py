@@ -1,5 +1,5 @@
 """One training or evaluation search as a job that any process can run: what it needs (the job, the
-run's search settings, the value network's weights), and what it sends back.
+run's plan, the value network's weights), and what it sends back.
 
 The weights travel as one blob per version (:func:`pack_weights`), named by its digest, so that a
 worker builds the network once per version (:class:`WorkerCache`) however many searches it runs.
@@ -20,10 +20,7 @@ from gnn.networks import Network, value_function
 from gnn.sample import Sample
 from knossos.expr import Expr
 from knossos.serialize import Wire, exprs_from_wire, exprs_to_wire
-from rules.rule_set import RuleSet
-from rules.sets import get_rule_set
-from search.registry import get_search
-from search.settings import SearchName, SearchSettings
+from search.plan import Plan, run
 from search.spec import ctrl_c_stops_searches
 from search.value import ValueFunction, ZeroValue
 from training.config import TargetScheme
@@ -31,23 +28,12 @@ from training.samples import split_samples
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """What every search of a run shares: the rule set's name and the search settings (from the
-    config), and the torch threads of the process that made it: workers run with as many, so that
-    the network's arithmetic is the same bits."""
-
-    rules: str
-    search: SearchSettings
-    threads: int = 1
-
-
-@dataclass(frozen=True)
 class SearchJob:
+    """One search: its start and its plan (the run's, with the job's own search, budget and MCTS's
+    seed, drawn by the trainer)."""
+
     expr: Expr
-    algorithm: SearchName
-    budget: int
-    #: MCTS's seed (drawn by the trainer; other searches ignore it).
-    seed: int = 0
+    plan: Plan
     #: The target scheme whose samples to send back (config ``training.targets``); None: none
     #: (an evaluation, which needs only the cost).
     targets: TargetScheme | None = None
@@ -83,14 +69,13 @@ def _outcome(
     return Outcome(best_cost, evaluations, samples[:n_expanded], samples[n_expanded:])
 
 
-def run_search(job: SearchJob, settings: RunSettings, rules: RuleSet, network: Network | None) -> Outcome:
+def run_search(job: SearchJob, network: Network | None) -> Outcome:
     """Run ``job`` with ``network`` as the value function (None: the zero value function)."""
-    s = settings.search
+    s = job.plan.search
     value: ValueFunction = ZeroValue()
     if network is not None:  # one per search: a search does not change the network
         value = value_function(network, precision=s.precision, scale=s.value_scale)
-    spec = s.spec(rules, value, budget=job.budget, seed=job.seed if job.algorithm == "mcts" else 0)
-    result = get_search(job.algorithm)(job.expr, spec)
+    result = run(job.expr, job.plan, value)
     expanded, passed_over = split_samples(result, job.targets) if job.targets is not None else ([], [])
     return Outcome(result.best_cost, result.evaluations, expanded, passed_over)
 
@@ -110,23 +95,20 @@ def unpack_weights(blob: bytes) -> Network:
 
 
 class WorkerCache:
-    """A worker's rule sets by name, and the network of the latest weights it was sent."""
+    """A worker's network of the latest weights it was sent."""
 
     def __init__(self) -> None:
-        self.rules: dict[str, RuleSet] = {}
         self.digest: str | None = None
         self.network: Network | None = None
 
-    def run(self, job: SearchJob, settings: RunSettings, digest: str | None, load: Callable[[], bytes]) -> Outcome:
-        """``job`` with the weights named ``digest`` (None: unguided), read by ``load`` (from where
-        they were left for the workers: a file, Ray's object store) only when this worker does not
-        have them yet."""
-        torch.set_num_threads(settings.threads)
-        rules = self.rules.get(settings.rules)
-        if rules is None:
-            rules = self.rules[settings.rules] = get_rule_set(settings.rules)
+    def run(self, job: SearchJob, threads: int, digest: str | None, load: Callable[[], bytes]) -> Outcome:
+        """``job`` on ``threads`` torch threads (the trainer's: the network's arithmetic is
+        then the same bits) with the weights named ``digest`` (None: unguided), read by ``load`` (from
+        where they were left for the workers: a file, Ray's object store) only when this worker does
+        not have them yet."""
+        torch.set_num_threads(threads)
         if digest is not None and digest != self.digest:
             self.network, self.digest = None, None  # the old one is freed before the new one is built
             self.network, self.digest = unpack_weights(load()), digest
         with ctrl_c_stops_searches():  # never a search cut short: its targets would change silently
-            return run_search(job, settings, rules, self.network if digest is not None else None)
+            return run_search(job, self.network if digest is not None else None)

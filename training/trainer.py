@@ -27,7 +27,6 @@ from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from knossos.perf import fewer_gc_pauses
 from ksdata.loader import Target, load_targets
-from rules.sets import get_rule_set
 from search.settings import SearchName
 from search.value import ValueFunction
 from training.checkpoint import load_checkpoint
@@ -46,7 +45,7 @@ WEIGHTS = "weights"
 MAY_CHANGE = ("training.epochs", "training.executor", "training.workers", "training.ray_address")
 
 #: Reports progress: (what, done, total).
-Progress = Callable[[str, int, int], None]
+TrainingProgress = Callable[[str, int, int], None]
 
 
 def weights_path(run: Path, epoch: int) -> Path:
@@ -160,7 +159,7 @@ def check_resumable(state: dict[str, Any], label: str) -> None:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, out: Path, progress: Progress | None = None) -> None:
+    def __init__(self, config: TrainConfig, out: Path, progress: TrainingProgress | None = None) -> None:
         self.config = config
         self.out = out
         self.progress = progress
@@ -174,7 +173,7 @@ class Trainer:
             raise KsUsageError(
                 "training.later_defs: names every training expression; nothing is left for the first epochs"
             )
-        self.rules = get_rule_set(config.rules)
+        config.plan.rule_set()  # an unknown rule set is refused before any search
         torch.manual_seed(config.training.seed)
         self.rng = np.random.default_rng(config.training.seed)
         self.network = build_network(config.model)
@@ -183,7 +182,7 @@ class Trainer:
         self.history: list[EpochMetrics] = []
         self.replay: list[list[Sample]] = []
         self.best = BestTargets(config.search.depth)
-        self.executor = make_executor(config, self.rules)
+        self.executor = make_executor(config)
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -291,8 +290,9 @@ class Trainer:
         # searches run (as before executors, but for MCTS with samples_per_search, whose seeds and
         # draws alternated)
         seeds = self.seeds(cfg.search.algorithm, len(chosen))
+        plan = cfg.plan.overridden(budget=budget)
         jobs = [
-            SearchJob(self.train_set[i].expr, cfg.search.algorithm, budget, seed, cfg.training.targets)
+            SearchJob(self.train_set[i].expr, plan.overridden(seed=seed), cfg.training.targets)
             for i, seed in zip(chosen, seeds, strict=True)
         ]
         for n, found in enumerate(self.executor.map(self.network if guided else None, jobs)):
@@ -342,9 +342,8 @@ class Trainer:
         costs, evaluations = [], 0
         s = self.config.search
         seeds = self.seeds(s.test_algorithm, len(targets))
-        jobs = [
-            SearchJob(t.expr, s.test_algorithm, s.test_budget, seed) for t, seed in zip(targets, seeds, strict=True)
-        ]
+        plan = self.config.plan.overridden(algorithm=s.test_algorithm, budget=s.test_budget)
+        jobs = [SearchJob(t.expr, plan.overridden(seed=seed)) for t, seed in zip(targets, seeds, strict=True)]
         for n, r in enumerate(self.executor.map(self.network, jobs)):
             self._report(f"eval {label}", n, len(targets))
             costs.append(r.best_cost)

@@ -35,9 +35,9 @@ from knossos.parser import load_program
 from knossos.perf import fewer_gc_pauses
 from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA
-from rules.sets import get_rule_set
+from search.plan import Plan
+from search.plan import run as run_plan
 from search.registry import SEARCHES, get_search
-from search.spec import SearchSpec
 
 PROGRAM = DATA / "programs" / "blas_test.kso"
 BEST_KNOWN = DATA / "best_known_costs_programs.txt"
@@ -94,8 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         defs, args.budget, folder = defs[:3], 50, QUICK / "blas_test"
     results = ResultsFile(args.out or folder / "searches.jsonl", KEY, DEFAULTS)
-    search = get_search(args.search)
-    rules = get_rule_set(RULES)
+    get_search(args.search)  # an unknown search is refused before any model is loaded
     with fewer_gc_pauses():
         for model in [m.strip() for m in args.models.split(",") if m.strip()]:
             try:
@@ -114,15 +113,14 @@ def main(argv: list[str] | None = None) -> None:
             for d in tqdm(todo, desc=f"blas_test {model}", unit="def", file=sys.stderr):
                 if hasattr(value, "clear"):
                     value.clear()
-                spec = SearchSpec(
-                    rules,
-                    args.depth,
-                    args.budget,
-                    value=value,
+                plan = Plan(rules=RULES).overridden(
+                    algorithm=args.search,
+                    depth=args.depth,
+                    budget=args.budget,
                     prune_commutes=args.prune_commutes,
                     prune_inlines=args.prune_inlines,
                 )
-                r = search(d.body, spec)
+                r = run_plan(d.body, plan, value)
                 offset = program.def_cost(d.name) - d.body.cost  # best-known costs are whole-def costs
                 results.add(
                     {

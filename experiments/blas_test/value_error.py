@@ -22,9 +22,7 @@ from knossos.errors import KsError
 from knossos.parser import load_program
 from knossos.perf import fewer_gc_pauses
 from ksdata.loader import DATA
-from rules.sets import get_rule_set
-from search.pseudo_beam import pseudo_beam
-from search.spec import SearchSpec
+from search.plan import Plan, run
 
 PROGRAM = DATA / "programs" / "blas_test.kso"
 DEPTH = 60
@@ -43,7 +41,9 @@ def main() -> None:
     unknown = [n for n in names if n not in program.defs]
     if unknown:
         raise SystemExit(f"value_error.py: error: no def {', '.join(unknown)} in {PROGRAM.name}")
-    rules = get_rule_set("ml_rules_no_bind")
+    plan = Plan(rules="ml_rules_no_bind").overridden(
+        algorithm="pseudo-beam", depth=DEPTH, budget=args.budget, prune_commutes=True
+    )
     try:
         models = {m: load_value_function(m, scale=1.0) for m in args.models.split(",") if m}
     except KsError as err:
@@ -54,7 +54,7 @@ def main() -> None:
     with fewer_gc_pauses():
         for name in names:
             d = program.defs[name]
-            result = pseudo_beam(d.body, SearchSpec(rules, DEPTH, args.budget, prune_commutes=True))
+            result = run(d.body, plan)
             targets = result.graph.value_targets()
             limit = result.start_cost * (1 + args.within)
             chosen = [i for i, e in enumerate(targets.exprs) if targets.explored[i] >= args.steps and e.cost <= limit]

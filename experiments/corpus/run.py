@@ -36,9 +36,7 @@ from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr
 from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA
-from rules.sets import get_rule_set
-from search.astar import astar
-from search.spec import SearchSpec
+from search.plan import Plan, run
 
 RULES, DEPTH = "binding_simplify_rules", 10
 TRAIN_SEED, HELDOUT_SEED, VALIDATION_SEED = 0, 1, 2
@@ -73,12 +71,12 @@ def make_sets(train: int, heldout: int, validation: int) -> GeneratedSets:
 
 
 def best_costs(held: list[Expr], results: ResultsFile, budget: int, models: list[str]) -> None:
-    rules = get_rule_set(RULES)
+    plan = Plan(rules=RULES).overridden(algorithm="astar", depth=DEPTH, budget=budget)
     for method in ["none", *models]:
         value = load_value_function(method)
         todo = [(i, e) for i, e in enumerate(held) if not results.has(expr=text(e), method=method, budget=budget)]
         for i, e in tqdm(todo, desc=f"A* {method} @ {budget}", unit="expr", file=sys.stderr):
-            r = astar(e, SearchSpec(rules, DEPTH, budget, value=value))
+            r = run(e, plan, value)
             results.add(
                 {
                     "index": i,

@@ -24,9 +24,7 @@ from gnn.model_file import load_value_function
 from knossos.perf import fewer_gc_pauses
 from ksbench.results import RESULTS, ResultsFile
 from ksdata.loader import DataSource, load_targets
-from rules.sets import get_rule_set
-from search.astar import astar
-from search.spec import SearchSpec
+from search.plan import Plan, run
 from training.checkpoint import export_model
 from training.trainer import weights_path
 
@@ -64,11 +62,11 @@ def main(argv: list[str] | None = None) -> None:
     models = candidates(args.run, args.epochs, args.average)
     results = ResultsFile(args.out, ("run", "candidate", "scale", "budget"))
     targets = load_targets(DataSource(set=SET), SET)
-    rules = get_rule_set(RULES)
+    plain = Plan(rules=RULES).overridden(algorithm="astar", depth=DEPTH)
     with fewer_gc_pauses(), tempfile.TemporaryDirectory() as tmp:
         for budget in PLAIN_BUDGETS:
             if not results.has(run=PLAIN, candidate=PLAIN, scale=0.0, budget=budget):
-                costs = [astar(t.expr, SearchSpec(rules, DEPTH, budget)).best_cost for t in targets]
+                costs = [run(t.expr, plain.overridden(budget=budget)).best_cost for t in targets]
                 row = {"run": PLAIN, "candidate": PLAIN, "scale": 0.0, "budget": budget}
                 results.add({**row, "total_cost": round(sum(costs), 4)})
         for name, paths in models.items():
@@ -80,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
             for scale in todo:
                 value = load_value_function(model, scale=scale)
                 costs = [
-                    astar(t.expr, SearchSpec(rules, DEPTH, BUDGET, value=value)).best_cost
+                    run(t.expr, plain.overridden(budget=BUDGET), value).best_cost
                     for t in tqdm(targets, desc=f"{name} x {scale}", unit="expr", file=sys.stderr)
                 ]
                 results.add(

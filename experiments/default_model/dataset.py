@@ -37,11 +37,11 @@ def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool 
 
     from app.models import load_value_function
     from ksdata.loader import DataSource, load_targets
-    from rules.sets import get_rule_set
+    from search.plan import Plan
 
     _worker.update(
         targets=load_targets(DataSource(set=set_name), "--set"),
-        rules=get_rule_set(RULES),
+        plan=Plan(rules=RULES).overridden(algorithm="astar", depth=DEPTH, budget=budget),
         value=load_value_function(model),
         budget=budget,
         samples=samples,
@@ -54,15 +54,14 @@ def _prepare(set_name: str, model: str, budget: int, samples: int, groups: bool 
 def _search(index: int) -> str:
     from knossos.perf import fewer_gc_pauses
     from knossos.printer import format_expr
-    from search.astar import astar
-    from search.spec import SearchSpec
+    from search.plan import run
     from training.trainer import samples_of
 
     w = _worker
     target = w["targets"][index]
     started = time.perf_counter()
     with fewer_gc_pauses():
-        result = astar(target.expr, SearchSpec(rules=w["rules"], depth=DEPTH, budget=w["budget"], value=w["value"]))
+        result = run(target.expr, w["plan"], w["value"])
     if hasattr(w["value"], "clear"):
         w["value"].clear()
     rng = w["np"].random.default_rng(index)

@@ -40,10 +40,8 @@ from knossos.expr import Expr
 from knossos.parser import parse_expr
 from knossos.perf import fewer_gc_pauses
 from ksdata.loader import DataSource, Target, load_targets
-from rules.sets import get_rule_set
-from search.astar import astar
 from search.limits import MAX_BUDGET
-from search.spec import SearchSpec
+from search.plan import Plan, run
 from training.checkpoint import load_checkpoint
 from training.config import load_config
 from training.fit import Fitter
@@ -114,14 +112,14 @@ def read_data(paths: list[Path], exclude: set[str]) -> Data:
 
 def validate(network: Any, scales: list[float], budget: int, sets: dict[str, list[Target]]) -> dict[str, Validation]:
     """Per value scale and validation set: total best cost and hits (at the best known cost) of A*."""
-    rules = get_rule_set(RULES)
+    plan = Plan(rules=RULES).overridden(algorithm="astar", depth=DEPTH, budget=budget)
     out: dict[str, Validation] = {}
     for scale in scales:
         value = value_function(network, scale=scale)
         for name, targets in sets.items():
             costs = []
             for t in targets:
-                costs.append(astar(t.expr, SearchSpec(rules, DEPTH, budget, value=value)).best_cost)
+                costs.append(run(t.expr, plan, value).best_cost)
                 if hasattr(value, "clear"):
                     value.clear()
             known = [(c, t.best_known) for c, t in zip(costs, targets, strict=True) if t.best_known is not None]

@@ -32,10 +32,7 @@ from knossos.perf import fewer_gc_pauses
 from knossos.printer import format_expr
 from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA, DataSource, Target, load_targets
-from rules.rule_set import RuleSet
-from rules.sets import get_rule_set
-from search.registry import get_search
-from search.spec import SearchSpec
+from search.plan import Plan, run
 from search.value import ValueFunction
 
 RULES = "binding_simplify_rules"
@@ -81,7 +78,6 @@ def main(argv: list[str] | None = None) -> None:
     targets = {name: load_targets(DataSource(set=name), "egraph_baseline") for name in args.sets.split(",")}
     if args.quick:
         targets = {name: ts[:2] for name, ts in targets.items()}
-    rules = get_rule_set(RULES)
     values: dict[str, ValueFunction] = {}
     with fewer_gc_pauses():
         for s in QUICK_SETTINGS if args.quick else SETTINGS:
@@ -97,13 +93,13 @@ def main(argv: list[str] | None = None) -> None:
                 values[s.model] = load_value_function(s.model)
             label = f"{s.search} {s.model} {s.budget}"
             for name, i, t in tqdm(todo, desc=label, unit="expr", file=sys.stderr, disable=args.quiet or None):
-                results.add(_search(name, i, t, s, rules, values[s.model]))
+                results.add(_search(name, i, t, s, values[s.model]))
 
 
-def _search(name: str, i: int, t: Target, s: Setting, rules: RuleSet, value: ValueFunction) -> dict[str, object]:
+def _search(name: str, i: int, t: Target, s: Setting, value: ValueFunction) -> dict[str, object]:
     if hasattr(value, "clear"):  # a model's cache of values: each search starts cold
         value.clear()
-    r = get_search(s.search)(t.expr, SearchSpec(rules, s.depth, s.budget, value=value))
+    r = run(t.expr, Plan(rules=RULES).overridden(algorithm=s.search, depth=s.depth, budget=s.budget), value)
     return {
         "set": name,
         "index": i,

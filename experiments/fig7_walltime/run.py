@@ -60,10 +60,9 @@ from typing import Any  # noqa: E402
 
 from tqdm import tqdm  # noqa: E402
 
-from app.models import trained_search  # noqa: E402
+from app.models import load_value_function  # noqa: E402
 from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import Measurement, Size, format_seconds  # noqa: E402
-from knossos.alloc_cost import AllocCost  # noqa: E402
 from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
@@ -82,10 +81,9 @@ from ksbench.walltime import (  # noqa: E402
     run_case,
 )
 from rules.baseline import simplify_def  # noqa: E402
-from rules.sets import get_rule_set  # noqa: E402
-from search.pseudo_beam import pseudo_beam  # noqa: E402
-from search.registry import get_search  # noqa: E402
-from search.spec import SearchSpec  # noqa: E402
+from search.plan import Plan  # noqa: E402
+from search.plan import run as run_plan  # noqa: E402
+from search.settings import SearchSettings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,19 +162,27 @@ def conv1d_with_gradients(depth: int, budget: int, quick: bool = False) -> Case:
     """rev$conv1d as ksbench.walltime makes it, and the two gradient-rule searches of GRADIENT_VARIANTS
     (GRADIENT_QUICK_SECONDS each with ``quick``)."""
     seconds = GRADIENT_QUICK_SECONDS if quick else GRADIENT_SECONDS
-    cost = AllocCost(GRADIENT_SIZES)
-    rules = get_rule_set("gradient_rules")
-    plain = SearchSpec(
-        rules, GRADIENT_DEPTH, GRADIENT_BUDGET, cost=cost, seconds=seconds, prune_commutes=True, prune_inlines=True
+    plain = Plan(
+        rules="gradient_rules",
+        search=SearchSettings(
+            algorithm="pseudo-beam",
+            depth=GRADIENT_DEPTH,
+            budget=GRADIENT_BUDGET,
+            prune_commutes=True,
+            prune_inlines=True,
+            cost="alloc",
+        ),
+        sizes=GRADIENT_SIZES,
+        seconds=seconds,
     )
-    trained = trained_search("gradients")
-    learned = trained.spec(GRADIENT_BUDGET, seconds)
+    model = load_value_function("gradients")
+    learned = Plan().of_model(model).overridden(budget=GRADIENT_BUDGET, seconds=seconds)
     return conv1d_case(
         depth,
         budget,
         more={
-            GRADIENT_VARIANTS[0]: lambda e: pseudo_beam(e, plain),
-            GRADIENT_VARIANTS[1]: lambda e: get_search(trained.search)(e, learned),
+            GRADIENT_VARIANTS[0]: lambda e: run_plan(e, plain),
+            GRADIENT_VARIANTS[1]: lambda e: run_plan(e, learned, model),
         },
     )
 

@@ -16,12 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from app.models import trained_search
+from app.models import load_value_function
 from knossos.atomic import atomic_write_text
 from knossos.parser import load_program
 from ksdata.loader import DATA
-from search.registry import get_search
-from search.value import ZeroValue
+from search.plan import Plan, run
+from search.value import ValueFunction, ZeroValue
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,19 +45,17 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     program = load_program(PROGRAM)
-    trained = trained_search(args.checkpoint)
-    network = trained.value
+    network = load_value_function(args.checkpoint)
+    plan = Plan().of_model(network).overridden(budget=args.budget)
     rows = []
     for scale in SCALES:
-        spec = trained.spec(args.budget)
-        if scale == 0.0:
-            spec.value = ZeroValue()
-        else:
+        value: ValueFunction = ZeroValue()
+        if scale != 0.0:
             network.scale = scale  # type: ignore[attr-defined]
-            spec.value = network
+            value = network
         total, started = 0.0, time.perf_counter()
         for name in DEFS:
-            total += get_search(trained.search)(program.defs[name].body, spec).best_cost
+            total += run(program.defs[name].body, plan, value).best_cost
         row = {"checkpoint": args.checkpoint, "value_scale": scale, "budget": args.budget, "defs": list(DEFS)}
         row |= {"total_best_cost": round(total, 3), "seconds": round(time.perf_counter() - started, 1)}
         print(json.dumps(row), flush=True)

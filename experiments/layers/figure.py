@@ -39,6 +39,10 @@ def _x(ratio: float) -> str:
     return f"{ratio:.3g}x"
 
 
+def _flags(seconds: float | None) -> str:
+    return "with no flags" if seconds is None else f"--seconds {seconds:g}"
+
+
 def _shapes(row: dict[str, Any]) -> str:
     return ", ".join("x".join(map(str, s)) or "scalar" for s in row["shapes"])
 
@@ -56,8 +60,7 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     written = [r["written_s"] / r["eager_s"] for r in rows]
     lines = [
         f"{head} (revision {', '.join(dict.fromkeys(r['revision'][:7] for r in rows))}, "
-        f"{rows[0]['date'][:10]}, optimize.py "
-        f"--seconds {rows[0]['seconds_limit']:g}). Compiled gradient / PyTorch eager, optimised: geometric mean "
+        f"{rows[0]['date'][:10]}, optimize.py {_flags(rows[0]['seconds_limit'])}). Compiled gradient / PyTorch eager, optimised: geometric mean "
         f"**{_x(_geomean(opt))}**, median **{_x(statistics.median(opt))}**; as written: geometric mean "
         f"{_x(_geomean(written))}, median {_x(statistics.median(written))}."
     ]

@@ -21,15 +21,16 @@ from knossos.atomic import atomic_write_text
 from knossos.parser import parse_expr
 from knossos.perf import fewer_gc_pauses
 from ksdata.loader import DATA
-from rules.sets import get_rule_set
-from search.astar import astar
-from search.exhaustive import exhaustive
-from search.spec import SearchSpec
+from search.plan import Plan, run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SETS = ("bindgen_test", "binding_simplify_8")
 DEPTH, BUDGET, STATE_LIMIT = 10, 5000, 3_000_000
+
+
+def astar_plan(rules: str) -> Plan:
+    return Plan(rules=rules).overridden(algorithm="astar", depth=DEPTH, budget=BUDGET)
 
 
 def redo_astar(path: Path) -> None:
@@ -38,7 +39,7 @@ def redo_astar(path: Path) -> None:
     with fewer_gc_pauses():
         for row in rows:
             e, _ = parse_expr(row["expr"])
-            a = astar(e, SearchSpec(get_rule_set(data[row["set"]]["rule_set"]), DEPTH, BUDGET))
+            a = run(e, astar_plan(data[row["set"]]["rule_set"]))
             row["astar"], row["astar_seconds"] = round(a.best_cost, 6), round(a.seconds, 3)
     atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
 
@@ -60,13 +61,18 @@ def main() -> None:
     data = json.loads((DATA / "arithmetic_sets.json").read_text())["sets"]
     with fewer_gc_pauses():
         for set_name in SETS:
-            rules = get_rule_set(data[set_name]["rule_set"])
+            rules = data[set_name]["rule_set"]
             for i, item in enumerate(data[set_name]["expressions"]):
                 if (set_name, i) in done:
                     continue
                 e, _ = parse_expr(item["expr"])
-                a = astar(e, SearchSpec(rules, DEPTH, BUDGET))
-                x = exhaustive(e, SearchSpec(rules, DEPTH, STATE_LIMIT, seconds=args.seconds))
+                a = run(e, astar_plan(rules))
+                x = run(
+                    e,
+                    Plan(rules=rules, seconds=args.seconds).overridden(
+                        algorithm="exhaustive", depth=DEPTH, budget=STATE_LIMIT
+                    ),
+                )
                 row = {
                     "set": set_name,
                     "index": i,

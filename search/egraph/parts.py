@@ -28,7 +28,7 @@ from knossos.ops import BINDERS, Op
 from rules.rule_set import RuleSet
 from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph
-from search.egraph.saturate import Limits, saturate
+from search.egraph.saturate import SaturationLimits, saturate
 from search.egraph.translate import Translation, translate
 from search.limits import LimitReached, check
 from search.mdp import CostFunction, rlo_cost
@@ -148,7 +148,7 @@ def _saturate_one(
     try:
         root = g.add_expr(e, other)
         g.rebuild(other)
-        done = saturate(g, rules.rewrites, Limits(limits.nodes, limits.iterations, other))
+        done = saturate(g, rules.rewrites, SaturationLimits(limits.nodes, limits.iterations, other))
         tree, trees = tree_choice(g, other)
         r = g.find(root)
         for choice in (tree, dag_choice(g, trees, other)):

@@ -5,7 +5,7 @@ A rewrite that matches more than ``MATCH_LIMIT`` times in an iteration (doubled 
 banned for ``BAN_LENGTH`` iterations (doubled too), egg's backoff scheduler: commutativity and
 associativity would otherwise fill the e-graph before the simplifying rules get their turn.  The
 e-graph is saturated when an iteration with no rewrite banned changes nothing.  A time or memory
-limit (``Limits.other``) reached while rebuilding raises :class:`search.limits.LimitReached` out of
+limit (``SaturationLimits.other``) reached while rebuilding raises :class:`search.limits.LimitReached` out of
 :func:`saturate`, the e-graph not rebuilt.
 """
 
@@ -25,7 +25,7 @@ CHECK_EVERY = 256
 
 
 @dataclass
-class Limits:
+class SaturationLimits:
     nodes: int
     iterations: int
     #: Time and memory: a note once one is reached, else None.
@@ -47,7 +47,7 @@ class _Ban:
 
 
 def saturate(
-    g: EGraph, rewrites: list[Rewrite], limits: Limits, progress: Callable[[int], None] | None = None
+    g: EGraph, rewrites: list[Rewrite], limits: SaturationLimits, progress: Callable[[int], None] | None = None
 ) -> Saturation:
     """Run ``rewrites`` on ``g`` until it saturates or a limit stops it; ``g`` is rebuilt either way."""
     out = Saturation()
@@ -75,7 +75,7 @@ def saturate(
 
 
 def _iteration(
-    g: EGraph, rewrites: list[Rewrite], bans: dict[str, _Ban], out: Saturation, limits: Limits
+    g: EGraph, rewrites: list[Rewrite], bans: dict[str, _Ban], out: Saturation, limits: SaturationLimits
 ) -> tuple[str | None, bool, bool]:
     """One iteration: (why it stopped or None, whether ``g`` changed, whether a rule was banned)."""
     by_op: dict[Op, list[tuple[int, ENode]]] = {}

@@ -16,7 +16,7 @@ from knossos.errors import KsUsageError
 from knossos.expr import Expr
 from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph
-from search.egraph.saturate import Limits, Saturation, saturate
+from search.egraph.saturate import Saturation, SaturationLimits, saturate
 from search.egraph.translate import translate
 from search.graph import Reached
 from search.limits import LimitReached, Stop
@@ -36,7 +36,7 @@ def egraph(start: Expr, spec: SearchSpec) -> SearchResult:
     g = EGraph(folds=rules.folds)
     stop = run.limits.stop
     node_limit = min(spec.budget, spec.max_states)
-    limits = Limits(node_limit, spec.depth, stop)
+    limits = SaturationLimits(node_limit, spec.depth, stop)
     start_cost = spec.cost(start)
 
     def progress(size: int) -> None:

@@ -32,9 +32,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cpp_backend.convolutions import gathered_product
 from cpp_backend.element_sums import hoist_element_sums, operand_sums, replace_operand
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
+from cpp_backend.scatters import gather_one_hots, one_hots_inside
+from cpp_backend.tuple_lets import split_tuple_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes, names_in
 from knossos.ops import Op
@@ -485,6 +488,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
     body = s
     while True:
         lets, body = _gathered_first(*_peel_lets(_unwrap(body)))
+        lets, body = one_hots_inside(lets, body)
         if not add_lets(lets):
             return None
         if body.op is Op.IF:
@@ -520,6 +524,18 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         checks.append(_all_hold(list(builds), E.op(Op.LTE, q, width)))
         builds.append((width, kv))
         body = E.op(Op.IF, E.op(Op.LT, kv, q), body.args[2], E.const(0.0))
+    elif body.op is Op.DELTAVEC and sums:  # one-hots at a shifted index (of one-hots: a matrix element)
+        around = ([outer] if outer is not None else []) + [(n, v) for kind, n, v in chain if kind != "let"]
+        gathered = gather_one_hots(body, sums, lets_all, lambda x: _resolve(x, resolved), around, names.fresh)
+        if gathered is None:
+            return None
+        gather, body, probed = gathered
+        if not all(_small(n) for n, _ in gather):
+            return None
+        sums = [(n, v) for n, v in sums if v.data in body.free or v.data not in names_in(body)]
+        builds += gather
+        lets_all = []  # (inside the term, under the test that its summed variable is in range)
+        checks += probed
     if not builds or not sums or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):
         return None
     names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [v.data for _, v in sums]
@@ -608,6 +624,11 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
     def here(e: Expr) -> Expr:
         if id(e) in names.fallbacks:
             return e
+        if not exact_order and e.op is Op.BUILD:
+            found = gathered_product(e, names.fresh)
+            if found is not None:
+                names.fallbacks[id(e)] = e
+                return found
         if e.op is Op.BUILD:
             found = hoist_element_sums(e, lambda: names.fresh(ROWS_PREFIX), _small, reaches)
             if found is not None:
@@ -627,6 +648,8 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
                 return found
         return e
 
+    if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)
+        root = split_tuple_lets(root)
     return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)
 
 

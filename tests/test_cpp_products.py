@@ -302,3 +302,31 @@ def test_size_tests_without_a_static_branch_are_checked_at_run_time() -> None:
     got = compile_program(program, threads=1).run(calls)
     for w, g in zip(want, got, strict=True):
         assert not isinstance(w, KsError) and values_agree(w, g)
+
+
+BATCH_DW = """
+; dW of a layer on a batch of sequences, as a search leaves it: per sequence a product x_b^T dy_b, not
+; let-bound, summed over the batch
+(def batch_xt_dy (Vec (Vec Float)) ((x : Vec (Vec (Vec Float))) (dy : Vec (Vec (Vec Float))))
+  (sumbuild (size x) (lam (b : Integer)
+    (let ((xb (index b x)) (gb (index b dy)))
+      (build (size (index 0 xb)) (lam (i : Integer)
+        (build (size (index 0 gb)) (lam (k : Integer)
+          (sumbuild (size xb) (lam (j : Integer) (mul (index i (index j xb)) (index k (index j gb)))))))))))))
+"""
+
+
+def test_a_product_summed_over_a_batch_reaches_the_blocked_nest() -> None:
+    """Each sequence's product after the first is made by the blocked nest and added, as the first is
+    (not taken apart into scalar loops adding into the sum, which walk a column); the interpreter's."""
+    program = parse_program(BATCH_DW, "batch.ks")
+    cpp = emit.emit_program(program, ["batch_xt_dy"], include_runtime=False)
+    assert cpp.count("throw ks::Fallback();") == 2  # the first sequence's and the later ones'
+    rng = random.Random(11)
+    calls: list[tuple[str, list[object]]] = [
+        ("batch_xt_dy", [random_array((b, t, n), rng), random_array((b, t, m), rng)])
+        for b, t, n, m in ((1, 1, 1, 1), (3, 5, 7, 9), (4, 17, 20, 33), (2, 1, 3, 4))
+    ]
+    want = interpreted(program, calls)
+    for w, h in zip(want, compile_program(program, threads=1).run(calls), strict=True):
+        assert values_agree(w, h)  # type: ignore[arg-type]

@@ -63,3 +63,32 @@ def test_a_batched_mlp_reads_rows_plainly_and_its_gradient_is_torchs(name: str) 
     got = call_def(program.defs[f"rev${name}"], *(a.numpy() for a in args), dr.numpy())
     for have, w in zip(got, want, strict=True):
         assert np.allclose(np.asarray(have, dtype=np.float64), w.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_a_searched_gpt2_gradient_keeps_its_products() -> None:
+    """optimize.py's default pipeline on the GPT-2 MLP layer's gradient (benchmarks/bench_layers.py)
+    substitutes lets (let_substitute at node 657, three times: the steps it took at the realistic
+    shapes, the same tree) in the padded copy of the size test of dx = dy w^T (taken where sizes
+    differ), then tidies.  The product pass must give the branch taken its blocked product, not the
+    padded copy that shares its terms (the optimised gradient ran 3x slower than as written)."""
+    from app.tidy import tidy
+    from cpp_backend.products import canonical_products
+    from knossos.cost_models import get_cost_model
+    from knossos.expr import names_in
+    from ksdata.torch_suite import SUITE, available, function
+    from rules.actions import Action, apply
+    from rules.sets import get_rule_set
+
+    if not available(SUITE["GPT-2 MLP"]):
+        pytest.skip("transformers is not installed")
+    fn, examples = function(SUITE["GPT-2 MLP"], "fast")
+    body = grad_program(translate(fn, *examples, name="layer", check=False), defs=["layer"], mode="rev")
+    e = body.defs["rev$layer"].body
+    for _ in range(3):
+        e = apply(e, Action(657, get_rule_set("gradient_rules").rule("let_substitute")))
+    e = canonical_products(tidy(e, get_cost_model("alloc"))[0])
+    while not (e.args[0].data.startswith("d$t_") and e.args[1].op is Op.IF):
+        e = e.args[2]
+    taken, padded_copy = e.args[1].args[1], e.args[1].args[2]
+    assert any(n.startswith("ks$") for n in names_in(taken))  # dy w^T, w from its transposed copy
+    assert not any(n.startswith("ks$") for n in names_in(padded_copy))

@@ -609,8 +609,8 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
 
 
 def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:
-    """``root`` rebuilt top-down with ``here`` applied at every node before its children, first
-    operands first (on an explicit stack: deep let chains need no recursion)."""
+    """``root`` rebuilt top-down with ``here`` applied at every node before its children (on an
+    explicit stack: deep let chains need no recursion)."""
     top: dict[int, Expr] = {}
     done: dict[int, Expr] = {}
     stack: list[tuple[Expr, bool]] = [(root, False)]
@@ -629,10 +629,7 @@ def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:
         new = here(e) if e.op in (Op.BUILD, Op.SUMBUILD) else e
         top[id(e)] = new
         stack.append((e, True))
-        # operands in order (the stack pops the last pushed first): an ``if``'s first branch before its
-        # second, so that where both hold one (interned) node, a gradient's branch for equal sizes gets
-        # the rewrite and its padded copy the original (kept as a fallback: not rewritten again)
-        stack.extend((a, False) for a in reversed(new.args))
+        stack.extend((a, False) for a in new.args)
     return done[id(root)]
 
 

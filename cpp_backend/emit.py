@@ -1257,6 +1257,10 @@ class _FunctionEmitter:
         found = self._hoisted.get(id(e))
         if found is not None and found[2] == self._bindings(e):
             op = Op.CONST  # computed before the loop: added as a value
+        elif op is Op.BUILD and self._blockable(e) is not None:
+            # a matrix product (a batch's part of dW summed over the batch): made by the blocked nest as
+            # a value, then added; taken apart here it would be scalar loops walking a column
+            op = Op.CONST
         if op is Op.LET:
             var, rhs, body = e.args
             if _deferrable(var.data, rhs, body):

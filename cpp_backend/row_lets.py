@@ -204,6 +204,13 @@ def hoist_row_let(
         lets.append((body.args[0], body.args[1]))
         body = body.args[2]
     found = _first_product(n, iv, lets, reaches)
+    if found is None and lets and body.op in (Op.BUILD, Op.SUMBUILD) and body.type.kind is Kind.VEC:
+        # the row's value itself a loop after its lets (a search's tidying removed the let that held
+        # it): hoisted as if let-bound, ``(let (h body) h)``, so that a row written either way reaches
+        # the blocked nest (with no lets before it, the build is a nest as it is: nothing to hoist)
+        h = E.var(fresh(), body.type)
+        found = _first_product(n, iv, [*lets, (h, body)], reaches)
+        lets, body = ([*lets, (h, body)], h) if found is not None else (lets, body)
     if found is None:
         return None
     at, whole = found

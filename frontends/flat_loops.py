@@ -1,4 +1,4 @@
-"""Sums over a flattened index split into nested sums.
+"""Loops over a flattened index split into nested loops.
 
 A reduction over a reshaped view (GroupNorm's statistics over a group of channels and positions) is
 lowered as one sum over the flat index ``v`` < c·k that reads its source at ``v / k`` and ``v mod k``
@@ -7,18 +7,33 @@ walk along rows and whose cotangents reverse mode scatters element by element.  
 only in those two forms, the sum is written ``(sumbuild c (lam a (sumbuild k (lam b ...))))`` with
 ``a`` and ``b`` for them: the same terms, added in another association (the translation decides
 its order of addition anyway: torch's is its own, and the check compares within a tolerance).
+
+The same holds for a tensor materialised in a flattened shape: a transformer's MLP views its batch
+``(b, t, c)`` as rows ``(b·t, c)`` for a matrix product (GPT-2's Conv1D, ``x.view(-1, c)``), and an
+element-wise op on that view (gelu) is built as ``(let (h (build b·t (lam v ...))) ...)`` reading
+its source at ``v / t`` and ``v mod t``, and read in turn at ``(add (mul i t) j)`` by the view back.
+Such computed reads hide plain row reads from the backend's products and make reverse mode scatter
+each row's cotangent into a whole-tensor one.  Where ``v`` occurs only in those two forms and ``h``
+is only read with ``index``, the build is nested, ``(build b (lam a (build t (lam c ...))))``, and
+each read ``(index e h)`` becomes ``(index (e mod t) (index (e / t) h))``: the same elements, which
+:func:`knossos.index_ranges.simplify_indices` then reads plainly (``(div (add (mul i t) j) t)`` is
+``i``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from frontends.tensor import idiv, imod
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
 from knossos.types import INTEGER
 
 
-def split_flat_sums(root: Expr) -> Expr:
-    """``root`` with each sum over a flattened index nested (see the module's docstring)."""
+def split_flat_loops(root: Expr) -> Expr:
+    """``root`` with each sum, and each let-bound build, over a flattened index nested (see the
+    module's docstring)."""
     taken = names_in(root)
     try:
         return _Splitter(taken).walk(root)
@@ -60,10 +75,14 @@ class _Splitter:
             return e
         out = e.replace_args(tuple(self.walk(a) for a in e.args))  # (a variable walks to itself)
         if out.op is Op.SUMBUILD and out.args[0].op is Op.CONST:
-            return self.split(out) or out
+            return self.split(out, E.sumbuild) or out
+        if out.op is Op.LET and out.args[1].op is Op.BUILD and out.args[1].args[0].op is Op.CONST:
+            return self.split_let(out) or out
         return out
 
-    def split(self, e: Expr) -> Expr | None:
+    def split(self, e: Expr, make: Callable[[Expr, Expr, Expr], Expr]) -> Expr | None:
+        """The loop ``e`` (a build or sumbuild of literal size) over ``v`` < c·k, used only as ``v / k``
+        and ``v mod k``, as ``make(c, a, make(k, b, ...))``; None where it is used otherwise."""
         n, var, body = e.args
         v = var.data
         ks: set[int] = set()
@@ -74,7 +93,21 @@ class _Splitter:
             return None
         hi, lo = self.fresh(f"{v}_hi"), self.fresh(f"{v}_lo")
         inner = self.replace(body, v, k, hi, lo)
-        return E.sumbuild(E.const(n.data // k), hi, E.sumbuild(E.const(k), lo, inner))
+        return make(E.const(n.data // k), hi, make(E.const(k), lo, inner))
+
+    def split_let(self, e: Expr) -> Expr | None:
+        """``(let (h (build c·k ...)) body)`` with the build nested and ``body``'s reads of ``h``
+        split, where the build splits and ``body`` only reads ``h`` with ``index``."""
+        var, rhs, body = e.args
+        if not _only_indexed(body, var.data):
+            return None
+        nested = self.split(rhs, E.build)
+        if nested is None:
+            return None
+        k = nested.args[2].args[0].data
+        assert isinstance(k, int)
+        new = E.var(var.data, nested.type)
+        return E.let(new, nested, _reindexed(body, var.data, new, k))
 
     def uses(self, e: Expr, v: str, ks: set[int]) -> bool:
         """Whether ``v`` occurs in ``e`` only as ``(div v k)`` or its remainder (the ``k`` into ``ks``)."""
@@ -99,4 +132,27 @@ class _Splitter:
         return e.replace_args(tuple(self.replace(a, v, k, hi, lo) for a in e.args))
 
 
-__all__ = ["split_flat_sums"]
+def _only_indexed(e: Expr, name: str) -> bool:
+    """Whether every free occurrence of ``name`` in ``e`` is the vector that an ``index`` reads."""
+    if name not in e.free:
+        return True
+    if e.op is Op.VAR:
+        return False
+    if e.op is Op.INDEX and e.args[1].op is Op.VAR and e.args[1].data == name:
+        return _only_indexed(e.args[0], name)
+    if e.is_binder and e.bound_var.data == name:
+        return False  # (rebound: refused rather than told apart from the outer one)
+    return all(_only_indexed(a, name) for a in e.args)
+
+
+def _reindexed(e: Expr, name: str, new: Expr, k: int) -> Expr:
+    """``e`` with each ``(index i name)`` read as ``(index (i mod k) (index (i / k) new))``."""
+    if name not in e.free:
+        return e
+    if e.op is Op.INDEX and e.args[1].op is Op.VAR and e.args[1].data == name:
+        i = _reindexed(e.args[0], name, new, k)
+        return E.op(Op.INDEX, imod(i, k), E.op(Op.INDEX, idiv(i, k), new))
+    return e.replace_args(tuple(_reindexed(a, name, new, k) for a in e.args))
+
+
+__all__ = ["split_flat_loops"]

@@ -11,7 +11,8 @@ and sums that bind their variables (literal or of known range), make the identit
 - ``(div (add (mul x c) y) c)`` is ``x`` where ``x >= 0`` and ``0 <= y < c`` (Integer division
   truncates: both sides are non-negative, so it floors);
 - ``(div a c)`` is 0 where ``0 <= a < c``;
-- ``(sub (add p y) p)`` is ``y`` (Integers of known, small ranges: nothing overflows);
+- ``(sub (add p y) p)`` is ``y``, and ``(add p (sub y p))`` is ``y`` (a quotient times its divisor
+  plus the remainder: Integers of known, small ranges, so nothing overflows);
 - ``a / 1`` and ``a - 0`` are ``a``, and ``a * 0`` is 0 where ``a`` is of known range.
 
 Only values whose ranges are known and far from the 64-bit limits are touched, so no rewrite
@@ -99,6 +100,8 @@ class _Simplifier:
         out = e.replace_args(tuple(self.walk(a, env) for a in e.args))
         if out.type is INTEGER and out.op in (Op.DIV, Op.SUB) and len(out.args) == 2:
             return self.integer(out, env)
+        if out.type is INTEGER and out.op is Op.ADD and len(out.args) == 2:
+            return self.cancelled(out, env)
         zero = out.type is INTEGER and out.op is Op.MUL and any(a.op is Op.CONST and a.data == 0 for a in out.args)
         if zero and all(self.range_of(a, env) is not None for a in out.args):
             return E.const(0)  # (a term of known range cannot fail)
@@ -130,6 +133,15 @@ class _Simplifier:
                 return a.args[1]
             if a.args[1] is b:
                 return a.args[0]
+        return e
+
+    def cancelled(self, e: Expr, env: dict[str, Range]) -> Expr:
+        """``(add p (sub y p))`` and ``(add (sub y p) p)`` as ``y``, where all are of known range."""
+        a, b = e.args
+        for p, d in ((a, b), (b, a)):
+            known = self.range_of(e, env) is not None
+            if d.op is Op.SUB and d.args[1] is p and known and self.range_of(d.args[0], env) is not None:
+                return d.args[0]
         return e
 
 

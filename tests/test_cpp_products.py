@@ -336,3 +336,61 @@ def test_size_tests_without_a_static_branch_are_checked_at_run_time() -> None:
     got = compile_program(program, threads=1).run(calls)
     for w, g in zip(want, got, strict=True):
         assert not isinstance(w, KsError) and values_agree(w, g)
+
+
+BATCH = """
+; dW of a layer on a batch of sequences, as a search leaves it: per sequence a product x_b^T dy_b, not
+; let-bound, summed over the batch
+(def batch_xt_dy (Vec (Vec Float)) ((x : Vec (Vec (Vec Float))) (dy : Vec (Vec (Vec Float))))
+  (sumbuild (size x) (lam (b : Integer)
+    (build (size (index 0 (index b x))) (lam (i : Integer)
+      (build (size (index 0 (index b dy))) (lam (k : Integer)
+        (sumbuild (size (index b x)) (lam (j : Integer)
+          (mul (index i (index j (index b x))) (index k (index j (index b dy)))))))))))))
+
+; a linear layer on a batch of sequences after a search's tidying: each sequence's rows, a read of
+; the sequence then the product as the row's value (no let holds it)
+(def batch_rows (Vec (Vec (Vec Float))) ((x : Vec (Vec (Vec Float))) (w : Vec (Vec Float)))
+  (build (size x) (lam (b : Integer)
+    (let (xb (index b x))
+      (build (size xb) (lam (t : Integer)
+        (let (r (index t xb))
+          (build (size w) (lam (o : Integer)
+            (sumbuild (size r) (lam (c : Integer) (mul (index c r) (index c (index o w))))))))))))))
+"""
+
+
+def test_a_product_summed_over_a_batch_reaches_the_blocked_nest() -> None:
+    """Each sequence's product after the first is made by the blocked nest and added, as the first is
+    (not taken apart into scalar loops adding into the sum, which walk a column); the interpreter's."""
+    program = parse_program(BATCH, "batch.ks")
+    cpp = emit.emit_program(program, ["batch_xt_dy"], include_runtime=False)
+    assert cpp.count("throw ks::Fallback();") == 2  # the first sequence's and the later ones'
+    rng = random.Random(11)
+    calls: list[tuple[str, list[object]]] = [
+        ("batch_xt_dy", [random_array((b, t, n), rng), random_array((b, t, m), rng)])
+        for b, t, n, m in ((1, 1, 1, 1), (3, 5, 7, 9), (4, 17, 20, 33), (2, 1, 3, 4))
+    ]
+    want = interpreted(program, calls)
+    for w, h in zip(want, compile_program(program, threads=1).run(calls), strict=True):
+        assert values_agree(w, h)  # type: ignore[arg-type]
+
+
+def test_a_row_whose_value_is_a_product_is_hoisted_without_a_let() -> None:
+    """A row computed after a read let with the product as its value (no let holding it) is hoisted
+    into a matrix computed before the rows, as the let-bound row is (cpp_backend.row_lets): the
+    blocked nest; the interpreter's values."""
+    program = parse_program(BATCH, "batch.ks")
+    hoisted = canonical_products(program.defs["batch_rows"].body)
+    assert any(n.startswith("ks$rows") for n in names_in(hoisted))
+    assert _reaches_blocked_nest(program, "batch_rows")
+    rng = random.Random(12)
+    calls: list[tuple[str, list[object]]] = [
+        ("batch_rows", [random_array((b, t, c), rng), random_array((o, c), rng)])
+        for b, t, c, o in ((1, 1, 1, 1), (2, 9, 17, 20), (3, 16, 8, 33))
+    ]
+    want = interpreted(program, calls)
+    for exact_order in (True, False):
+        have = compile_program(program, exact_order=exact_order, threads=1).run(calls)
+        for w, h in zip(want, have, strict=True):
+            assert values_agree(w, h, exact=exact_order)  # type: ignore[arg-type]

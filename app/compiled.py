@@ -22,6 +22,7 @@ import os
 from collections.abc import Sequence
 
 from app.models import load_value_function
+from app.product_guard import keep_blocked_products
 from cpp_backend.callable import CompiledDef
 from cpp_backend.callable import compile_def as _compile_def
 from knossos.errors import KsUsageError
@@ -54,7 +55,8 @@ def optimise_def(
             ) from None
         rules = None
     plan = choose_plan(d.body, d.name, model, rules=rules, budget=budget, depth=depth, seconds=seconds, tidy=True)
-    return dataclasses.replace(d, body=run(d.body, plan, model).best)
+    result = keep_blocked_products(run(d.body, plan, model), get_rule_set(plan.rules))
+    return dataclasses.replace(d, body=result.best)
 
 
 def _names_rule_set(name: str) -> bool:

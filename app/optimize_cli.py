@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from app.models import load_value_function
+from app.product_guard import keep_blocked_products
 from app.search_options import add_search_option, given_settings
 from cpp_backend.bench import CHECK_SIZE, Size, Variant, bench, format_seconds
 from cpp_backend.driver import check_threads, serializable
@@ -242,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if d is not None:
+        result = keep_blocked_products(result, get_rule_set(plan.rules))
     settings = plan.search
     report = {
         "rules": plan.rules,

@@ -9,7 +9,8 @@ taken apart after it::
 A tuple is no Float: the passes that move loops (``cpp_backend.products``' interchange) stop at it.
 Each ``get$k$n`` becomes a let of the k-th element, taken through the tests and lets that choose the
 tuple (``(if t (let (...) d$b) 0.0)``); the lets are kept (each computes as before), and an element
-not taken must be a variable or a constant (dropping it drops no computation that could fail).
+not taken must be a variable, a constant or Float arithmetic of them (dropping it drops no
+computation that could fail).
 """
 
 from __future__ import annotations
@@ -23,11 +24,23 @@ from knossos.types import Kind
 _MAX = 200
 
 
+#: Float arithmetic, which cannot fail: an element made of it (over variables and constants) may be dropped.
+_FLOAT_ARITHMETIC = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG})
+
+
+def _droppable(a: Expr) -> bool:
+    """Whether not computing ``a`` drops nothing that could fail: variables, constants, Float arithmetic."""
+    return all(
+        x.op in (Op.VAR, Op.CONST) or (x.op in _FLOAT_ARITHMETIC and x.type.kind is Kind.FLOAT)
+        for x in distinct_nodes(a)
+    )
+
+
 def _element(t: Expr, k: int) -> Expr | None:
     """The ``k``-th element (1-based) of the tuple that ``t`` evaluates to, through tests and lets;
     None where ``t`` is built otherwise or drops an element that is no variable or constant."""
     if t.op is Op.TUPLE:
-        if any(a.op not in (Op.VAR, Op.CONST) for n, a in enumerate(t.args, 1) if n != k):
+        if any(not _droppable(a) for n, a in enumerate(t.args, 1) if n != k):
             return None
         return t.args[k - 1]
     if t.op is Op.IF:
@@ -50,9 +63,15 @@ def _taken(v: Expr, body: Expr) -> set[int] | None:
     return taken
 
 
+def _taken_apart(x: Expr) -> bool:
+    return x.op is Op.GET and x.args[0].op in (Op.IF, Op.LET, Op.TUPLE)
+
+
 def split_tuple_lets(root: Expr) -> Expr:
-    """``root`` with each let of a tuple of scalars that is only taken apart split (module docstring)."""
-    if not any(_candidate(x) for x in distinct_nodes(root)):
+    """``root`` with each let of a tuple of scalars that is only taken apart split (module docstring),
+    and each element taken of such a tuple's term (``(get$2$2 (if t (tuple a b) (tuple 0.0 0.0)))``,
+    where a search substituted the let) as that element's term."""
+    if not any(_candidate(x) or _taken_apart(x) for x in distinct_nodes(root)):
         return root
     used = set(names_in(root))
     memo: dict[int, Expr] = {}
@@ -67,7 +86,12 @@ def split_tuple_lets(root: Expr) -> Expr:
             continue
         args = tuple(memo[id(a)] for a in x.args)
         y = x.replace_args(args) if any(a is not b for a, b in zip(args, x.args, strict=True)) else x
-        memo[id(x)] = (_split(y, used) if _candidate(y) else None) or y
+        if _candidate(y):
+            memo[id(x)] = _split(y, used) or y
+        elif _taken_apart(y) and y.args[0].size <= _MAX:
+            memo[id(x)] = _element(y.args[0], y.data[0]) or y  # a let of it substituted by a search
+        else:
+            memo[id(x)] = y
     return memo[id(root)]
 
 

@@ -19,6 +19,10 @@ PROGRAM = """
   (let (d (if (gt x 0.0) (tuple x 1.0) (tuple 0.0 2.0))) d))
 (def computed Float ((x : Float) (v : Vec Float))
   (let (d (tuple (index 3 v) x)) (get$2$2 d)))
+(def substituted Float ((x : Float) (y : Float))
+  (mul 3.0 (get$1$2 (if (gt x 0.0) (tuple (mul x y) (add (mul x x) y)) (tuple 0.0 0.0)))))
+(def read_dropped Float ((x : Float) (v : Vec Float))
+  (get$2$2 (if (gt x 0.0) (tuple (index 3 v) x) (tuple 0.0 0.0))))
 """
 
 
@@ -39,3 +43,14 @@ def test_a_tuple_used_whole_or_dropping_a_read_is_left() -> None:
     for name in ("whole", "computed"):  # the tuple is the value; an element not taken could fail
         d, split = _split(name)
         assert split.body is d.body  # type: ignore[attr-defined]
+
+
+def test_an_element_taken_of_a_tuple_s_term_is_that_element_s_term() -> None:
+    """A search substitutes the let of the tuple (and of its elements' lets): ``(get$1$2 (if t (tuple a
+    b) (tuple 0.0 0.0)))`` is ``(if t a 0.0)`` where the dropped element is Float arithmetic."""
+    d, split = _split("substituted")
+    assert not any(x.op in (Op.TUPLE, Op.GET) for x in distinct_nodes(split.body))  # type: ignore[attr-defined]
+    for x, y in ((1.5, -2.0), (-1.0, 3.0), (0.0, -0.0), (2.0, float("inf"))):
+        assert Interpreter().call(split, [x, y]) == Interpreter().call(d, [x, y])  # type: ignore[arg-type]
+    d, split = _split("read_dropped")  # dropping (index 3 v) would drop a read that could fail
+    assert split.body is d.body  # type: ignore[attr-defined]

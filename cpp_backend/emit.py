@@ -597,6 +597,10 @@ class _FunctionEmitter:
 
     def _logic(self, node: Expr) -> Step:
         left = yield node.args[0]
+        if _cannot_fail(node.args[1], set()) and _size_at_most(node.args[1], SPECULATE_MOST) <= SPECULATE_MOST:
+            # both sides computed, as a select's: a loop with (or (lt x 0.0) (ne x x)) stays branch-free
+            right = yield node.args[1]
+            return self.bind(BOOL, f"({left} {'&' if node.op is Op.AND else '|'} {right})")
         result = self.fresh()
         self.line(f"bool {result} = {left};")
         self.line(f"if ({'' if node.op is Op.AND else '!'}{result}) {{")

@@ -31,6 +31,9 @@ SOURCE = (
 (def softplus (Vec Float) ((v : Vec Float))
   (build (size v) (lam (i : Integer)
     (let (x (index i v)) (if (gt x 20.0) x (log1p (exp x)))))))
+(def clamp_nan (Vec Float) ((v : Vec Float))
+  (build (size v) (lam (i : Integer)
+    (let (x (index i v)) (if (or (lt x 0.0) (ne x x)) x (log1p (exp (neg x))))))))
 (def pow_all (Vec Float) ((v : Vec Float) (w : Vec Float))
   (build (size v) (lam (i : Integer) (pow (index i v) (index i w)))))
 (edef pow Float (Float Float))
@@ -74,7 +77,7 @@ def test_the_compiler_links_vector_math_except_in_exact_order() -> None:
 @pytest.mark.parametrize("exact", [False, True], ids=["vector", "exact"])
 def test_loops_over_c_functions_agree_with_the_interpreter(program: Program, exact: bool) -> None:
     xs = _inputs()
-    for name in [f"{f}_all" for f in FUNCTIONS] + ["softplus"]:
+    for name in [f"{f}_all" for f in FUNCTIONS] + ["softplus", "clamp_nan"]:
         got = compile_def(program, name, exact_order=exact, threads=1)(np.array(xs))
         want = call_def(program.defs[name], xs)
         for x, w, g in zip(xs, want, got, strict=True):
@@ -95,6 +98,7 @@ def test_pow_of_two_vectors_agrees_with_the_interpreter(program: Program) -> Non
 def test_a_select_is_made_only_of_branches_that_cannot_fail(program: Program) -> None:
     assert " ? " in emit_program(program, ["softplus"], include_runtime=False)  # a select: vectorised
     assert " ? " not in emit_program(program, ["guarded"], include_runtime=False)
+    assert " | " in emit_program(program, ["clamp_nan"], include_runtime=False)  # an or of tests: no branch
     # guarded's read past the end of v is under its test, never computed: no error past size v
     got = compile_def(program, "guarded", threads=1)(np.array([0.0, 1.0]), 5)
     assert list(got) == pytest.approx([1.0, math.e, 0.0, 0.0, 0.0])

@@ -11,23 +11,29 @@ import pytest
 from app.product_guard import blocked_products, keep_blocked_products
 from autodiff import grad_program
 from frontends.torch import translate
+from knossos.expr import Expr
 from ksdata.torch_suite import SUITE, available, function
 from rules.actions import Action, apply
 from rules.sets import get_rule_set
 from search.plan import choose_plan, run
 
 
+def _reverse_mode(name: str, size: str) -> Expr:
+    """The body of ``rev$layer`` for the suite's layer ``name`` at ``size``, as bench_layers makes it."""
+    layer = SUITE[name]
+    if not available(layer):
+        pytest.skip(f"{layer.package} is not installed")
+    fn, examples = function(layer, size)
+    with contextlib.redirect_stdout(io.StringIO()):
+        program = grad_program(translate(fn, *examples, name="layer", check=False), defs=["layer"], mode="rev")
+    return program.defs["rev$layer"].body
+
+
 def test_the_default_pipeline_keeps_a_convolution_s_products() -> None:
     """Conv1d's gradient at the benchmark's shapes: the default reverse-mode search substitutes a
     weight read into the padding's test (cheaper by the cost, off the blocked kernel on the clock);
     the guarded result keeps every blocked product, and its steps replay to it."""
-    layer = SUITE["Conv1d"]
-    if not available(layer):
-        pytest.skip("torch is not installed")
-    fn, examples = function(layer, "realistic")
-    with contextlib.redirect_stdout(io.StringIO()):
-        program = grad_program(translate(fn, *examples, name="layer", check=False), defs=["layer"], mode="rev")
-    start = program.defs["rev$layer"].body
+    start = _reverse_mode("Conv1d", "realistic")
     plan = choose_plan(start, "rev$layer", None)
     rules = get_rule_set(plan.rules)
     result = run(start, plan)
@@ -45,13 +51,7 @@ def test_the_default_pipeline_keeps_a_convolution_s_products() -> None:
 
 
 def test_a_result_that_keeps_its_products_is_unchanged() -> None:
-    layer = SUITE["Linear"]
-    if not available(layer):
-        pytest.skip("torch is not installed")
-    fn, examples = function(layer, "fast")
-    with contextlib.redirect_stdout(io.StringIO()):
-        program = grad_program(translate(fn, *examples, name="layer", check=False), defs=["layer"], mode="rev")
-    start = program.defs["rev$layer"].body
+    start = _reverse_mode("Linear", "fast")
     plan = choose_plan(start, "rev$layer", None, seconds=2.0)
     result = run(start, plan)
     assert blocked_products(result.best) >= blocked_products(start) > 0

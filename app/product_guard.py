@@ -35,19 +35,22 @@ def keep_blocked_products(result: SearchResult, rules: RuleSet) -> SearchResult:
         return result
     searched = len(result.steps) - len(result.tidied)
     e, best, best_cost, kept = result.start, result.start, result.start_cost, 0
+    why = "the tidying lost a matrix product the C++ backend blocks"
     for k, step in enumerate(result.steps[:searched], 1):
         try:
             rule = rules.rule(step.rule)
-        except KeyError:  # (a step of another phase's rules: not replayed, the start is kept)
+        except KeyError:  # (a step of another phase's rules)
+            why = f"rewrite {k} ({step.rule}) could not be replayed"
             break
         e = apply(e, Action(step.node, rule))
         if blocked_products(e) < wanted:
+            why = f"rewrite {k} ({step.rule}) lost a matrix product the C++ backend blocks"
             break
         if step.cost < best_cost:
             best, best_cost, kept = e, step.cost, k
     note = (
-        f"kept {kept} of {len(result.steps)} rewrites: the next lost a matrix product the C++ backend "
-        f"blocks ({wanted} copies and products as written), cost {result.best_cost:g} -> {best_cost:g}"
+        f"kept the first {kept} of {len(result.steps)} rewrites: {why} ({wanted} copies and products as "
+        f"written), cost {result.best_cost:g} -> {best_cost:g}"
     )
     return dataclasses.replace(
         result,

@@ -19,7 +19,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -29,6 +28,7 @@ from tqdm import tqdm  # noqa: E402
 
 from autodiff import grad_program  # noqa: E402
 from benchmarks.bench_layers import Problem  # noqa: E402
+from cpp_backend.bench import time_python  # noqa: E402
 from cpp_backend.callable import compile_def  # noqa: E402
 from frontends.torch import translate  # noqa: E402
 from knossos.printer import format_program  # noqa: E402
@@ -38,15 +38,12 @@ LAYERS = ("Mish", "BCEWithLogitsLoss", "CrossEntropyLoss (label_smoothing)", "GR
 #: and its jump threading.
 SCALAR_FLAGS = ("-UKS_VECTOR_MATH", "-ftree-sink", "-fthread-jumps")
 ROUNDS = 7
+#: Each round calls each function for at least this long (the min per call is kept).
+SECONDS_PER_ROUND = 0.05
 
 
-def _best(f: Callable[[], Any], calls: int = 3) -> float:
-    best = float("inf")
-    for _ in range(calls):
-        start = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - start)
-    return best
+def _best(f: Callable[[], Any]) -> float:
+    return time_python(f, SECONDS_PER_ROUND)[0]
 
 
 def measure(name: str) -> str:

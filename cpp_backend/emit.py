@@ -425,20 +425,7 @@ def _speculable(node: Expr) -> bool:
     if node.type is not FLOAT:
         return False
     branches = node.args[1:]
-    return (
-        all(_cannot_fail(b, set()) for b in branches)
-        and sum(_size_at_most(b, SPECULATE_MOST) for b in branches) <= SPECULATE_MOST
-    )
-
-
-def _size_at_most(e: Expr, most: int) -> int:
-    """The number of nodes of ``e``, counted up to ``most + 1``."""
-    count, stack = 0, [e]
-    while stack and count <= most:
-        node = stack.pop()
-        count += 1
-        stack.extend(node.args)
-    return count
+    return sum(b.size for b in branches) <= SPECULATE_MOST and all(_cannot_fail(b, set()) for b in branches)
 
 
 def _cannot_fail(body: Expr, ranged: set[int]) -> bool:
@@ -597,7 +584,7 @@ class _FunctionEmitter:
 
     def _logic(self, node: Expr) -> Step:
         left = yield node.args[0]
-        if _cannot_fail(node.args[1], set()) and _size_at_most(node.args[1], SPECULATE_MOST) <= SPECULATE_MOST:
+        if node.args[1].size <= SPECULATE_MOST and _cannot_fail(node.args[1], set()):
             # both sides computed, as a select's: a loop with (or (lt x 0.0) (ne x x)) stays branch-free
             right = yield node.args[1]
             return self.bind(BOOL, f"({left} {'&' if node.op is Op.AND else '|'} {right})")

@@ -38,7 +38,7 @@ def _droppable(a: Expr) -> bool:
 
 def _element(t: Expr, k: int) -> Expr | None:
     """The ``k``-th element (1-based) of the tuple that ``t`` evaluates to, through tests and lets;
-    None where ``t`` is built otherwise or drops an element that is no variable or constant."""
+    None where ``t`` is built otherwise or drops an element that could fail (:func:`_droppable`)."""
     if t.op is Op.TUPLE:
         if any(not _droppable(a) for n, a in enumerate(t.args, 1) if n != k):
             return None

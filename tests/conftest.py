@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import sys
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -72,3 +74,15 @@ def without_seconds(value: Any) -> Any:
     if isinstance(value, list):
         return [without_seconds(v) for v in value]
     return value
+
+
+@pytest.fixture
+def restore_signal_handlers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """For tests of code that installs process-wide Ctrl-C handlers (optimize.py, the knossos
+    subcommands, app.startup): each test gets the handlers it started with back."""
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGALRM)}
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for s, handler in saved.items():
+        signal.signal(s, handler)

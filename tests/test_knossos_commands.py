@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,15 +19,7 @@ from conftest import PROGRAMS, ROOT, run_cli, without_seconds
 BLAS = str(PROGRAMS / "blas_test.kso")
 
 
-@pytest.fixture(autouse=True)
-def restore_handlers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The subcommands install process-wide Ctrl-C handlers; each test gets the ones it started with back."""
-    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGALRM)}
-    yield
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    for s, handler in saved.items():
-        signal.signal(s, handler)
+pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # (tests/conftest.py)
 
 
 def test_knossos_optimize_reports_what_optimize_py_does(capsys: pytest.CaptureFixture[str]) -> None:

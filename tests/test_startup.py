@@ -7,7 +7,6 @@ import signal
 import sys
 import time
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,16 +15,7 @@ import pytest
 from app.startup import ignore_late_interrupts, interrupt_outside_callbacks, load_main
 from knossos import expr
 
-
-@pytest.fixture(autouse=True)
-def restore_handlers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """load_main installs process-wide handlers; each test gets the ones it started with back."""
-    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGALRM)}
-    yield
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    for s, handler in saved.items():
-        signal.signal(s, handler)
+pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # (tests/conftest.py)
 
 
 def write_module(folder: Path, name: str, body: str) -> None:

@@ -7,15 +7,12 @@ Whoever imports this sets the *_NUM_THREADS variables first (numpy on one thread
 
 from __future__ import annotations
 
-import platform
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from cpp_backend import compile as cpp_compile
 from cpp_backend.bench import Measurement, Size, Variant, bench, time_python, values_close
 from cpp_backend.numpy_refs import conv1d_rev, to_value
 from knossos.expr import Expr
@@ -159,26 +156,6 @@ def run_case(
     for note in notes:
         print(f"  note: {note}")
     return table
-
-
-def cpu_name() -> str:
-    """The host CPU's model name (from /proc/cpuinfo where there is one)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return cpu
-
-
-def compiler_version() -> str:
-    """The first line of ``$CXX --version`` ("not found" when it cannot run)."""
-    try:
-        gxx = subprocess.run([cpp_compile.compiler(), "--version"], capture_output=True, text=True, check=False)
-    except OSError:
-        return "not found"
-    return gxx.stdout.splitlines()[0] if gxx.stdout else "?"
 
 
 #: The rule sets of the optimised variants' searches.

@@ -34,7 +34,6 @@ pin_threads()  # before numpy loads: one thread, as the C++ code runs
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import platform  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
@@ -50,7 +49,7 @@ from knossos.interpreter import Interpreter  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.program import Program  # noqa: E402
 from knossos.values import Value  # noqa: E402
-from ksbench.harness import compiler_version, cpu_name, write_rows  # noqa: E402
+from ksbench.harness import compiler_version, cpu_name, machine, write_rows  # noqa: E402
 from ksbench.results import revision  # noqa: E402
 from ksdata.loader import DATA  # noqa: E402
 
@@ -254,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "generator": args.generator,
         "revision": revision(),
         "cpu": cpu_name(),
-        "machine": platform.machine(),
+        "machine": machine(),
         "compiler": compiler_version(),
         "quick": args.quick,
     }

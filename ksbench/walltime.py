@@ -82,7 +82,7 @@ def numpy_gemm(args: Sequence[Any]) -> Callable[[], Any]:
 numpy_conv1d_rev = conv1d_rev
 
 
-Search = Callable[[Expr], SearchResult]
+BoundSearch = Callable[[Expr], SearchResult]
 
 
 class Case:
@@ -90,7 +90,13 @@ class Case:
     are variants too (each run once, here, and timed)."""
 
     def __init__(
-        self, title: str, file: str, def_name: str, search: Search, how: str, more: dict[str, Search] | None = None
+        self,
+        title: str,
+        file: str,
+        def_name: str,
+        search: BoundSearch,
+        how: str,
+        more: dict[str, BoundSearch] | None = None,
     ) -> None:
         self.title = title
         self.program: Program = load_program(PROGRAMS / file)
@@ -179,7 +185,7 @@ def gemm_case(depth: int = 99, budget: int = 5000) -> Case:
     )
 
 
-def conv1d_case(depth: int = 40, budget: int = 5000, more: dict[str, Search] | None = None) -> Case:
+def conv1d_case(depth: int = 40, budget: int = 5000, more: dict[str, BoundSearch] | None = None) -> Case:
     """rev$conv1d with its optimised variant found by two-phase A* (phase1, then CONV1D_RULES), and the
     variants of ``more``'s searches; runs the searches."""
     plan = Plan(rules=CONV1D_RULES).overridden(algorithm="two-phase", depth=depth, budget=budget)

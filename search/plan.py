@@ -82,10 +82,10 @@ class Plan:
     def default_for(cls, name: str | None, body: Expr) -> Plan:
         """The plan of the def ``name`` (None: a bare expression) with body ``body`` when no model and
         no setting is given: reverse-mode code (a ``rev$f`` that is not scalar arithmetic) gets
-        :data:`REVERSE`, scalar arithmetic :data:`ARITHMETIC` and any other program :data:`PROGRAM`."""
+        :data:`REVERSE_PLAN`, scalar arithmetic :data:`ARITHMETIC_PLAN` and any other program :data:`PROGRAM_PLAN`."""
         if is_reverse_mode(name) and not is_arithmetic(body):
-            return REVERSE
-        return ARITHMETIC if is_arithmetic(body) else PROGRAM
+            return REVERSE_PLAN
+        return ARITHMETIC_PLAN if is_arithmetic(body) else PROGRAM_PLAN
 
     def of_model(self, value: ValueFunction) -> Plan:
         """This plan with the rule set and search settings the model ``value`` says (those of its
@@ -169,11 +169,11 @@ def _default(algorithm: str, depth: int, budget: int, prune_commutes: bool, prun
 #: saturation passes.  Scalar arithmetic: saturation does it, and A* binds shared terms with lets in
 #: 300 evaluations as well as in 5000.  Both chosen by benchmarks/bench_engines.py, blas_test and
 #: benchmarks/bench_default_programs.py: docs/egraph.md, "The default".
-PROGRAM = Plan(search=_default("saturate-pseudo-beam", 99, 5000, True, True))
-ARITHMETIC = Plan(search=_default("saturate-astar", SearchSettings().depth, 300, False, False))
+PROGRAM_PLAN = Plan(search=_default("saturate-pseudo-beam", 99, 5000, True, True))
+ARITHMETIC_PLAN = Plan(search=_default("saturate-astar", SearchSettings().depth, 300, False, False))
 #: With no model, reverse-mode code (a def ``rev$f`` that is not scalar arithmetic): pseudo-beam
 #: with the gradient rules under the alloc cost model, for at most 20 s (docs/gradients.md).
-REVERSE = Plan(
+REVERSE_PLAN = Plan(
     rules="gradient_rules",
     search=dataclasses.replace(_default("pseudo-beam", 150, 2000, True, False), cost="alloc"),
     seconds=20.0,

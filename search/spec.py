@@ -105,6 +105,10 @@ class SearchSpec:
             raise ValueError(f"the batch size must be at least 1, not {self.batch_size}")
 
 
+#: A search: from a start, as a spec says, to its result (search/registry.py names them).
+Search = Callable[[Expr, SearchSpec], SearchResult]
+
+
 #: The most expression nodes in one value-function batch of :meth:`SearchRun.evaluate_waiting`; the
 #: limits are looked at before each.  The paper's expressions never fill one (a thousand states of 20
 #: nodes), but a thousand children of an 800-line gradient (4,367 nodes) took 10 s and 3 GiB in one.

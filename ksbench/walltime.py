@@ -2,7 +2,7 @@
 and experiments/fig7_walltime: the defs, the searches that make their optimised variants, the
 hand-written GEMM loops and numpy references, and the timing of every variant at a list of sizes.
 
-Whoever imports this sets the *_NUM_THREADS variables first (numpy on one thread, as the C++ code runs).
+Whoever imports this calls :func:`ksbench.harness.pin_threads` first (numpy on one thread, as the C++ code runs).
 """
 
 from __future__ import annotations

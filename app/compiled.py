@@ -1,11 +1,11 @@
-"""``app.compile_def``: :func:`cpp_backend.compile_def` with the def optimised first by a rule set or model.
+"""``compile_optimised``: :func:`cpp_backend.compile_def` with the def optimised first by a rule set or model.
 
 The language core (knossos) imports no search (the layering of pyproject.toml), so the optimising
 form lives here, above both; it searches as ``optimize.py FILE --def NAME`` does::
 
-    from app.compiled import compile_def
-    gemm = compile_def("ksdata/programs/blas_test.kso", "gemm", optimize="ml_rules_no_bind")
-    gemm = compile_def(path, "gemm", optimize="default")          # a shipped model and its settings
+    from app.compiled import compile_optimised
+    gemm = compile_optimised("ksdata/programs/blas_test.kso", "gemm", "ml_rules_no_bind")
+    gemm = compile_optimised(path, "gemm", "default")          # a shipped model and its settings
 
 ``optimize`` names a rule set (``rules/sets.py``, with ``+``, ``strict:`` and ``unsafe-int:`` as
 ``--rules`` takes them: searched as optimize.py does without --model,
@@ -23,8 +23,7 @@ from collections.abc import Sequence
 
 from app.models import load_value_function
 from app.product_guard import keep_blocked_products
-from cpp_backend.callable import CompiledDef
-from cpp_backend.callable import compile_def as _compile_def
+from cpp_backend.callable import CompiledDef, compile_def
 from knossos.errors import KsUsageError
 from knossos.program import Def, Program
 from rules.sets import RULE_SETS, get_rule_set
@@ -68,11 +67,11 @@ def _names_rule_set(name: str) -> bool:
     return True
 
 
-def compile_def(
+def compile_optimised(
     path: str | os.PathLike[str] | Program,
     name: str,
+    optimize: str,
     *,
-    optimize: str | None = None,
     exact_order: bool = False,
     threads: int | None = None,
     budget: int | None = None,
@@ -81,25 +80,20 @@ def compile_def(
     extra_flags: Sequence[str] = (),
     budget_mib: int | None = None,
 ) -> CompiledDef:
-    """:func:`cpp_backend.compile_def`, the def optimised first when ``optimize`` names a rule set or model."""
-    if optimize is None:
-        return _compile_def(
-            path, name, exact_order=exact_order, threads=threads, extra_flags=extra_flags, budget_mib=budget_mib
-        )
-    name_ = optimize
+    """:func:`cpp_backend.compile_def` of the def optimised first by the rule set or model ``optimize`` names."""
 
-    def run(program: Program, d: Def) -> Def:
-        return optimise_def(program, d, name_, budget=budget, depth=depth, seconds=seconds)
+    def optimised(program: Program, d: Def) -> Def:
+        return optimise_def(program, d, optimize, budget=budget, depth=depth, seconds=seconds)
 
-    return _compile_def(
+    return compile_def(
         path,
         name,
         exact_order=exact_order,
         threads=threads,
-        optimize=run,
+        optimize=optimised,
         extra_flags=extra_flags,
         budget_mib=budget_mib,
     )
 
 
-__all__ = ["compile_def", "optimise_def"]
+__all__ = ["compile_optimised", "optimise_def"]

@@ -47,10 +47,10 @@ def load_model(spec: str, precision: Precision = "float32", scale: float | None 
         names = f"one of {', '.join(shipped)}" if shipped else "a shipped model's name"
         raise KsUsageError(f"no model file '{spec}' (give a checkpoint written by train.py, {names}, or 'none')")
     try:
-        from gnn.model_file import load_value_function as load_checkpoint
+        from gnn.model_file import value_function_from_file
     except ImportError:
         raise KsUsageError(f"{spec}: loading a trained model needs the gnn package (torch)") from None
-    return load_checkpoint(path, precision, scale)
+    return value_function_from_file(path, precision, scale)
 
 
 def value_scale(text: str) -> float:

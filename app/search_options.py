@@ -11,7 +11,7 @@ from app.models import value_scale
 from knossos.cli import whole_number
 from knossos.cost_models import COST_MODELS
 from search.limits import MAX_BUDGET, MAX_DEPTH
-from search.plan import ARITHMETIC, PROGRAM, REVERSE
+from search.plan import ARITHMETIC_PLAN, PROGRAM_PLAN, REVERSE_PLAN
 from search.registry import SEARCHES
 from search.settings import PRECISIONS
 
@@ -35,8 +35,8 @@ def _options() -> dict[str, tuple[str, dict[str, Any]]]:
             dict(
                 default=None,
                 metavar="NAME",
-                help=f"search ({', '.join(SEARCHES)}; without --model, {PROGRAM.search.algorithm} for a program (loops, "
-                f"vectors, calls), {REVERSE.search.algorithm} for reverse-mode code (rev$f) and {ARITHMETIC.search.algorithm} for scalar "
+                help=f"search ({', '.join(SEARCHES)}; without --model, {PROGRAM_PLAN.search.algorithm} for a program (loops, "
+                f"vectors, calls), {REVERSE_PLAN.search.algorithm} for reverse-mode code (rev$f) and {ARITHMETIC_PLAN.search.algorithm} for scalar "
                 "arithmetic; or the one the model was trained for)",
             ),
         ),
@@ -73,8 +73,8 @@ def _options() -> dict[str, tuple[str, dict[str, Any]]]:
                 type=whole_number(MAX_BUDGET),
                 default=None,
                 metavar="N",
-                help=f"value-function evaluations (the model's; without --model {PROGRAM.search.budget} for a program, "
-                f"{ARITHMETIC.search.budget} for arithmetic); exhaustive: most distinct expressions; egraph: most e-nodes",
+                help=f"value-function evaluations (the model's; without --model {PROGRAM_PLAN.search.budget} for a program, "
+                f"{ARITHMETIC_PLAN.search.budget} for arithmetic); exhaustive: most distinct expressions; egraph: most e-nodes",
             ),
         ),
         "precision": (

@@ -33,16 +33,16 @@ import dataclasses
 import functools
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # numpy on one thread
+from ksbench.harness import machine, pin_threads
+from ksbench.results import revision
+
+pin_threads()  # numpy on one thread
 
 import numpy as np  # noqa: E402
 
@@ -125,14 +125,6 @@ def fused_gemm() -> tuple[Program, str]:
 CONFIGS = [("before", True, 1), ("after-1t", False, 1), ("after", False, None)]
 
 
-def revision() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        return out.stdout.strip()
-    except OSError:
-        return ""
-
-
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """The rows of a results file as the table of docs/cpp.md (``--table``)."""
     lines = [
@@ -190,7 +182,7 @@ def main() -> int:
     threads = default_threads()
     meta = {
         "revision": revision(),
-        "machine": platform.processor() or platform.machine(),
+        "machine": machine(),
         "cores": threads,
         "load": os.getloadavg()[0],
         "flags": cpp_compile.compile_flags(),

@@ -27,15 +27,13 @@ replaces its row (the others stay).  Exit status 1 when a rev$ fails its check.
 
 from __future__ import annotations
 
-import os
+from ksbench.harness import pin_threads
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # before numpy loads: one thread, as the C++ code runs
+pin_threads()  # before numpy loads: one thread, as the C++ code runs
 
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import platform  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
@@ -44,16 +42,15 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from autodiff import NotDifferentiable, derivative_defs, with_derivatives, without_derivatives  # noqa: E402
-from cpp_backend.bench import Size, format_seconds, make_inputs, values_agree  # noqa: E402
+from cpp_backend.bench import Dims, Size, format_seconds, make_inputs, values_agree  # noqa: E402
 from cpp_backend.driver import CompiledProgram, Timing, compile_program  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.interpreter import Interpreter  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
 from knossos.program import Program  # noqa: E402
 from knossos.values import Value  # noqa: E402
+from ksbench.harness import compiler_version, cpu_name, machine, write_rows  # noqa: E402
 from ksbench.results import revision  # noqa: E402
-from ksbench.walltime import compiler_version, cpu_name  # noqa: E402
 from ksdata.loader import DATA  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,8 +60,6 @@ LAYERS = ROOT / "benchmarks" / "programs" / "layers.ks"
 #: The target: rev$ within this factor of its function.
 TARGET = 5.0
 CHECK_SIZE = 4
-Dims = int | tuple[int, ...]
-
 #: The layers' shapes (batch 32-64, width 64-256).
 LAYER_SIZES: dict[str, dict[str, Dims]] = {
     "matmul": {"x": (32, 256), "w": (256, 256)},
@@ -258,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "generator": args.generator,
         "revision": revision(),
         "cpu": cpu_name(),
-        "machine": platform.machine(),
+        "machine": machine(),
         "compiler": compiler_version(),
         "quick": args.quick,
     }
@@ -269,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += [{**r, **provenance} for r in measure_file(case, args)]
         measured = {(r["file"], r["def"]) for r in rows}
         kept = [r for r in previous if r.get("generator") != args.generator or (r["file"], r["def"]) not in measured]
-        atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in [*kept, *rows]))
+        write_rows(out, [*kept, *rows])
     others = [r for r in previous if r.get("generator") == "before"] if args.generator != "before" else []
     print(table(rows, args.generator, others))
     print(f"rows: {out}")

@@ -25,16 +25,17 @@ measurements).
 
 from __future__ import annotations
 
-import os
+from ksbench.harness import pin_threads
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # before numpy and torch load: everything on one thread
+pin_threads()  # before numpy and torch load: everything on one thread
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import functools  # noqa: E402
 import io  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -57,6 +58,7 @@ from knossos.expr import Expr  # noqa: E402
 from knossos.parser import parse_program  # noqa: E402
 from knossos.printer import format_def, format_program  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
+from knossos.rank import spearman  # noqa: E402
 from knossos.sized_cost import sized_def_cost  # noqa: E402
 from knossos.values import to_numpy  # noqa: E402
 from ksbench.results import QUICK, RESULTS, ResultsFile  # noqa: E402
@@ -154,15 +156,13 @@ SEARCHES = (
 CLEAR = 1.05
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rank correlation of ``x`` and ``y`` (ties get their mean rank); None when either
-    is constant or there are fewer than three pairs."""
+def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rank correlation of ``x`` and ``y`` (:func:`knossos.rank.spearman`: ties get their
+    mean rank); None when either is constant or there are fewer than three pairs."""
     if len(x) < 3:
         return None
-    rx, ry = _ranks(x), _ranks(y)
-    if np.std(rx) == 0 or np.std(ry) == 0:
-        return None
-    return float(np.corrcoef(rx, ry)[0, 1])
+    rho = spearman(x, y)
+    return None if math.isnan(rho) else rho
 
 
 def agreement(costs: Sequence[float], times: Sequence[float]) -> float | None:
@@ -176,20 +176,6 @@ def agreement(costs: Sequence[float], times: Sequence[float]) -> float | None:
                 total += 1
                 right += 1.0 if costs[a] < costs[b] else 0.5 if costs[a] == costs[b] else 0.0
     return right / total if total else None
-
-
-def _ranks(values: Sequence[float]) -> np.ndarray:
-    a = np.asarray(values, dtype=float)
-    order = np.argsort(a, kind="stable")
-    ranks = np.empty(len(a))
-    k = 0
-    while k < len(a):  # a run of equal values shares its mean rank
-        j = k
-        while j + 1 < len(a) and a[order[j + 1]] == a[order[k]]:
-            j += 1
-        ranks[order[k : j + 1]] = (k + j) / 2.0
-        k = j + 1
-    return ranks
 
 
 def shapes_of(d: Def, arrays: Sequence[Any]) -> dict[str, tuple[int, ...]]:
@@ -353,7 +339,7 @@ def score(variants: list[dict[str, Any]]) -> dict[str, Any]:
     written = times[0]
     fastest = int(np.argmin(times))
     models = list(variants[0]["costs"]) if variants else []
-    rho = {m: spearman([v["costs"][m] for v in variants], times) for m in models}
+    rho = {m: spearman_rho([v["costs"][m] for v in variants], times) for m in models}
     agree = {m: agreement([v["costs"][m] for v in variants], times) for m in models}
     picked = {m: times[int(np.argmin([v["costs"][m] for v in variants]))] / written for m in models}
     return {

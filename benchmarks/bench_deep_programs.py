@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from knossos.atomic import atomic_write_text
+from ksbench.harness import machine, write_rows
 from ksbench.results import revision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,14 +112,13 @@ def measure(shape: str, program: Path, case: str) -> dict[str, object]:
 def expand_once(program: Path, shape: str) -> None:
     """A* with budget 1 (one expansion) of the program's def with every child built; optimize.py's JSON fields."""
     from knossos.parser import load_program
-    from rules.sets import get_rule_set
-    from search.astar import astar
-    from search.spec import SearchSpec
+    from search.plan import Plan, run
+    from search.settings import SearchSettings
 
     (d,) = load_program(program).defs.values()
     rules, pruned = SETTINGS[shape]
-    spec = SearchSpec(get_rule_set(rules), 10, 1, prune_commutes=pruned, prune_inlines=pruned, lazy_states=False)
-    result = astar(d.body, spec)
+    search = SearchSettings(algorithm="astar", depth=10, budget=1, prune_commutes=pruned, prune_inlines=pruned)
+    result = run(d.body, Plan(rules=rules, search=search, lazy_states=False))
     print(json.dumps({"seconds": round(result.seconds, 4), "expanded": result.expanded, "notes": result.notes}))
 
 
@@ -142,7 +140,7 @@ def main() -> None:
         return expand_once(args.expand_once, args.shape)
     plan = [("chain", d, c) for d in args.depths for c in ("limits", "states", "pipeline")]
     plan += [(shape, d, c) for shape in SETTINGS for d in args.full_depths for c in ("full", "built")]
-    stamp = {"revision": revision(), "machine": f"{platform.node()} {platform.processor() or platform.machine()}"}
+    stamp = {"revision": revision(), "machine": machine()}
     rows: list[dict[str, object]] = []
     head = (
         f"{'program':<7} {'depth':>6} {'case':<7} {'wall s':>7} {'search s':>8} {'peak MiB':>8} {'expanded':>8}  note"
@@ -158,8 +156,7 @@ def main() -> None:
                 f" {row['expanded']:>8}  {note}",
                 flush=True,
             )
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
+            write_rows(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
 
     plan = Plan(rules=RULES).overridden(algorithm="astar", depth=DEPTH, budget=300)
     targets = load_targets(DataSource(set=set_name), "--sets")[:count]
-    value: Any = load_model(model)  # a GGNN's thread settings are set below
+    value: Any = model_or_exit(model)  # a GGNN's thread settings are set below
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     out: dict[str, float | None] = {}
     threads_before = torch.get_num_threads()
@@ -126,7 +126,7 @@ def busy_machine_seconds(model: str, set_name: str, count: int) -> dict[str, flo
     return out
 
 
-def load_model(name: str) -> Any:
+def model_or_exit(name: str) -> Any:
     """The value function ``name`` names, or a one-line error saying why there is none."""
     try:
         return load_value_function(name)
@@ -163,7 +163,7 @@ def run_searches(
     loaded: dict[str, Any] = {}
     for model, search_name in runs:
         if model not in loaded:
-            loaded[model] = load_model(model)  # the tree network also counts the nodes it embeds
+            loaded[model] = model_or_exit(model)  # the tree network also counts the nodes it embeds
         value = loaded[model]
         for set_name in sets:
             targets = load_targets(DataSource(set=set_name), "--sets")[:limit]
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         return
     for model in models:  # a name that loads nothing stops the benchmark before any search
-        load_model(model)
+        model_or_exit(model)
     run_in_fresh_processes(sets, budgets, runs, args.jobs, args.quick)
     results = results_file(folder)
     rows = [r for r in results if r["set"] in sets and r["budget"] in budgets and (r["model"], r["search"]) in runs]

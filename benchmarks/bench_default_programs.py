@@ -23,7 +23,7 @@ from tqdm import tqdm
 from knossos.expr import Expr
 from knossos.parser import load_program
 from knossos.perf import fewer_gc_pauses
-from ksbench.default_programs import ENGINES, summary
+from ksbench.default_programs import PROGRAM_ENGINES, summary
 from ksbench.results import QUICK, RESULTS, ResultsFile
 from ksdata.loader import DATA
 from search.plan import Plan, run
@@ -34,7 +34,7 @@ RULES = "ml_rules_no_bind"
 
 def plan_of(engine: str, body: Expr, seconds: float, quick: bool) -> Plan:
     """The plan of ``engine`` (the default: for a bare expression, as these searches have always run)."""
-    p = ENGINES[engine] or Plan.default_for(None, body)
+    p = PROGRAM_ENGINES[engine] or Plan.default_for(None, body)
     return p.overridden(rules=RULES, seconds=seconds, budget=200 if quick else None)
 
 
@@ -50,7 +50,9 @@ def main(argv: list[str] | None = None) -> None:
         for name in [p.strip() for p in args.programs.split(",") if p.strip()]:
             program = load_program(DATA / "programs" / f"{name}.kso")
             defs = list(program.targets)[: 2 if args.quick else None]
-            todo = [(d, e) for d in defs for e in ENGINES if not results.has(program=name, def_=d.name, engine=e)]
+            todo = [
+                (d, e) for d in defs for e in PROGRAM_ENGINES if not results.has(program=name, def_=d.name, engine=e)
+            ]
             for d, engine in tqdm(todo, desc=name, unit="search", file=sys.stderr):
                 plan = plan_of(engine, d.body, args.seconds, args.quick)
                 r = run(d.body, plan)

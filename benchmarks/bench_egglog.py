@@ -8,7 +8,7 @@ the public arithmetic sets of ksdata/arithmetic_sets.json) is saturated by both 
 the same rules and the same backoff scheduler (egg's: match limit 1000, ban length 5), at most
 ``--iterations`` iterations; the Python engine also stops at ``--nodes`` e-nodes (egglog's Python API has
 no node limit, so it never stops early on size).  egglog's rewrites are made from the rules' own
-patterns (the translated :class:`search.egraph.translate.Rewrite` rows, :func:`egglog_rewrites`): the
+patterns (the translated :class:`search.egraph.translate.ERewrite` rows, :func:`egglog_rewrites`): the
 rule tables are written once, and a row with a condition that has no egglog form stops the script:
 
 * the ``float`` and ``scalar`` conditions are dropped: every node of these sets is a Float (checked);
@@ -63,7 +63,7 @@ from rules.sets import get_rule_set
 from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph as PyEGraph
 from search.egraph.saturate import BAN_LENGTH, MATCH_LIMIT, SaturationLimits, saturate
-from search.egraph.translate import Rewrite, translate
+from search.egraph.translate import ERewrite, translate_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,7 +136,7 @@ def pattern_term(p: Pattern, holes: dict[str, Term]) -> Term:
     return UNARY[p.op](pattern_term(p.args[0], holes))
 
 
-def egglog_rewrites(row: Rewrite) -> list[Any]:
+def egglog_rewrites(row: ERewrite) -> list[Any]:
     """The row as egglog rewrites, made from the rule's own patterns (the tables are written once).
     ``not_zero_literal(?a)`` becomes "the e-class of ?a has a non-literal member", one rewrite per
     kind of member (egglog has no negation of a match): literals are left to constant folding."""
@@ -161,7 +161,7 @@ FOLDS: list[Any] = [
 
 
 def egglog_rules() -> egglog.Ruleset:
-    translated = translate(get_rule_set(RULES))
+    translated = translate_rules(get_rule_set(RULES))
     if translated.left_out:
         raise SystemExit(f"bench_egglog.py: rows that do not translate: {translated.left_out}")
     return ruleset(*[r for row in translated.rewrites for r in egglog_rewrites(row)], *FOLDS, name="simplify")
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iterations", type=int, default=30, help="iteration limit of both engines (30)")
     ap.add_argument("--out", type=Path, default=OUT, help="rows (JSON lines, overwritten)")
     args = ap.parse_args(argv)
-    py_rules = translate(get_rule_set(RULES))
+    py_rules = translate_rules(get_rule_set(RULES))
     eg_rules = egglog_rules()
     rows: list[dict[str, Any]] = []
     for set_name in args.sets.split(","):

@@ -61,7 +61,7 @@ def plan_of(engine: Engine, start: Expr) -> Plan:
     return Plan(rules=RULES, search=SearchSettings(algorithm=algorithm, depth=DEPTH, budget=engine.budget))
 
 
-def search(engine: Engine, start: Expr, value: ValueFunction) -> tuple[Plan, SearchResult]:
+def engine_search(engine: Engine, start: Expr, value: ValueFunction) -> tuple[Plan, SearchResult]:
     """``engine``'s plan for ``start`` and its result (saturate-astar-before: the first pass only, then A*)."""
     plan = plan_of(engine, start)
     if engine.search == "saturate-astar-before":
@@ -83,7 +83,7 @@ def run_engine(engine: Engine, sets: list[str], quick: bool) -> None:
         for i, t in tqdm(todo, desc=f"{engine.name} {set_name}", unit="expr", file=sys.stderr):
             if hasattr(value, "clear"):
                 value.clear()
-            plan, r = search(engine, t.expr, value)
+            plan, r = engine_search(engine, t.expr, value)
             results.add(
                 {
                     "set": set_name,

@@ -33,20 +33,14 @@ written atomically after every def, with the code revision and the machine.  Exi
 
 from __future__ import annotations
 
-import os
+from ksbench.harness import pin_threads
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # before numpy loads: numpy on one thread, as the C++ code runs
+pin_threads()  # before numpy loads: numpy on one thread, as the C++ code runs
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import platform  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -56,7 +50,6 @@ import numpy as np  # noqa: E402
 
 from app.models import load_value_function  # noqa: E402
 from autodiff import grad_program  # noqa: E402
-from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import (  # noqa: E402
     Size,
     Variant,
@@ -67,19 +60,25 @@ from cpp_backend.bench import (  # noqa: E402
     values_agree,
 )
 from cpp_backend.driver import CompiledProgram, Timing  # noqa: E402
+from cpp_backend.numpy_refs import to_value  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
-from knossos.cli import whole_number  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.interpreter import Interpreter  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.printer import format_def  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
 from knossos.types import Kind  # noqa: E402
-from ksbench.results import revision  # noqa: E402
+from ksbench.harness import (  # noqa: E402
+    Row,
+    add_timing_arguments,
+    growth_exponent,
+    guarded_main,
+    search,
+    search_row,
+    stamp,
+    write_rows,
+)
 from search.plan import Plan  # noqa: E402
-from search.plan import run as run_plan  # noqa: E402
 from search.result import SearchResult  # noqa: E402
 from search.value import ValueFunction, ZeroValue  # noqa: E402
 
@@ -105,7 +104,6 @@ TARGET_RATIO = 3.0
 CHECK_N = 4
 SEED = 0
 
-Row = dict[str, Any]
 NumpyRef = Callable[[Sequence[Any]], Callable[[], tuple[Any, ...]]]
 
 
@@ -134,10 +132,6 @@ def dense_relu_rev(args: Sequence[Any]) -> Callable[[], tuple[Any, ...]]:
 NUMPY_REFS: dict[str, NumpyRef] = {"matvec": matvec_rev, "dense_relu": dense_relu_rev}
 
 
-def to_value(x: Any) -> Any:
-    return tuple(to_value(p) for p in x) if isinstance(x, tuple) else x.tolist()
-
-
 # -- inputs ------------------------------------------------------------------------------------------------
 def inputs(primal: str, d: Def, n: int, seed: int = SEED) -> list[Any]:
     """rev$'s arguments at N = n (cpp_backend.bench.make_inputs: Floats in [0.5, 2]); for dense_relu,
@@ -160,17 +154,10 @@ class Contender:
     settings: Row
 
     def to_json(self) -> Row:
-        r = self.result
         return {
             **self.settings,
-            "start_cost": r.start_cost,
-            "best_cost": r.best_cost,
-            "steps": len(r.steps),
-            "rules_used": list(dict.fromkeys(s.rule for s in r.steps)),
-            "evaluations": r.evaluations,
-            "expanded": r.expanded,
-            "search_seconds": round(r.seconds, 3),
-            "notes": r.notes,
+            **search_row(self.result),
+            "rules_used": list(dict.fromkeys(s.rule for s in self.result.steps)),
         }
 
     def describe(self) -> str:
@@ -212,10 +199,9 @@ def run_searches(d: Def, model: str, seconds: float, n: int) -> list[Contender]:
         ("saturate-astar", "saturate-astar", ZeroValue()),
     ]
     out = []
-    for label, search, v in searches:
-        print(f"  searching: {label} ({search}, {trained.rules}, depth {s.depth}, {seconds:g} s)...", flush=True)
-        result = run_plan(d.body, trained.overridden(algorithm=search), v)
-        c = Contender(label, search, result, {**settings, "search": search, "value": label.split()[0]})
+    for label, algorithm, v in searches:
+        result = search(label, d.body, trained.overridden(algorithm=algorithm), v, indent="  ")
+        c = Contender(label, algorithm, result, {**settings, "search": algorithm, "value": label.split()[0]})
         print(f"    {c.describe()}", flush=True)
         out.append(c)
     return out
@@ -322,13 +308,6 @@ def time_size(primal: str, d: Def, variants: Sequence[Timed], n: int, args: argp
 
 
 # -- reporting -------------------------------------------------------------------------------------------
-def growth_exponent(t_a: float | None, t_b: float | None, n_a: int, n_b: int) -> float | None:
-    """log(t_b / t_a) / log(n_b / n_a) (None when one is missing)."""
-    if t_a is None or t_b is None or t_a <= 0 or t_b <= 0:
-        return None
-    return math.log(t_b / t_a) / math.log(n_b / n_a)
-
-
 def summaries(rows: Sequence[Row], sizes: Sequence[int]) -> list[Row]:
     """Per variant: the growth exponent between the two largest sizes and the time over numpy's at the
     largest, and whether the target is met."""
@@ -390,28 +369,6 @@ def print_table(rev: str, rows: Sequence[Row], summary: Sequence[Row], sizes: Se
 
 
 # -- the run -----------------------------------------------------------------------------------------------
-def provenance(args: argparse.Namespace) -> Row:
-    return {
-        "revision": revision(),
-        "date": datetime.date.today().isoformat(),
-        "host": {
-            "machine": platform.machine(),
-            "cpus": os.cpu_count(),
-            "compiler": cpp_compile.compiler(),
-            "flags": cpp_compile.compile_flags(),
-        },
-        "threads": THREADS,
-        "numpy_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
-        "timing": {"seconds": args.seconds, "rounds": args.rounds, "max_seconds_per_call": args.max_seconds_per_call},
-        "quick": args.quick,
-    }
-
-
-def write_rows(path: Path, rows: Sequence[Row]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
-
-
 def bench_def(primal: str, args: argparse.Namespace, common: Row) -> tuple[list[Row], bool]:
     program = grad_program(load_program(PROGRAM), defs=[primal], mode="rev")
     rev = f"rev${primal}"
@@ -464,16 +421,10 @@ def sizes_arg(text: str) -> list[int]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N = 16, 32 and 5 s searches: a quick check that it all works")
-    ap.add_argument("--seconds-search", type=float, default=None, metavar="S", help="seconds per search (60; quick 5)")
     ap.add_argument("--model", default="gradients", metavar="NAME", help="the learned search's model (gradients)")
     ap.add_argument("--defs", default=",".join(DEFS), metavar="NAME,...", help=f"the primal defs ({','.join(DEFS)})")
     ap.add_argument("--sizes", type=sizes_arg, default=None, metavar="N,N,...", help="sizes (32,64,128,256)")
-    ap.add_argument("--max-seconds-per-call", type=float, default=2.0, metavar="T", help="skip slower (2)")
-    ap.add_argument("--seconds", type=float, default=0.2, metavar="T", help="repeat each timed call this long (0.2)")
-    ap.add_argument(
-        "--rounds", type=whole_number(), default=3, metavar="R", help="time the variants in turn R times (3)"
-    )
-    ap.add_argument("--out", type=Path, default=None, metavar="FILE", help="the JSON lines file to write")
+    add_timing_arguments(ap)
     args = ap.parse_args(argv)
     args.defs = [s for s in args.defs.split(",") if s]
     unknown = [s for s in args.defs if s not in NUMPY_REFS]
@@ -489,7 +440,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> bool:
-    common = provenance(args)
+    common = {**stamp(args), "threads": THREADS, "numpy_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
     rows: list[Row] = []
     ok = True
     for primal in args.defs:
@@ -510,22 +461,7 @@ def run(args: argparse.Namespace) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.perf_counter()
-    saved = os.environ.get("KNOSSOS_CPP_CACHE")
-    try:
-        with tempfile.TemporaryDirectory(prefix="knossos-bench-") as cache, fewer_gc_pauses():
-            os.environ["KNOSSOS_CPP_CACHE"] = cache
-            ok = run(args)
-    except KsError as err:
-        print(err.render("bench_grad_gemm.py"), file=sys.stderr)
-        return 1
-    finally:
-        if saved is None:
-            os.environ.pop("KNOSSOS_CPP_CACHE", None)
-        else:
-            os.environ["KNOSSOS_CPP_CACHE"] = saved
-    print(f"total {time.perf_counter() - started:.0f} s (searches, compilations, checks and timing)")
-    return 0 if ok else 1
+    return guarded_main(lambda: run(args), "bench_grad_gemm.py")
 
 
 if __name__ == "__main__":

@@ -16,15 +16,13 @@ every size, with the code revision and the machine.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from knossos.atomic import atomic_write_text
+from ksbench.harness import machine, write_rows
 from ksbench.results import revision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +92,7 @@ def main() -> None:
     args = ap.parse_args()
     if not Path(TIME).exists():
         raise SystemExit(f"{TIME} is needed (GNU time, for the peak resident memory)")
-    stamp = {"revision": revision(), "machine": f"{platform.node()} {platform.processor() or platform.machine()}"}
+    stamp = {"revision": revision(), "machine": machine()}
     rows: list[dict[str, object]] = []
     print(
         f"{'lets':>6} {'mode':<4} {'wall s':>7} {'peak MiB':>8} {'lines':>7} {'s/1k lets':>9} {'MiB/1k lets':>11}  note"
@@ -111,8 +109,7 @@ def main() -> None:
                 f" {row['lines'] if row['lines'] is not None else '-':>7} {per_s:>9} {per_mib:>11}  {row['note'] or '-'}",
                 flush=True,
             )
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
+            write_rows(args.out, rows)
 
 
 if __name__ == "__main__":

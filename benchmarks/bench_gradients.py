@@ -46,27 +46,19 @@ settings and result of every contender.  Exit status 1 when a variant (or numpy)
 
 from __future__ import annotations
 
-import os
+from ksbench.harness import pin_threads
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # before numpy loads: numpy on one thread, as the C++ code runs
+pin_threads()  # before numpy loads: numpy on one thread, as the C++ code runs
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from app.models import load_value_function  # noqa: E402
-from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import (  # noqa: E402
     Measurement,
     Size,
@@ -79,26 +71,32 @@ from cpp_backend.bench import (  # noqa: E402
 )
 from cpp_backend.numpy_refs import conv1d_rev, to_value  # noqa: E402
 from knossos.alloc_cost import AllocCost  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.cli import whole_number  # noqa: E402
 from knossos.cost_models import COST_MODELS, CostFunction  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.expr import Expr  # noqa: E402
 from knossos.parser import load_program  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
 from knossos.rank import spearman  # noqa: E402
 from knossos.sized_cost import parse_sizes, sized_def_cost  # noqa: E402
-from ksbench.results import revision  # noqa: E402
+from ksbench.harness import (  # noqa: E402
+    Row,
+    add_timing_arguments,
+    growth_exponent,
+    guarded_main,
+    search,
+    search_row,
+    stamp,
+    write_rows,
+)
 from ksdata.loader import DATA  # noqa: E402
 from rules.actions import Action, apply  # noqa: E402
 from rules.baseline import simplify_def  # noqa: E402
 from rules.rule_set import RuleSet  # noqa: E402
 from rules.sets import get_rule_set  # noqa: E402
 from search.limits import MAX_DEPTH  # noqa: E402
-from search.mdp import Step  # noqa: E402
+from search.mdp import RewriteStep  # noqa: E402
 from search.plan import Plan  # noqa: E402
-from search.plan import run as run_plan  # noqa: E402
 from search.result import SearchResult  # noqa: E402
 from search.settings import SearchSettings  # noqa: E402
 from search.value import ValueFunction  # noqa: E402
@@ -117,8 +115,6 @@ BUDGET = 10**7
 #: The power of the size that a variant's time is taken to grow with, to skip slow ones: the original is
 #: O(N^7) (measured from N = 8 to 16: about N^5.9), the rewritten variants grow more slowly.
 GROWTH_POWER = 7
-
-Row = dict[str, Any]
 
 
 # -- sizes ------------------------------------------------------------------------------------------------
@@ -199,17 +195,7 @@ class Contender:
         return get_rule_set(self.settings.rules)
 
     def to_json(self) -> Row:
-        r = self.result
-        return {
-            **dataclasses.asdict(self.settings),
-            "start_cost": r.start_cost,
-            "best_cost": r.best_cost,
-            "steps": len(r.steps),
-            "evaluations": r.evaluations,
-            "expanded": r.expanded,
-            "search_seconds": round(r.seconds, 3),
-            "notes": r.notes,
-        }
+        return {**dataclasses.asdict(self.settings), **search_row(self.result)}
 
     def describe(self) -> str:
         r = self.result
@@ -221,10 +207,7 @@ class Contender:
 
 
 def run_contender(label: str, start: Expr, settings: Settings, value: ValueFunction | None = None) -> Contender:
-    s = settings
-    print(f"searching: {label} ({s.search}, {s.rules}, depth {s.depth}, {s.seconds:g} s)...", flush=True)
-    result = run_plan(start, s.plan(), value)
-    contender = Contender(label, settings, result)
+    contender = Contender(label, settings, search(label, start, settings.plan(), value))
     print(f"  {contender.describe()}", flush=True)
     return contender
 
@@ -318,7 +301,7 @@ def path_points(steps: int, points: int) -> list[tuple[int, int]]:
     return out
 
 
-def replay(start: Expr, steps: Sequence[Step], rules: RuleSet) -> list[Expr]:
+def replay(start: Expr, steps: Sequence[RewriteStep], rules: RuleSet) -> list[Expr]:
     """Every expression along a rewrite path: ``start``, then the one after each step."""
     out = [start]
     for s in steps:
@@ -506,13 +489,6 @@ def print_size(bs: BenchSize, rows: Sequence[Row]) -> None:
     print(f"  Spearman(alloc cost at these sizes, time): {rank_text(variants, 'alloc_cost')}")
 
 
-def growth_exponent(t_a: float | None, t_b: float | None, n_a: int, n_b: int) -> float | None:
-    """log(t_b / t_a) / log(n_b / n_a): the power of N that the time grows with (None when one is missing)."""
-    if t_a is None or t_b is None or t_a <= 0 or t_b <= 0:
-        return None
-    return math.log(t_b / t_a) / math.log(n_b / n_a)
-
-
 def print_growth(rows: Sequence[Row], sizes: Sequence[BenchSize]) -> None:
     ns = [bs for bs in sizes if bs.n is not None]
     if len(ns) < 2:
@@ -527,26 +503,6 @@ def print_growth(rows: Sequence[Row], sizes: Sequence[BenchSize]) -> None:
 
 
 # -- the run -----------------------------------------------------------------------------------------------
-def provenance(args: argparse.Namespace) -> Row:
-    return {
-        "revision": revision(),
-        "date": datetime.date.today().isoformat(),
-        "host": {
-            "machine": platform.machine(),
-            "cpus": os.cpu_count(),
-            "compiler": cpp_compile.compiler(),
-            "flags": cpp_compile.compile_flags(),
-        },
-        "timing": {"seconds": args.seconds, "rounds": args.rounds, "max_seconds_per_call": args.max_seconds_per_call},
-        "quick": args.quick,
-    }
-
-
-def write_rows(path: Path, rows: Sequence[Row]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
-
-
 def make_variants(args: argparse.Namespace, program: Program, d: Def) -> list[BenchVariant]:
     """Original, baseline, the contenders' bests and points along the best one's path (runs the searches)."""
     get_rule_set(args.rules)  # an unknown set is refused before any search
@@ -570,7 +526,7 @@ def run(args: argparse.Namespace) -> bool:
     compile_all(variants)
     sizes = sizes_of(args.quick, args.fig7_sizes, args.only_fig7_sizes)
     timer = Timer(args.seconds, args.rounds, args.max_seconds_per_call)
-    common = provenance(args)
+    common = stamp(args)
     rows: list[Row] = []
     for bs in sizes:
         found = timer.time_size(variants, bs)
@@ -587,7 +543,6 @@ def run(args: argparse.Namespace) -> bool:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N = 4, 6 and 5 s searches: a quick check that it all works")
-    ap.add_argument("--seconds-search", type=float, default=None, metavar="S", help="seconds per search (60; quick 5)")
     ap.add_argument("--rules", default="gradient_rules", metavar="SET", help="the searches' rule set (gradient_rules)")
     ap.add_argument("--depth", type=whole_number(MAX_DEPTH), default=150, metavar="H", help="the searches' depth (150)")
     ap.add_argument("--model", default="gradients", metavar="NAME", help="learned search's model (gradients; none)")
@@ -603,15 +558,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--fig7-sizes", action="store_true", help="also Figure 7's sizes (k, l, kn, n)")
     ap.add_argument("--only-fig7-sizes", action="store_true", help="Figure 7's sizes only")
-    ap.add_argument("--max-seconds-per-call", type=float, default=2.0, metavar="T", help="skip slower (2)")
-    ap.add_argument("--seconds", type=float, default=0.2, metavar="T", help="repeat each timed call this long (0.2)")
-    ap.add_argument(
-        "--rounds", type=whole_number(), default=3, metavar="R", help="time the variants in turn R times (3)"
-    )
     ap.add_argument(
         "--path-points", type=whole_number(), default=4, metavar="K", help="programs along the best path (4)"
     )
-    ap.add_argument("--out", type=Path, default=None, metavar="FILE", help="the JSON lines file to write")
+    add_timing_arguments(ap)
     args = ap.parse_args(argv)
     args.search_sizes = tuple(parse_sizes(args.search_size).items())
     if args.seconds_search is None:
@@ -623,22 +573,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.perf_counter()
-    saved = os.environ.get("KNOSSOS_CPP_CACHE")
-    try:
-        with tempfile.TemporaryDirectory(prefix="knossos-bench-") as cache, fewer_gc_pauses():
-            os.environ["KNOSSOS_CPP_CACHE"] = cache
-            ok = run(args)
-    except KsError as err:
-        print(err.render("bench_gradients.py"), file=sys.stderr)
-        return 1
-    finally:
-        if saved is None:
-            os.environ.pop("KNOSSOS_CPP_CACHE", None)
-        else:
-            os.environ["KNOSSOS_CPP_CACHE"] = saved
-    print(f"total {time.perf_counter() - started:.0f} s (searches, compilations, checks and timing)")
-    return 0 if ok else 1
+    return guarded_main(lambda: run(args), "bench_gradients.py")
 
 
 if __name__ == "__main__":

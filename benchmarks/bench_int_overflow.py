@@ -16,7 +16,7 @@ import argparse
 import json
 
 from knossos.parser import load_program
-from ksbench.default_programs import ENGINES
+from ksbench.default_programs import PROGRAM_ENGINES
 from ksdata.loader import DATA
 from search.plan import Plan, run
 
@@ -44,12 +44,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     for program, name in DEFS:
         d = load_program(DATA / "programs" / f"{program}.kso").defs[name]
-        for engine in ENGINES:
+        for engine in PROGRAM_ENGINES:
             if engine == "astar" and name == "rev$gmm_knossos_gmm_objective":
                 continue
             row: dict[str, object] = {"def": name, "engine": engine}
             for rules in RULES:
-                p = ENGINES[engine] or Plan.default_for(None, d.body)
+                p = PROGRAM_ENGINES[engine] or Plan.default_for(None, d.body)
                 r = run(d.body, p.overridden(rules=rules, seconds=args.seconds))
                 row[rules] = {"best_cost": round(r.best_cost, 6), "seconds": round(r.seconds, 2)}
             print(json.dumps(row), flush=True)

@@ -43,10 +43,9 @@ README are made from that file: ``python -m experiments.summary --write``.
 
 from __future__ import annotations
 
-import os
+from ksbench.harness import pin_threads
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # before numpy and torch load: everything on one thread
+pin_threads()  # before numpy and torch load: everything on one thread
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
@@ -54,6 +53,7 @@ import datetime  # noqa: E402
 import functools  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import platform  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -75,7 +75,7 @@ from frontends.dispatch import results  # noqa: E402
 from frontends.torch import translate  # noqa: E402
 from knossos.printer import format_program  # noqa: E402
 from knossos.values import to_numpy  # noqa: E402
-from ksbench.capped import Progress, StepFailed, call_capped, one_line  # noqa: E402
+from ksbench.capped import Progress, StepFailed, call_capped, error_line  # noqa: E402
 from ksbench.results import QUICK, RESULTS, ResultsFile  # noqa: E402
 from ksdata.torch_suite import SUITE, available, function  # noqa: E402
 
@@ -283,7 +283,7 @@ def _torch_compiled(p: Problem, row: dict[str, Any]) -> Callable[[], Any] | None
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             compiled()
     except Exception as err:  # torch's failure is a result, not ours
-        row["torch_compile_error"] = one_line(err)
+        row["torch_compile_error"] = error_line(err)
         return None
     row["torch_compile_first_s"] = time.perf_counter() - start
     return compiled
@@ -355,7 +355,7 @@ def run_layer(
     except StepFailed as failed:
         row.update(failed.measured, status=failed.status, reason=failed.reason)
     except Exception as err:  # a layer that breaks a step is a row saying so, not a lost run
-        row.update(status=f"{step.now}_failed", reason=one_line(err))
+        row.update(status=f"{step.now}_failed", reason=error_line(err))
     else:
         row["status"] = "ok"
     return row

@@ -21,14 +21,14 @@ import datetime
 import importlib.util
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from knossos.atomic import atomic_write_text
+from ksbench.harness import machine, write_rows
+from ksbench.results import revision
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,14 +77,6 @@ def child_translate() -> None:
     )
 
 
-def revision() -> str:
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        return done.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and a short search (a smoke test)")
@@ -102,7 +94,7 @@ def main() -> None:
     )
     common = {
         "revision": revision(),
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "machine": machine(),
         "cores": len(os.sched_getaffinity(0)),
         "load_average": os.getloadavg()[0],
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -132,8 +124,7 @@ def main() -> None:
         argv += ["--seconds", str(args.seconds)]
     for row in example.main(argv):
         rows.append({"kind": "mlp_gradient", **row, **common})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in rows))
+    write_rows(out, rows)
     print(f"\nwrote {out}")
 
 

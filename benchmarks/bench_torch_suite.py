@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import io
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from frontends.torch import translate
 from knossos.errors import KsError
 from knossos.interpreter import call_def
 from knossos.values import to_numpy
+from ksbench.results import revision
 from ksdata.torch_suite import SUITE, Layer, available, function
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,18 +164,13 @@ def time_translation(repeats: int = 3) -> None:
         print(f"  translated in {unchecked:.2f} s ({checked:.2f} s with the check), {program.node_count()} nodes")
 
 
-def _revision() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False)
-    return out.stdout.strip()
-
-
 def write_doc(rows: list[dict[str, Any]]) -> None:
     """The table of docs/torch_suite.md, between its markers, from ``rows``."""
     done = [r for r in rows if r["status"] == "translates"]
     lines = [
         f"{len(done)} of {len(rows)} translate unchanged and agree with torch on fresh inputs; "
         f"{sum(1 for r in done if r.get('gradient') == 'agrees')} gradients agree with torch.autograd "
-        f"(revision {rows[0].get('revision', '?')}, {rows[0].get('date', '?')}).",
+        f"(revision {str(rows[0].get('revision', '?'))[:7]}, {rows[0].get('date', '?')}).",
         "",
         "| layer | code (repository: path) | ATen ops | translation | time (checked / unchecked) | gradient | realistic shapes |",
         "|---|---|---|---|---|---|---|",
@@ -215,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         write_doc([json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()])
         return 0
     rows = []
-    stamp = {"revision": _revision(), "date": time.strftime("%Y-%m-%d")}
+    stamp = {"revision": revision(), "date": time.strftime("%Y-%m-%d")}
     for name, layer in SUITE.items():
         if args.only is not None and name not in args.only:
             continue

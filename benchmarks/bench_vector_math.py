@@ -11,10 +11,9 @@ relative difference of the vectorised gradient from torch.autograd's.
 
 from __future__ import annotations
 
-import os
+from ksbench.harness import pin_threads
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # before numpy and torch load: everything on one thread
+pin_threads()  # before numpy and torch load: everything on one thread
 
 import argparse  # noqa: E402
 import sys  # noqa: E402

@@ -38,21 +38,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # numpy on one thread, as the C++ code runs
+from ksbench.harness import compiler_version, cpu_name, fresh_cpp_cache, pin_threads
+
+pin_threads()  # numpy on one thread, as the C++ code runs
 
 from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import Measurement, Size, format_seconds  # noqa: E402
-from knossos.perf import fewer_gc_pauses  # noqa: E402
 from ksbench.walltime import (  # noqa: E402
     HAND_GEMM,
     Case,
-    compiler_version,
     conv1d_case,
-    cpu_name,
     gemm_case,
     numpy_conv1d_rev,
     numpy_gemm,
@@ -93,7 +90,8 @@ def print_table(case: Case, labels: list[str], table: dict[str, list[Measurement
     return ok
 
 
-def machine() -> str:
+def machine_line() -> str:
+    """The CPU, its load, the compiler and its flags, as the run's first line says them."""
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return (
         f"{cpu_name()}, {os.cpu_count()} CPUs, load average {load}; {compiler_version()}; "
@@ -111,9 +109,8 @@ def main() -> int:
     gemm_n = [64, 128] if args.quick else [256, 512, 1024]
     conv = [(4, 4, 3, 32)] if args.quick else [(8, 8, 3, 64), (8, 8, 5, 128), (16, 16, 5, 128)]
     ok = True
-    with tempfile.TemporaryDirectory(prefix="knossos-bench-") as cache, fewer_gc_pauses():
-        os.environ["KNOSSOS_CPP_CACHE"] = cache
-        print(f"machine: {machine()}")
+    with fresh_cpp_cache():
+        print(f"machine: {machine_line()}")
 
         gemm = gemm_case()
         print(f"\nGEMM: 'gemm' of blas_test.kso, n x n matrices ({gemm.d.name}: alpha*A*B + beta*C)")

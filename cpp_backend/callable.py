@@ -280,7 +280,7 @@ def compile_def(
     ``exact_order``: Float sums add in index order (bit-identical to the interpreter); by default they
     may be vectorised and split across threads (equal up to rounding, docs/cpp.md).  ``threads``: for
     parallel loops (default: the machine's cores).  ``optimize``: a function giving the def to compile
-    from the program and the def (``app.compiled.compile_def`` takes a rule set or model by name).
+    from the program and the def (``app.compiled.compile_optimised`` takes a rule set or model by name).
     ``budget_mib``: the memory a call may take (default ``$KNOSSOS_CPP_MAX_MIB``, else 4096), as the
     C++ driver's: beyond it, the call is a one-line KsEvalError naming the budget.
     Compilation is cached (:mod:`cpp_backend.compile`); errors are one-line KsErrors.

@@ -280,15 +280,15 @@ class RewriteEnv(gym.Env[Observation, np.int64]):
         }
 
 
-class SettingError(KsUsageError, ValueError):
+class EnvSettingError(KsUsageError, ValueError):
     """A setting out of its range: a usage error, and a ValueError as Gymnasium code expects."""
 
 
 def _whole_number(name: str, value: object, limit: int | None = None) -> int:
     if not isinstance(value, Integral) or isinstance(value, bool) or int(value) < 1:
-        raise SettingError(f"{name}= must be a whole number of at least 1, not {one_line(repr(value))}")
+        raise EnvSettingError(f"{name}= must be a whole number of at least 1, not {one_line(repr(value))}")
     if limit is not None and int(value) > limit:
-        raise SettingError(f"{name}= must be at most {limit:,}, not {int(value):,}")
+        raise EnvSettingError(f"{name}= must be at most {limit:,}, not {int(value):,}")
     return int(value)
 
 

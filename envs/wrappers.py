@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.rewrite import Observation, RewriteEnv, SettingError
+from envs.rewrite import EnvSettingError, Observation, RewriteEnv
 from gnn.graph import NUM_NODE_TYPES
 
 #: The bundled arithmetic sets' expressions have at most 37 nodes; ten steps of new_bind and lift_bind add some.
@@ -29,9 +29,9 @@ class FlatObservation(gym.ObservationWrapper[np.ndarray, np.int64, Observation])
     def __init__(self, env: gym.Env[Observation, np.int64], max_nodes: int = DEFAULT_MAX_NODES) -> None:
         super().__init__(env)
         if not isinstance(env.unwrapped, RewriteEnv):
-            raise SettingError(f"FlatObservation wraps knossos/Rewrite-v0, not {type(env.unwrapped).__name__}")
+            raise EnvSettingError(f"FlatObservation wraps knossos/Rewrite-v0, not {type(env.unwrapped).__name__}")
         if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or not 1 <= max_nodes <= MAX_NODES_LIMIT:
-            raise SettingError(f"max_nodes= must be a whole number from 1 to {MAX_NODES_LIMIT}, not {max_nodes!r}")
+            raise EnvSettingError(f"max_nodes= must be a whole number from 1 to {MAX_NODES_LIMIT}, not {max_nodes!r}")
         self.max_nodes = max_nodes
         self._depth = env.unwrapped.depth
         size = max_nodes * (NUM_NODE_TYPES + 1) + 1

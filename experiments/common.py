@@ -52,10 +52,10 @@ def run_train(config: str, out: Path, overrides: Iterable[str], quiet: bool = Fa
     done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL if quiet else None, check=False)
     if done.returncode != 0:
         raise SystemExit(f"train.py failed for {out} (exit {done.returncode}); rerun to resume it")
-    return read_metrics(out)
+    return metrics_so_far(out)
 
 
-def read_metrics(run: Path) -> list[EpochMetrics]:
+def metrics_so_far(run: Path) -> list[EpochMetrics]:
     """The per-epoch metrics a train.py run has written so far (none if it has not started)."""
     from training.metrics import METRICS, parse_metrics
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.common import RUNS, read_metrics, run_train
+from experiments.common import RUNS, metrics_so_far, run_train
 from ksbench.results import QUICK, RESULTS, ROOT, ResultsFile
 
 KEY = ("kind", "agent", "seed", "epoch", "budget")
@@ -197,7 +197,7 @@ def _train_agent(
         _say(quiet, f"{exp.figure}: training {agent.run_name}, seed {seed} in {out}")
         metrics = run_train(exp.config, out, overrides, quiet=quiet)
     else:
-        metrics = read_metrics(out)
+        metrics = metrics_so_far(out)
         if not metrics:
             return
     last = metrics[-1].epoch

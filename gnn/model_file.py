@@ -302,7 +302,7 @@ def value_scale_of(state: dict[str, Any]) -> float:
     return float(config.get("search", {}).get("value_scale", 1.0))
 
 
-def load_value_function(
+def value_function_from_file(
     path: Path, precision: Precision = "float32", scale: float | None = None
 ) -> NetworkValue | TreeValue:
     """The value function of a checkpoint, for ``optimize.py --model`` (``scale``: instead of its own),

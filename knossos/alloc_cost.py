@@ -49,7 +49,7 @@ literal-size loops costs what the reference says.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from knossos.cost import (
@@ -63,6 +63,7 @@ from knossos.cost import (
 )
 from knossos.expr import Expr, preorder
 from knossos.ops import Op
+from knossos.sized_cost import Sizes
 from knossos.types import Kind
 
 #: Cost of storing one element of a new vector, in the reference model's units (an add is 1.0).
@@ -83,14 +84,12 @@ _SPINE_STEPS, _SPINE_DEPTH = 256, 32
 #: A cache is cleared when it grows past this many nodes (searches make millions of states).
 _CACHE_LIMIT = 2_000_000
 
-Dims = Mapping[str, int | tuple[int, ...]]
-
 
 class AllocCost:
     """The allocation-aware cost model; ``sizes`` maps a parameter to its lengths at each nesting level
     (a single int: its length, as ``parse_sizes`` gives ``x=100``)."""
 
-    def __init__(self, sizes: Dims | None = None) -> None:
+    def __init__(self, sizes: Sizes | None = None) -> None:
         self.sizes: dict[str, tuple[int, ...]] = {
             name: dims if isinstance(dims, tuple) else (dims,) for name, dims in (sizes or {}).items()
         }

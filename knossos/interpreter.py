@@ -25,7 +25,7 @@ from knossos.natives import NATIVES
 from knossos.ops import Op
 from knossos.program import Def, SizeTree, TupleSizes, VecSizes
 from knossos.types import FLOAT, INTEGER, Kind, Type
-from knossos.values import ARITHMETIC, Value, add, elementwise, from_python, zero_like, zero_of
+from knossos.values import SCALAR_ARITHMETIC, Value, add, elementwise, from_python, zero_like, zero_of
 
 #: The most vector elements one evaluation allocates in all (build, sumbuild, constVec, deltaVec) by
 #: default: about 3 GiB of Python floats, and minutes of interpretation.
@@ -62,7 +62,7 @@ def _negate(t: Type, v: Value) -> Value:
 
 
 def _arith(name: str) -> Any:
-    f_float, f_int = ARITHMETIC[name]
+    f_float, f_int = SCALAR_ARITHMETIC[name]
     return lambda node, v: elementwise(f_float, f_int, node.args[0].type, node.args[1].type, v[0], v[1])
 
 

@@ -11,7 +11,7 @@ parameter (``x=1000`` or, for a matrix, ``x=1000x500``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Union
 
@@ -42,9 +42,10 @@ class VecShape:
 
 
 Abstract = Union[int, None, VecShape, tuple["Abstract", ...]]
+#: Real sizes by name: a parameter's lengths at each nesting level (``image=16x128``: ``(16, 128)``).
 Sizes = Mapping[str, int | tuple[int, ...]]
 Env = dict[str, Abstract]
-Step = Generator[tuple[Expr, Env], tuple[float, Abstract], tuple[float, Abstract]]
+_Walk = trampoline.Step[tuple[Expr, Env], tuple[float, Abstract]]
 
 
 def elements(t: Type, a: Abstract, default: int = ASSUMED_VECTOR_SIZE) -> int:
@@ -119,14 +120,14 @@ class SizedCost:
     def _length(self, a: Abstract) -> int:
         return a if isinstance(a, int) and a >= 0 else self.default
 
-    def _start(self, node: Expr, env: Env) -> tuple[float, Abstract] | Step:
+    def _start(self, node: Expr, env: Env) -> tuple[float, Abstract] | _Walk:
         if node.op is Op.CONST:
             return 0.0, node.data if node.type is INTEGER else None
         if node.op is Op.VAR:
             return 0.0, env.get(node.data)
         return self._node(node, env)
 
-    def _node(self, node: Expr, env: Env) -> Step:
+    def _node(self, node: Expr, env: Env) -> _Walk:
         op, args = node.op, node.args
         if op is Op.LET:
             var, rhs, body = args
@@ -161,7 +162,7 @@ class SizedCost:
         own, result = self._own(node, abstracts)
         return own + sum(costs), result
 
-    def _call(self, node: Expr, costs: list[float], abstracts: list[Abstract]) -> Step:
+    def _call(self, node: Expr, costs: list[float], abstracts: list[Abstract]) -> _Walk:
         callee = node.data
         overhead = call_overhead(len(node.args)) + sum(costs)
         if callee.kind is not CalleeKind.DEF:

@@ -160,7 +160,7 @@ def _imul(a: int, b: int) -> int:
     return checked(a * b)
 
 
-ARITHMETIC: dict[str, tuple[ScalarFn, ScalarFn]] = {
+SCALAR_ARITHMETIC: dict[str, tuple[ScalarFn, ScalarFn]] = {
     "add": (_fadd, _iadd),
     "sub": (_fsub, _isub),
     "mul": (_fmul, _imul),

@@ -38,7 +38,7 @@ class StepFailed(Exception):
         self.measured = dict(measured or {})
 
 
-def one_line(err: BaseException) -> str:
+def error_line(err: BaseException) -> str:
     """An exception as one line (a KsError's own line; otherwise its type and first line)."""
     text = str(err).strip().splitlines()
     first = text[0] if text else ""
@@ -54,7 +54,7 @@ def _child(fn: Callable[[Progress], Any], conn: Connection) -> None:
     try:
         value = fn(progress)
     except BaseException as err:  # any failure of the step is its result, sent back
-        conn.send(("error", one_line(err), traceback.format_exc(limit=-3)))
+        conn.send(("error", error_line(err), traceback.format_exc(limit=-3)))
     else:
         conn.send(("done", value, None))
     conn.close()
@@ -108,4 +108,4 @@ def call_capped(fn: Callable[[Progress], T], limit: float, step: str) -> tuple[T
         _kill(process)
 
 
-__all__ = ["Progress", "StepFailed", "call_capped", "one_line"]
+__all__ = ["Progress", "StepFailed", "call_capped", "error_line"]

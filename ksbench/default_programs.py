@@ -9,7 +9,7 @@ from search.plan import Plan
 from search.settings import SearchSettings
 
 #: The engines by name; the default's plan (None here) is decided per def (search.plan.Plan.default_for).
-ENGINES: dict[str, Plan | None] = {
+PROGRAM_ENGINES: dict[str, Plan | None] = {
     "default": None,
     "astar": Plan(search=SearchSettings(algorithm="astar", depth=10, budget=5000)),
     "pruned pseudo-beam": Plan(
@@ -31,7 +31,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
             if r["program"] == program:
                 by.setdefault(r["engine"], {})[r["def_"]] = r
         default = by.get("default", {})
-        engines = [e for e in ENGINES if e in by] + [e for e in by if e not in ENGINES]
+        engines = [e for e in PROGRAM_ENGINES if e in by] + [e for e in by if e not in PROGRAM_ENGINES]
         for i, (engine, found) in enumerate((e, by[e]) for e in engines):
             worse = ""
             if engine != "default":

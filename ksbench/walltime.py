@@ -2,20 +2,17 @@
 and experiments/fig7_walltime: the defs, the searches that make their optimised variants, the
 hand-written GEMM loops and numpy references, and the timing of every variant at a list of sizes.
 
-Whoever imports this sets the *_NUM_THREADS variables first (numpy on one thread, as the C++ code runs).
+Whoever imports this calls :func:`ksbench.harness.pin_threads` first (numpy on one thread, as the C++ code runs).
 """
 
 from __future__ import annotations
 
-import platform
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from cpp_backend import compile as cpp_compile
 from cpp_backend.bench import Measurement, Size, Variant, bench, time_python, values_close
 from cpp_backend.numpy_refs import conv1d_rev, to_value
 from knossos.expr import Expr
@@ -85,7 +82,7 @@ def numpy_gemm(args: Sequence[Any]) -> Callable[[], Any]:
 numpy_conv1d_rev = conv1d_rev
 
 
-Search = Callable[[Expr], SearchResult]
+BoundSearch = Callable[[Expr], SearchResult]
 
 
 class Case:
@@ -93,7 +90,13 @@ class Case:
     are variants too (each run once, here, and timed)."""
 
     def __init__(
-        self, title: str, file: str, def_name: str, search: Search, how: str, more: dict[str, Search] | None = None
+        self,
+        title: str,
+        file: str,
+        def_name: str,
+        search: BoundSearch,
+        how: str,
+        more: dict[str, BoundSearch] | None = None,
     ) -> None:
         self.title = title
         self.program: Program = load_program(PROGRAMS / file)
@@ -161,26 +164,6 @@ def run_case(
     return table
 
 
-def cpu_name() -> str:
-    """The host CPU's model name (from /proc/cpuinfo where there is one)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return cpu
-
-
-def compiler_version() -> str:
-    """The first line of ``$CXX --version`` ("not found" when it cannot run)."""
-    try:
-        gxx = subprocess.run([cpp_compile.compiler(), "--version"], capture_output=True, text=True, check=False)
-    except OSError:
-        return "not found"
-    return gxx.stdout.splitlines()[0] if gxx.stdout else "?"
-
-
 #: The rule sets of the optimised variants' searches.
 GEMM_RULES = "ml_rules_no_bind"
 CONV1D_RULES = "ml_rules_no_bind+zero_tensor_rules"
@@ -202,7 +185,7 @@ def gemm_case(depth: int = 99, budget: int = 5000) -> Case:
     )
 
 
-def conv1d_case(depth: int = 40, budget: int = 5000, more: dict[str, Search] | None = None) -> Case:
+def conv1d_case(depth: int = 40, budget: int = 5000, more: dict[str, BoundSearch] | None = None) -> Case:
     """rev$conv1d with its optimised variant found by two-phase A* (phase1, then CONV1D_RULES), and the
     variants of ``more``'s searches; runs the searches."""
     plan = Plan(rules=CONV1D_RULES).overridden(algorithm="two-phase", depth=depth, budget=budget)

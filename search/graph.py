@@ -14,7 +14,7 @@ import numpy as np
 
 from knossos.expr import Expr
 from rules.actions import Action
-from search.mdp import Step
+from search.mdp import RewriteStep
 from search.state import State, StateCost, expr_of
 
 
@@ -98,13 +98,13 @@ class SearchGraph:
         out.reverse()
         return out
 
-    def steps(self, e: State) -> list[Step]:
+    def steps(self, e: State) -> list[RewriteStep]:
         """The rewrite sequence from the start to ``e`` as (node, rule, cost after) steps."""
         path = self.path(e)
         if not path:
             return []
         afters = [parent for parent, _ in path[1:]] + [e]
-        return [Step(a.node, a.rule.name, self.cost(after)) for (_, a), after in zip(path, afters, strict=True)]
+        return [RewriteStep(a.node, a.rule.name, self.cost(after)) for (_, a), after in zip(path, afters, strict=True)]
 
     def value_targets(self) -> ValueTargets:
         """For every reached state: the largest cost drop reachable within ``t`` steps in this graph.

@@ -29,16 +29,15 @@ from search.result import SearchResult
 from search.spec import SearchRun, SearchSpec
 from search.state import State
 
-#: How many unevaluated states at the top of the frontier are evaluated together (chosen on the
-#: validation set and the training corpus's tail with the default model: 8 beat 4 and 16).
-DEFAULT_BATCH = 8
-
 #: A frontier entry: (-priority, steps left, order of insertion, expression, whether the priority
 #: is the state's own value rather than its parent's estimate).
 Entry = tuple[float, int, int, State, bool]
 
 
-def lazy_astar(start: Expr, spec: SearchSpec, batch: int = DEFAULT_BATCH) -> SearchResult:
+def lazy_astar(start: Expr, spec: SearchSpec, batch: int | None = None) -> SearchResult:
+    """Lazy A* from ``start``, evaluating ``batch`` states together (None: the spec's ``lazy_batch``)."""
+    if batch is None:
+        batch = spec.lazy_batch
     if batch < 1:
         raise ValueError(f"the batch must be at least 1, not {batch}")
     run = SearchRun(start, spec)

@@ -26,11 +26,11 @@ StateStop = Callable[[State], bool]
 
 #: The reference cost model (the default of every search); the others are in knossos.cost_models.
 rlo_cost = reference_cost
-__all__ = ["CostFunction", "StateStop", "Step", "Transitions", "rlo_cost"]
+__all__ = ["CostFunction", "RewriteStep", "StateStop", "Transitions", "rlo_cost"]
 
 
 @dataclass(frozen=True)
-class Step:
+class RewriteStep:
     """One rewrite of a sequence: rule ``rule`` at node ``node``, giving an expression of ``cost``."""
 
     node: int

@@ -3,7 +3,7 @@
 A plan names the rule set, the search settings (:class:`~search.settings.SearchSettings`: which
 search, depth, budget, prunings, cost model), the real sizes the alloc cost model is told, the
 limits (time, states, memory), the seed, and whether the result is tidied (:mod:`search.tidy`).
-optimize.py, ``app.compile_def``, the training searches, the examples and the benchmarks all make a
+optimize.py, ``app.compiled.compile_optimised``, the training searches, the examples and the benchmarks all make a
 plan and call :func:`run`, so that they cannot drift apart.
 
 Which setting wins is decided in :func:`choose_plan` alone: what the caller gives (a command line's
@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -27,13 +26,14 @@ from knossos.cost_models import CostFunction, get_cost_model
 from knossos.errors import KsUsageError
 from knossos.expr import Expr, preorder
 from knossos.ops import Op
+from knossos.sized_cost import Sizes
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.limits import DEFAULT_MAX_STATES, Limits, default_max_memory_mib
 from search.registry import get_search
 from search.result import SearchResult
 from search.settings import SearchSettings
-from search.spec import FIRST_PHASE_RULES, SearchProgress, SearchSpec
+from search.spec import FIRST_PHASE_RULES, LAZY_BATCH, SearchProgress, SearchSpec
 from search.tidy import tidy_until
 from search.value import ValueFunction, ZeroValue
 
@@ -41,9 +41,6 @@ from search.value import ValueFunction, ZeroValue
 DEFAULT_RULES = "ml_rules"
 #: How ``knossos grad`` names a def's reverse-mode derivative (``rev$f``).
 REV_PREFIX = Mode.REV.name_of("")
-
-#: A real size: a parameter's lengths at each nesting level (``image=16x128``: ``(16, 128)``).
-Sizes = Mapping[str, int | tuple[int, ...]]
 
 
 @runtime_checkable
@@ -76,15 +73,19 @@ class Plan:
     tidy: bool = False
     #: Two-phase search's first rule set.
     first_phase_rules: str = FIRST_PHASE_RULES
+    #: Whether states are lazy (search/state.py; None: the search decides by the start's depth).
+    lazy_states: bool | None = None
+    #: Lazy A*'s batch: the unevaluated states at the top of its frontier evaluated together.
+    lazy_batch: int = LAZY_BATCH
 
     @classmethod
     def default_for(cls, name: str | None, body: Expr) -> Plan:
         """The plan of the def ``name`` (None: a bare expression) with body ``body`` when no model and
         no setting is given: reverse-mode code (a ``rev$f`` that is not scalar arithmetic) gets
-        :data:`REVERSE`, scalar arithmetic :data:`ARITHMETIC` and any other program :data:`PROGRAM`."""
+        :data:`REVERSE_PLAN`, scalar arithmetic :data:`ARITHMETIC_PLAN` and any other program :data:`PROGRAM_PLAN`."""
         if is_reverse_mode(name) and not is_arithmetic(body):
-            return REVERSE
-        return ARITHMETIC if is_arithmetic(body) else PROGRAM
+            return REVERSE_PLAN
+        return ARITHMETIC_PLAN if is_arithmetic(body) else PROGRAM_PLAN
 
     def of_model(self, value: ValueFunction) -> Plan:
         """This plan with the rule set and search settings the model ``value`` says (those of its
@@ -141,6 +142,8 @@ class Plan:
             prune_inlines=s.prune_inlines,
             clock_started=clock_started,
             first_phase_rules=_rule_set(self.first_phase_rules),
+            lazy_states=self.lazy_states,
+            lazy_batch=self.lazy_batch,
         )
 
 
@@ -166,11 +169,11 @@ def _default(algorithm: str, depth: int, budget: int, prune_commutes: bool, prun
 #: saturation passes.  Scalar arithmetic: saturation does it, and A* binds shared terms with lets in
 #: 300 evaluations as well as in 5000.  Both chosen by benchmarks/bench_engines.py, blas_test and
 #: benchmarks/bench_default_programs.py: docs/egraph.md, "The default".
-PROGRAM = Plan(search=_default("saturate-pseudo-beam", 99, 5000, True, True))
-ARITHMETIC = Plan(search=_default("saturate-astar", SearchSettings().depth, 300, False, False))
+PROGRAM_PLAN = Plan(search=_default("saturate-pseudo-beam", 99, 5000, True, True))
+ARITHMETIC_PLAN = Plan(search=_default("saturate-astar", SearchSettings().depth, 300, False, False))
 #: With no model, reverse-mode code (a def ``rev$f`` that is not scalar arithmetic): pseudo-beam
 #: with the gradient rules under the alloc cost model, for at most 20 s (docs/gradients.md).
-REVERSE = Plan(
+REVERSE_PLAN = Plan(
     rules="gradient_rules",
     search=dataclasses.replace(_default("pseudo-beam", 150, 2000, True, False), cost="alloc"),
     seconds=20.0,

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from knossos.errors import KsUsageError
-from knossos.expr import Expr
 from search.astar import astar, greedy
 from search.beam import beam
 from search.egraph import egraph
@@ -14,12 +11,9 @@ from search.lazy_astar import lazy_astar
 from search.mcts import mcts
 from search.pseudo_beam import pseudo_beam
 from search.random_search import random_search
-from search.result import SearchResult
 from search.saturated import saturate_astar, saturate_lazy_astar, saturate_pseudo_beam
-from search.spec import SearchSpec
+from search.spec import Search
 from search.two_phase import two_phase
-
-Search = Callable[[Expr, SearchSpec], SearchResult]
 
 SEARCHES: dict[str, Search] = {
     "astar": astar,

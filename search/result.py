@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from knossos.expr import Expr
 from knossos.printer import format_expr
 from search.graph import SearchGraph
-from search.mdp import Step
+from search.mdp import RewriteStep
 
 
 @dataclass
@@ -17,7 +17,7 @@ class SearchResult:
     start_cost: float
     best_cost: float
     #: The rewrite sequence from ``start`` to ``best``.
-    steps: list[Step]
+    steps: list[RewriteStep]
     graph: SearchGraph
     #: Distinct expressions sent to the value function (the budget's unit).
     evaluations: int

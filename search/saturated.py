@@ -23,7 +23,6 @@ the inner search's (the states it visited, from the saturated start).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 from knossos.expr import Expr
@@ -34,10 +33,8 @@ from search.lazy_astar import lazy_astar
 from search.limits import Limits
 from search.pseudo_beam import pseudo_beam
 from search.result import SearchResult
-from search.spec import SearchSpec, ctrl_c_returns_best
+from search.spec import Search, SearchSpec, ctrl_c_returns_best
 from search.state import state_cost
-
-Search = Callable[[Expr, SearchSpec], SearchResult]
 
 #: The most e-nodes of one part's e-graph in a pass (the e-graph search's default budget).
 SATURATION_NODES = 5000

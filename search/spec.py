@@ -35,6 +35,10 @@ SearchProgress = Callable[[int, float], None]
 
 #: Two-phase search's first rule set (search/two_phase.py): the paper's GEMM and CNN setting.
 FIRST_PHASE_RULES = "phase1"
+#: How many unevaluated states at the top of the frontier lazy A* (search/lazy_astar.py) evaluates
+#: together (chosen on the validation set and the training corpus's tail with the default model:
+#: 8 beat 4 and 16).
+LAZY_BATCH = 8
 
 #: What Ctrl-C does inside a search: return the best found so far (optimize.py), or, within
 #: :func:`ctrl_c_stops_searches`, stop the program.
@@ -86,6 +90,8 @@ class SearchSpec:
     #: Whether states are lazy (search/state.py): children named and costed, built only when used.
     #: None: on starts at least ``LAZY_DEPTH`` deep, with the reference cost model.
     lazy_states: bool | None = None
+    #: Lazy A*'s batch: the unevaluated states at the top of its frontier evaluated together.
+    lazy_batch: int = LAZY_BATCH
     #: Two-phase search's rules for its first phase (its second takes ``rules``).
     first_phase_rules: RuleSet = field(default_factory=lambda: get_rule_set(FIRST_PHASE_RULES))
 
@@ -97,6 +103,10 @@ class SearchSpec:
         check_max_memory(self.max_memory_mib)
         if self.batch_size < 1:
             raise ValueError(f"the batch size must be at least 1, not {self.batch_size}")
+
+
+#: A search: from a start, as a spec says, to its result (search/registry.py names them).
+Search = Callable[[Expr, SearchSpec], SearchResult]
 
 
 #: The most expression nodes in one value-function batch of :meth:`SearchRun.evaluate_waiting`; the

@@ -24,7 +24,7 @@ from rules.actions import Action, actions, apply
 from rules.rule_set import RuleSet
 from rules.sets import get_rule_set
 from search.limits import Stop
-from search.mdp import Step
+from search.mdp import RewriteStep
 
 #: Tidying gives up on expressions larger than this (each step walks the expression).
 MAX_NODES = 20_000
@@ -35,18 +35,20 @@ _ALL = get_rule_set("all_rules")
 _RULES = RuleSet("tidy", [_ALL.rule(n) for n in ("let_recover", "delete_let", "inline_let")])
 
 
-def tidy(e: Expr, cost: CostFunction) -> tuple[Expr, list[tuple[Step, Expr]]]:
+def tidy(e: Expr, cost: CostFunction) -> tuple[Expr, list[tuple[RewriteStep, Expr]]]:
     """``e`` without identity, variable-valued and dead lets, and the steps that made it, each with
     the subexpression it rewrote."""
     out, steps, _ = tidy_until(e, cost, None)
     return out, steps
 
 
-def tidy_until(e: Expr, cost: CostFunction, stop: Stop | None) -> tuple[Expr, list[tuple[Step, Expr]], str | None]:
+def tidy_until(
+    e: Expr, cost: CostFunction, stop: Stop | None
+) -> tuple[Expr, list[tuple[RewriteStep, Expr]], str | None]:
     """:func:`tidy`, stopping with the steps made so far once ``stop`` (the search's time and memory
     limits, looked at before each action tried: trying one walks the expression) gives a note, which
     is returned third (None: not stopped)."""
-    steps: list[tuple[Step, Expr]] = []
+    steps: list[tuple[RewriteStep, Expr]] = []
     while e.size <= MAX_NODES and len(steps) < MAX_STEPS:
         action = None
         for a in actions(e, _RULES):
@@ -61,7 +63,7 @@ def tidy_until(e: Expr, cost: CostFunction, stop: Stop | None) -> tuple[Expr, li
         after = apply(e, action)
         if cost(after) > cost(e):  # never: the three rules do not add cost here; kept as a guard
             break
-        steps.append((Step(action.node, action.rule.name, cost(after)), path_to(e, action.node)[1]))
+        steps.append((RewriteStep(action.node, action.rule.name, cost(after)), path_to(e, action.node)[1]))
         e = after
     return e, steps, None
 

@@ -17,7 +17,7 @@ from knossos.ops import Op
 from knossos.parser import Parser, parse_program
 from knossos.reader import read_forms
 from knossos.types import FLOAT, vec
-from search.plan import PROGRAM, REVERSE, Plan, choose_plan
+from search.plan import PROGRAM_PLAN, REVERSE_PLAN, Plan, choose_plan
 
 
 def expr(text: str) -> Expr:
@@ -96,10 +96,10 @@ REV = """
 
 def test_reverse_mode_code_gets_its_own_default_pipeline() -> None:
     d = parse_program(REV, "rev.ks").defs["rev$softplus_sum"]
-    assert Plan.default_for(d.name, d.body) is REVERSE and Plan.default_for(None, d.body) is PROGRAM
+    assert Plan.default_for(d.name, d.body) is REVERSE_PLAN and Plan.default_for(None, d.body) is PROGRAM_PLAN
     assert Plan.default_for("rev$f", expr("(add y 1.0)")).search.algorithm == "saturate-astar"  # arithmetic stays
     t = choose_plan(d.body, d.name)
-    assert (t.rules, t.search.cost, t.search.algorithm, t.seconds) == (REVERSE.rules, "alloc", "pseudo-beam", 20.0)
+    assert (t.rules, t.search.cost, t.search.algorithm, t.seconds) == (REVERSE_PLAN.rules, "alloc", "pseudo-beam", 20.0)
 
 
 def test_optimize_keeps_reverse_mode_selects_cheap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,7 +107,7 @@ def test_optimize_keeps_reverse_mode_selects_cheap(tmp_path: Path, capsys: pytes
     src.write_text(REV)
     assert main([str(src), "--json", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert (report["rules"], report["cost_model"]) == (REVERSE.rules, "alloc")
+    assert (report["rules"], report["cost_model"]) == (REVERSE_PLAN.rules, "alloc")
     head = REV[: REV.index("(build")]
     best = parse_program(f"{head}{report['best']})", "best.ks").defs["rev$softplus_sum"].body
     assert report["best_cost"] <= report["start_cost"]

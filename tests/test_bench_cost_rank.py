@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_cost_rank import LAYERS, agreement, main, spearman
+from benchmarks.bench_cost_rank import LAYERS, agreement, main, spearman_rho
 from ksdata.torch_suite import SUITE
 
 
@@ -32,10 +32,10 @@ def test_quick_run_times_the_variants_and_rescores_them(tmp_path: Path, capsys: 
 
 
 def test_spearman_ranks() -> None:
-    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert spearman([1, 1, 2], [5, 6, 7]) == pytest.approx(0.8660254)  # ties share their mean rank
-    assert spearman([1, 2], [1, 2]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
+    assert spearman_rho([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman_rho([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman_rho([1, 1, 2], [5, 6, 7]) == pytest.approx(0.8660254)  # ties share their mean rank
+    assert spearman_rho([1, 2], [1, 2]) is None and spearman_rho([1, 1, 1], [1, 2, 3]) is None
 
 
 def test_agreement_looks_only_at_clearly_different_times() -> None:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gnn.model_file import load_value_function, shipped_model, value_scale_of
+from gnn.model_file import shipped_model, value_function_from_file, value_scale_of
 from knossos.parser import load_program
 from search.settings import SearchSettings
 from training.checkpoint import load_checkpoint
@@ -38,7 +38,7 @@ def test_the_blas_models_load_with_their_search_defaults(name: str, defaults: di
     assert path is not None
     state = load_checkpoint(path)
     assert state["model_config"]["kind"] == "tree" and state["model_config"]["cost_normalization"] == "log"
-    value = load_value_function(path)
+    value = value_function_from_file(path)
     assert value.rules == "ml_rules_no_bind"  # each model brings the rule set it was trained with
     assert value.settings == SearchSettings(value_scale=value.scale, **defaults)  # type: ignore[arg-type]
 

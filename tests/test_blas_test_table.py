@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from experiments.blas_test.figure import blas_test_table
-from experiments.blas_test.run import best_known
+from experiments.blas_test.run import reference_costs
 from knossos.parser import load_program
 
 from conftest import ROOT
 
 
 def test_best_known_costs_of_blas_test() -> None:
-    known = best_known()
+    known = reference_costs()
     assert len(known) == 49 and sum(k.by == "rlo" for k in known.values()) == 30
     assert known["gemm"].start == 31904.4 and known["gemm"].best == 30501.7 and known["gemm"].by == "expert"
 
@@ -42,7 +42,7 @@ def test_quick_run_records_each_def_once() -> None:
         run_quick()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["def_"] for r in rows] == ["float_matrix_multiply", "matrix_matrix_multiply", "vector_vector_add"]
-    known = best_known()
+    known = reference_costs()
     program = load_program(ROOT / "ksdata" / "programs" / "blas_test.kso")
     for r in rows:
         assert r["start_cost"] == known[r["def_"]].start  # whole-def costs, as the reference's

@@ -12,7 +12,7 @@ import torch
 from gnn import model_file
 from gnn.graph import NODE_TYPE_INDEX, NODE_TYPES
 from gnn.model import ModelConfig, ValueNetwork
-from gnn.model_file import NODE_TYPES_KEY, UNSTORED_NODE_TYPES, load_value_function, save_model_file, shipped_model
+from gnn.model_file import NODE_TYPES_KEY, UNSTORED_NODE_TYPES, save_model_file, shipped_model, value_function_from_file
 from knossos.errors import KsUsageError
 from knossos.ops import Op
 from training.checkpoint import load_checkpoint
@@ -38,7 +38,7 @@ def test_new_checkpoints_store_the_vocabulary(tmp_path: Path) -> None:
     path = tmp_path / "m.pt"
     save_model_file(path, small_state())
     assert load_checkpoint(path)[NODE_TYPES_KEY] == list(NODE_TYPES)
-    load_value_function(path)
+    value_function_from_file(path)
 
 
 @pytest.mark.parametrize("name", ["default", "ggnn", "blas", "blas_beam", "blas_astar", "cnn", "tree_online"])
@@ -47,11 +47,11 @@ def test_shipped_models_written_before_the_vocabulary_load_with_todays_order(nam
     assert path is not None
     state = load_checkpoint(path)
     assert state.get(NODE_TYPES_KEY) in (None, list(NODE_TYPES))
-    load_value_function(path)
+    value_function_from_file(path)
 
 
 def test_a_checkpoint_without_a_vocabulary_loads(tmp_path: Path) -> None:
-    load_value_function(write_raw(tmp_path / "old.pt", small_state()))
+    value_function_from_file(write_raw(tmp_path / "old.pt", small_state()))
 
 
 def test_a_checkpoint_without_a_vocabulary_has_the_order_it_was_trained_with() -> None:
@@ -77,7 +77,7 @@ def test_ops_added_at_the_end_get_zero_embeddings(tmp_path: Path) -> None:
     loaded = load_checkpoint(write_raw(tmp_path / "before_sqrt.pt", state))
     rows = loaded["model"]["embed.weight"]
     assert rows.shape[0] == len(NODE_TYPES) and torch.equal(rows[:-1], old_rows) and not rows[-1].any()
-    value = load_value_function(tmp_path / "before_sqrt.pt")
+    value = value_function_from_file(tmp_path / "before_sqrt.pt")
     from knossos.parser import parse_expr
 
     assert value.values([parse_expr("(add (sqrt x) 1.0)")[0]], 5).shape == (1, 6)
@@ -102,7 +102,7 @@ def test_a_reordered_vocabulary_is_refused(tmp_path: Path) -> None:
     reordered[0], reordered[1] = reordered[1], reordered[0]
     path = write_raw(tmp_path / "reordered.pt", {**small_state(), NODE_TYPES_KEY: reordered})
     with pytest.raises(KsUsageError, match=r"node types are not this code's.*another order: type 0 is VAR there"):
-        load_value_function(path)
+        value_function_from_file(path)
 
 
 def test_a_vocabulary_with_other_ops_is_refused(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import torch
 
 from app.optimize_cli import main as optimize_main
 from app.train_cli import main as train_main
-from gnn.model_file import SHIPPED_MODELS, load_value_function
+from gnn.model_file import SHIPPED_MODELS, value_function_from_file
 from training.export import main as export_main
 
 from conftest import ROOT, run_cli
@@ -163,7 +163,7 @@ def test_bad_training_state_is_one_line_on_resume(
 
 def test_good_checkpoints_still_load(capsys: pytest.CaptureFixture[str], run_folder: Path, tmp_path: Path) -> None:
     for path in sorted(SHIPPED_MODELS.glob("*.pt")):
-        load_value_function(path)
+        value_function_from_file(path)
     # a checkpoint written before a model setting existed takes its default
     folder = edited(run_folder, tmp_path, lambda state: state["model_config"].pop("cost_model"))
     argv = ["--model", str(folder / "checkpoint.pt"), "--expr", START, "--rules", "binding_simplify_rules"]

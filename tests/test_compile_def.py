@@ -155,14 +155,14 @@ def test_parallel_loop_reports_the_first_error_in_index_order(tmp_path: Path) ->
 
 
 def test_optimised_first_by_a_rule_set() -> None:
-    from app.compiled import compile_def
+    from app.compiled import compile_optimised
 
     program = parse_program(
         "(def f (Vec Float) ((x : Vec Float)) (let (y (build (size x) (lam (i : Integer) (mul 2.0 (index i x)))))"
         " (build (size y) (lam (i : Integer) (add 1.0 (index i y))))))"
     )
-    f = compile_def(program, "f", optimize="ml_rules_no_bind", budget=200)
+    f = compile_optimised(program, "f", "ml_rules_no_bind", budget=200)
     assert f(np.array([1.0, 2.0])).tolist() == [3.0, 5.0]
     assert "let" not in knossos.format_def(f.d) or f.d.body.cost <= program.defs["f"].body.cost
     with pytest.raises(KsUsageError, match="neither a rule set"):
-        compile_def(program, "f", optimize="no_such_thing")
+        compile_optimised(program, "f", "no_such_thing")

@@ -13,7 +13,6 @@ import textwrap
 import numpy as np
 import pytest
 
-import app.compiled
 import cpp_backend
 from knossos.errors import KsEvalError
 from knossos.parser import parse_program
@@ -76,7 +75,7 @@ def test_compiled_defs_of_one_def_called_from_several_threads() -> None:
 def test_one_def_compiled_twice_gives_each_its_own_settings() -> None:
     program = parse_program(SOURCE)
     small = cpp_backend.compile_def(program, "twice", budget_mib=1)
-    large = app.compiled.compile_def(program, "twice")  # the same library, the default budget
+    large = cpp_backend.compile_def(program, "twice")  # the same library, the default budget
     assert small.library == large.library
     x = np.ones(1 << 18)  # 2 MiB of doubles made by the def
     for _ in range(2):  # alternating: one's budget must not stay set for the other

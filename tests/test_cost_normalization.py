@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gnn.model import ModelConfig
-from gnn.model_file import load_value_function, save_model_file, search_settings_of
+from gnn.model_file import save_model_file, search_settings_of, value_function_from_file
 from gnn.networks import build_network, value_function
 from gnn.normalization import check_normalization, from_network, to_network
 from gnn.sample import Sample
@@ -84,7 +84,7 @@ def _checkpoint(tmp_path: Path, search: dict[str, object] | None) -> Path:
 
 def test_a_checkpoint_carries_the_search_and_depth_it_was_trained_for(tmp_path: Path) -> None:
     path = _checkpoint(tmp_path, {"depth": 7, "test_algorithm": "beam"})
-    value = load_value_function(path)
+    value = value_function_from_file(path)
     assert value.settings == SearchSettings(algorithm="beam", test_algorithm="beam", depth=7)
     assert value.rules is None
     # an export without its config: the network's depth, the other settings their defaults
@@ -182,7 +182,7 @@ def test_a_tiny_tree_run_with_log_targets_fits_to_a_plateau(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     (epoch,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert 1 <= epoch["fit_passes"] <= 20 and 0 <= epoch["fit_best_pass"] <= epoch["fit_passes"]
-    value = load_value_function(out / "checkpoint.pt")
+    value = value_function_from_file(out / "checkpoint.pt")
     assert value.config.cost_normalization == "log"  # type: ignore[union-attr]
     with pytest.raises(KsUsageError, match=r"training\.fit_patience"):
         load_config(ROOT / "configs" / "bootstrap.yaml", ["training.fit_patience=-1"])

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from gnn.model_file import DEFAULT_MODEL, load_value_function, shipped_model
+from gnn.model_file import DEFAULT_MODEL, shipped_model, value_function_from_file
 from gnn.tree_value import TreeValue
 from knossos.parser import load_program, parse_expr
 from ksdata.loader import DataSource, load_targets
@@ -58,8 +58,8 @@ def test_the_shipped_models_are_packaged_and_load() -> None:
     for path, kind in ((DEFAULT_MODEL, "tree"), (GGNN, "ggnn"), (TREE_ONLINE, "tree")):
         state = load_checkpoint(path)
         assert state["model_config"].get("kind", "ggnn") == kind and state["model_config"]["depth"] == 10
-        assert 0.0 < load_value_function(path).scale <= 1.0
-    assert isinstance(load_value_function(DEFAULT_MODEL), TreeValue)
+        assert 0.0 < value_function_from_file(path).scale <= 1.0
+    assert isinstance(value_function_from_file(DEFAULT_MODEL), TreeValue)
 
 
 def test_the_shipped_models_never_saw_a_test_expression() -> None:
@@ -80,7 +80,7 @@ def test_the_default_model_says_how_it_was_fitted() -> None:
 
 
 def test_the_default_model_runs_lazy_astar_at_its_chosen_scale() -> None:
-    value = load_value_function(DEFAULT_MODEL)
+    value = value_function_from_file(DEFAULT_MODEL)
     assert value.settings is not None and value.rules == "binding_simplify_rules"
     assert (value.settings.algorithm, value.settings.depth) == ("lazy-astar", 10)
     assert value.scale == 0.05
@@ -98,7 +98,7 @@ def test_the_default_model_beats_plain_search_on_held_out_expressions_as_benchma
     totals = {}
     runs = [("default", "lazy-astar"), ("default", "astar"), ("none", "astar")]
     for model, search in runs:
-        value = load_value_function(DEFAULT_MODEL) if model == "default" else ZeroValue()
+        value = value_function_from_file(DEFAULT_MODEL) if model == "default" else ZeroValue()
         costs = []
         for i, t in enumerate(targets):
             costs.append(get_search(search)(t.expr, SearchSpec(rules, 10, 300, value=value)).best_cost)
@@ -120,8 +120,8 @@ def test_the_ggnn_beats_plain_search_on_the_example() -> None:
 
 def test_bfloat16_inference_stays_close_to_float32_and_finds_the_same_program() -> None:
     assert GGNN is not None
-    exact = load_value_function(GGNN)
-    fast = load_value_function(GGNN, precision="bfloat16")
+    exact = value_function_from_file(GGNN)
+    fast = value_function_from_file(GGNN, precision="bfloat16")
     sets = json.loads((ROOT / "ksdata" / "arithmetic_sets.json").read_text())["sets"]
     exprs = [parse_expr(x["expr"])[0] for x in sets["bindgen_test"]["expressions"]]
     a, b = exact.values(exprs, 10), fast.values(exprs, 10)

@@ -7,7 +7,7 @@ import pytest
 
 from knossos.parser import parse_expr, parse_program
 from ksbench.default_programs import summary
-from search.plan import ARITHMETIC, PROGRAM, Plan, choose_plan
+from search.plan import ARITHMETIC_PLAN, PROGRAM_PLAN, Plan, choose_plan
 from search.registry import get_search
 from search.settings import SearchSettings
 from search.value import ZeroValue
@@ -26,21 +26,24 @@ def test_a_program_gets_the_wide_deep_search_and_arithmetic_the_short_one() -> N
     def default_pipeline(e):  # type: ignore[no-untyped-def]
         return Plan.default_for(None, e)
 
-    assert default_pipeline(arithmetic) is ARITHMETIC and default_pipeline(expr("(add (exp x) 1.0)")) is ARITHMETIC
-    assert default_pipeline(loop) is PROGRAM and default_pipeline(function) is PROGRAM
-    assert default_pipeline(vector) is PROGRAM
+    assert (
+        default_pipeline(arithmetic) is ARITHMETIC_PLAN
+        and default_pipeline(expr("(add (exp x) 1.0)")) is ARITHMETIC_PLAN
+    )
+    assert default_pipeline(loop) is PROGRAM_PLAN and default_pipeline(function) is PROGRAM_PLAN
+    assert default_pipeline(vector) is PROGRAM_PLAN
     program = parse_program(
         "(def sq Float ((x : Float)) (mul x x)) (def f Float ((x : Float)) (add (sq x) 1.0))", "p.ks"
     )
-    assert default_pipeline(program.defs["f"].body) is PROGRAM  # a call of a def: loops may be inside
-    a, p = ARITHMETIC.search, PROGRAM.search
+    assert default_pipeline(program.defs["f"].body) is PROGRAM_PLAN  # a call of a def: loops may be inside
+    a, p = ARITHMETIC_PLAN.search, PROGRAM_PLAN.search
     assert (a.algorithm, a.budget, p.algorithm, p.depth) == (
         "saturate-astar",
         300,
         "saturate-pseudo-beam",
         99,
     )
-    assert all(get_search(p.search.algorithm) is not None for p in (ARITHMETIC, PROGRAM))
+    assert all(get_search(p.search.algorithm) is not None for p in (ARITHMETIC_PLAN, PROGRAM_PLAN))
 
 
 def test_no_model_takes_the_pipeline_of_the_start_unless_a_search_is_named() -> None:
@@ -74,7 +77,7 @@ def test_a_given_setting_wins_over_the_model_which_wins_over_the_default() -> No
     p = choose_plan(loop, None, ZeroValue())  # a model named none: the plain defaults, not the def's
     assert (p.rules, p.search) == ("ml_rules", SearchSettings())
     p = choose_plan(loop, None, None, budget=None)  # None is "not given"
-    assert p is PROGRAM
+    assert p is PROGRAM_PLAN
     with pytest.raises(TypeError, match="not a setting of a plan: colour"):
         choose_plan(loop, colour="red")
 

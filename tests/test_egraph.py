@@ -22,7 +22,7 @@ from knossos.values import isclose
 from rules.sets import get_rule_set
 from search.egraph import egraph
 from search.egraph.parts import saturate_parts
-from search.egraph.translate import translate
+from search.egraph.translate import translate_rules
 from search.limits import resident_mib
 from search.registry import get_search
 from search.result import SearchResult
@@ -63,7 +63,7 @@ def _free_types(e: Expr) -> dict[str, Any]:
 
 # -- which rules translate ------------------------------------------------------------------------
 def test_simplify_rules_translate_but_for_the_let_rules() -> None:
-    t = translate(SIMPLIFY)
+    t = translate_rules(SIMPLIFY)
     assert [r.name for r in t.rewrites] == [
         *("add_zero", "mul_zero", "mul_one", "sub_zero", "div_one", "add_neg_to_sub", "neg_to_sub"),
         *("commute_mul", "commute_add"),
@@ -78,7 +78,7 @@ def test_simplify_rules_translate_but_for_the_let_rules() -> None:
 
 def test_the_rules_left_out_are_named() -> None:
     """Rules with binders and rules written as code (other than folds) do not translate."""
-    t = translate(get_rule_set("all_rules"))
+    t = translate_rules(get_rule_set("all_rules"))
     assert t.left_out == [
         *("size_of_build", "index_of_build", "select_of_tuple", "mk_sumbuild", "sumbuild_other_deltavec"),
         *("sumbuild_of_deltavec", "sumbuild_of_tuple", "add_tuples", "mul_tuple_scalar", "sumbuild_invariant"),

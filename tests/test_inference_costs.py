@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from gnn.model import ModelConfig, ValueNetwork
-from gnn.model_file import load_value_function, save_model_file
+from gnn.model_file import save_model_file, value_function_from_file
 from gnn.value import NetworkValue
 from knossos.parser import parse_expr
 from training.checkpoint import export_model
@@ -123,15 +123,15 @@ def test_a_checkpoint_carries_its_value_scale(tmp_path: Path) -> None:
     trained = tmp_path / "checkpoint.pt"
     state = {"model": network.state_dict(), "model_config": dataclasses.asdict(config)}
     save_model_file(trained, {**state, "config": {"search": {"value_scale": 0.6}}})
-    assert load_value_function(trained).scale == 0.6  # the training's
+    assert value_function_from_file(trained).scale == 0.6  # the training's
     exported = tmp_path / "model.pt"
     export_model(trained, exported, value_scale=0.3)
-    assert load_value_function(exported).scale == 0.3  # set on export
-    assert load_value_function(exported, scale=0.9).scale == 0.9  # the command line's
+    assert value_function_from_file(exported).scale == 0.3  # set on export
+    assert value_function_from_file(exported, scale=0.9).scale == 0.9  # the command line's
     export_model(trained, exported)
-    assert load_value_function(exported).scale == 0.6
+    assert value_function_from_file(exported).scale == 0.6
     save_model_file(trained, state)
-    assert load_value_function(trained).scale == 1.0  # from before value scales: the paper's A*
+    assert value_function_from_file(trained).scale == 1.0  # from before value scales: the paper's A*
     with pytest.raises(ValueError, match="value scale"):
         export_model(trained, exported, value_scale=-1.0)
 

@@ -4,7 +4,7 @@ Factoring ``a*b + a*c`` into ``a*(b + c)`` computes ``b + c``, which the program
 ``a, b, c = 0, INT_MAX, 1`` the value 0 becomes an Integer overflow.  The rules that may overflow an
 Integer where the original did not (``Rule.int_overflow``) leave Integer arithmetic alone unless the
 rule set opts in with ``unsafe-int:``; Floats keep them.  Through optimize.py (the default pipeline,
-a named set, the e-graph) and ``app.compiled.optimise_def`` (what ``compile_def(optimize=...)`` runs).
+a named set, the e-graph) and ``app.compiled.optimise_def`` (what ``compile_optimised`` runs).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_with_the_opt_in_the_integer_rewrite_happens(
 
 
 def test_compile_defs_optimisation_keeps_integers_unless_asked() -> None:
-    """``compile_def(optimize=SET)`` optimises with :func:`optimise_def`, which reads SET as --rules does."""
+    """``compile_optimised(path, name, SET)`` optimises with :func:`optimise_def`, which reads SET as --rules does."""
     prog = parse_program(program("Integer"))
     kept = optimise_def(prog, prog.defs["f"], "ml_rules", budget=300)
     assert format_expr(kept.body) != FACTORED and Interpreter().call(kept, INPUTS) == 0

@@ -24,7 +24,7 @@ BLAS = PROGRAMS / "blas_test.kso"
 
 
 def test_compile_def_optimises_as_optimize_py_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The same plan and the same run: app.compile_def's def is optimize.py's result, tidied alike."""
+    """The same plan and the same run: app.compiled.compile_optimised's def is optimize.py's result, tidied alike."""
     program = load_program(BLAS)
     for name in ("gemv", "vector_vector_add"):
         d = program.defs[name]

@@ -17,7 +17,7 @@ from rules.actions import Action
 from rules.sets import get_rule_set
 from search.exhaustive import exhaustive
 from search.graph import SearchGraph
-from search.mdp import Step
+from search.mdp import RewriteStep
 from search.spec import SearchSpec
 
 RULES = get_rule_set("simplify_rules").rules
@@ -173,12 +173,12 @@ def test_path_and_steps() -> None:
     assert g.path(s0) == [] and g.steps(s0) == []
     assert g.path(s1) == [(s0, act(3))]
     assert g.path(s2) == [(s0, act(3)), (s1, act(6))]
-    assert g.steps(s2) == [Step(3, RULES[3].name, 8.0), Step(6, RULES[6].name, 5.0)]
-    assert g.steps(s3) == [Step(1, RULES[1].name, 6.0)]
+    assert g.steps(s2) == [RewriteStep(3, RULES[3].name, 8.0), RewriteStep(6, RULES[6].name, 5.0)]
+    assert g.steps(s3) == [RewriteStep(1, RULES[1].name, 6.0)]
     assert g.steps_left(S[7]) == -1
     # reaching with more steps left moves the parent, and the path follows
     assert g.reach(s2, 2, s0, act(7))
-    assert g.steps(s2) == [Step(7, RULES[7].name, 5.0)]
+    assert g.steps(s2) == [RewriteStep(7, RULES[7].name, 5.0)]
     assert (g.best, g.best_cost) == (s2, 5)
 
 

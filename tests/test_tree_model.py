@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gnn.model import ModelConfig, ValueNetwork
-from gnn.model_file import load_value_function, network_from, save_model_file
+from gnn.model_file import network_from, save_model_file, value_function_from_file
 from gnn.networks import build_network, value_function
 from gnn.sample import Sample
 from gnn.tree_features import NUM_FEATURES, node_features, plan, postorder_new
@@ -174,7 +174,7 @@ def test_a_tree_checkpoint_loads_as_a_tree_value_function(tmp_path: Path, exprs:
     net = tree_network()
     path = tmp_path / "tree.pt"
     save_model_file(path, {"model": net.state_dict(), "model_config": dataclasses.asdict(net.config)})
-    loaded = load_value_function(path)
+    loaded = value_function_from_file(path)
     assert isinstance(loaded, TreeValue)
     assert np.allclose(loaded.per_step(exprs), TreeValue(net).per_step(exprs))
     # a checkpoint from before the tree network has no kind: a GGNN

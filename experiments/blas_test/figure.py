@@ -19,13 +19,13 @@ def run(argv: list[str]) -> None:
 def blas_test_table() -> str:
     """experiments/blas_test/run.py's searches: per def of blas_test, the reference's start and best
     known whole-def costs, and each run's (value function, search, budget, depth) best cost and seconds."""
-    from experiments.blas_test.run import DEFAULTS, KEY, best_known
+    from experiments.blas_test.run import DEFAULTS, KEY, reference_costs
 
     path = RESULTS / "blas_test" / "searches.jsonl"
     if not path.is_file():
         return "_No results yet: run experiments/blas_test/run.py._\n"
     rows = list(ResultsFile(path, KEY, DEFAULTS))
-    known = best_known()
+    known = reference_costs()
 
     def run_of(r: dict[str, Any]) -> BlasTestRun:
         return (r["model"], r["search"], r["budget"], r["depth"], r["prune_commutes"], r["prune_inlines"])

@@ -57,7 +57,7 @@ class Known:
     by: str
 
 
-def best_known() -> dict[str, Known]:
+def reference_costs() -> dict[str, Known]:
     """The reference's start and best-known def costs for blas_test, and who found each (rlo, expert)."""
     out: dict[str, Known] = {}
     inside = False

@@ -39,11 +39,10 @@ from knossos.expr import Expr
 from ksbench.best_known import best_known
 from ksbench.results import RESULTS, ResultsFile
 from ksdata.loader import DataSource, Target, load_targets
-from rules.sets import get_rule_set
-from search.astar import astar
-from search.lazy_astar import lazy_astar
 from search.limits import MAX_BUDGET
-from search.spec import SearchSpec
+from search.plan import Plan, run
+from search.settings import SearchSettings
+from search.spec import LAZY_BATCH
 from search.value import ValueFunction
 from training.checkpoint import average_weights, load_checkpoint
 
@@ -129,7 +128,6 @@ def main(argv: list[str] | None = None) -> None:
         targets = load_targets(DataSource(set="generated_validation"), "generated_validation")
     else:
         targets = heldout()
-    rules = get_rule_set(RULES)
     results = ResultsFile(OUT, KEY)
     for spec, scale, batch in [(c, s, b) for c in args.candidates for s in scales for b in batches]:
         key = {"candidate": spec, "on": args.on, "scale": scale, "budget": args.budget, "search": args.search}
@@ -137,10 +135,11 @@ def main(argv: list[str] | None = None) -> None:
         if results.has(**key):
             continue
         value = candidate_value(spec, scale)
+        search = SearchSettings(algorithm=args.search, depth=DEPTH, budget=args.budget)
+        plan = Plan(rules=RULES, search=search, lazy_batch=LAZY_BATCH if batch is None else batch)
         costs, started = [], time.perf_counter()
         for t in tqdm(targets, desc=f"{spec} @ {scale:g}", unit="expr", file=sys.stderr):
-            search_spec = SearchSpec(rules, DEPTH, args.budget, value=value)
-            result = astar(t.expr, search_spec) if batch is None else lazy_astar(t.expr, search_spec, batch)
+            result = run(t.expr, plan, value)
             costs.append(result.best_cost)
             if hasattr(value, "clear"):
                 value.clear()

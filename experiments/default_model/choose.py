@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from gnn.model_file import load_value_function
+from gnn.model_file import value_function_from_file
 from knossos.perf import fewer_gc_pauses
 from ksbench.results import RESULTS, ResultsFile
 from ksdata.loader import DataSource, load_targets
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
             model = Path(tmp) / "model.pt"
             export_model(paths, model)
             for scale in todo:
-                value = load_value_function(model, scale=scale)
+                value = value_function_from_file(model, scale=scale)
                 costs = [
                     run(t.expr, plain.overridden(budget=BUDGET), value).best_cost
                     for t in tqdm(targets, desc=f"{name} x {scale}", unit="expr", file=sys.stderr)

@@ -44,9 +44,9 @@ def blas_engines_table() -> str:
     path = RESULTS / "engines" / "blas_test.jsonl"
     if not path.is_file():
         return "_No results yet: see docs/egraph.md, The default._\n"
-    from experiments.blas_test.run import best_known
+    from experiments.blas_test.run import reference_costs
 
-    known = best_known()
+    known = reference_costs()
     runs: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
     for r in jsonl(path):
         key = (r["search"], r["budget"], r["depth"], r.get("prune_commutes", False), r.get("prune_inlines", False))

@@ -43,14 +43,14 @@ are what count, not absolute times or sizes compared across runs.
 
 from __future__ import annotations
 
-import os
+from ksbench.harness import compiler_version, cpu_name, pin_threads, write_rows
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # before numpy loads: numpy on one thread, as the C++ code runs
+pin_threads()  # before numpy loads: numpy on one thread, as the C++ code runs
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
@@ -63,7 +63,6 @@ from tqdm import tqdm  # noqa: E402
 from app.models import load_value_function  # noqa: E402
 from cpp_backend import compile as cpp_compile  # noqa: E402
 from cpp_backend.bench import Measurement, Size, format_seconds  # noqa: E402
-from knossos.atomic import atomic_write_text  # noqa: E402
 from knossos.errors import KsError  # noqa: E402
 from knossos.perf import fewer_gc_pauses  # noqa: E402
 from ksbench.results import revision  # noqa: E402
@@ -72,9 +71,7 @@ from ksbench.walltime import (  # noqa: E402
     GEMM_RULES,
     HAND_GEMM,
     Case,
-    compiler_version,
     conv1d_case,
-    cpu_name,
     gemm_case,
     numpy_conv1d_rev,
     numpy_gemm,
@@ -223,7 +220,7 @@ EXPERIMENTS = [
 
 
 # -- provenance -----------------------------------------------------------------------------------------
-def host() -> dict[str, object]:
+def provenance() -> dict[str, object]:
     """What the times depend on, for every row: CPU, compiler and flags."""
     return {
         "revision": revision(),
@@ -266,9 +263,7 @@ def row_order(row: Row) -> tuple[int, float, int]:
 
 def save_rows(path: Path, rows: dict[Key, Row]) -> None:
     """Rewrite the file atomically: an interrupted run leaves whole rows only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ordered = sorted(rows.values(), key=row_order)
-    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in ordered))
+    write_rows(path, sorted(rows.values(), key=row_order))
 
 
 # -- measuring --------------------------------------------------------------------------------------------
@@ -354,7 +349,7 @@ def run(args: argparse.Namespace) -> bool:
     """Measure what is missing, writing each size's rows as soon as they are measured; False if a check failed."""
     rows = load_rows(args.out)
     work = todo(rows, args.quick, args.force)
-    context = {**host(), "min_seconds": args.seconds, "rounds": args.rounds}
+    context = {**provenance(), "min_seconds": args.seconds, "rounds": args.rounds}
     cases: dict[str, tuple[Case, dict[str, object]]] = {}
     ok = True
     bar = tqdm(work, desc="fig7", unit="size", file=sys.stderr)

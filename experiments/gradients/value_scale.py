@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from app.models import load_value_function
-from knossos.atomic import atomic_write_text
 from knossos.parser import load_program
+from ksbench.harness import write_rows
 from ksdata.loader import DATA
 from search.plan import Plan, run
 from search.value import ValueFunction, ZeroValue
@@ -61,7 +61,7 @@ def main() -> int:
         print(json.dumps(row), flush=True)
         rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
+    write_rows(args.out, rows)
     return 0
 
 

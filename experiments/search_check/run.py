@@ -17,9 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-from knossos.atomic import atomic_write_text
 from knossos.parser import parse_expr
 from knossos.perf import fewer_gc_pauses
+from ksbench.harness import write_rows
 from ksdata.loader import DATA
 from search.plan import Plan, run
 
@@ -41,7 +41,7 @@ def redo_astar(path: Path) -> None:
             e, _ = parse_expr(row["expr"])
             a = run(e, astar_plan(data[row["set"]]["rule_set"]))
             row["astar"], row["astar_seconds"] = round(a.best_cost, 6), round(a.seconds, 3)
-    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+    write_rows(path, rows)
 
 
 def main() -> None:

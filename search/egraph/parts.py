@@ -29,7 +29,7 @@ from rules.rule_set import RuleSet
 from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph
 from search.egraph.saturate import SaturationLimits, saturate
-from search.egraph.translate import Translation, translate
+from search.egraph.translate import Translation, translate_rules
 from search.limits import LimitReached, check
 from search.mdp import CostFunction, rlo_cost
 
@@ -74,7 +74,7 @@ _TRANSLATIONS: dict[int, tuple[RuleSet, Translation]] = {}
 def translation(rules: RuleSet) -> Translation:
     found = _TRANSLATIONS.get(id(rules))
     if found is None or found[0] is not rules:
-        found = _TRANSLATIONS[id(rules)] = (rules, translate(rules))
+        found = _TRANSLATIONS[id(rules)] = (rules, translate_rules(rules))
     return found[1]
 
 

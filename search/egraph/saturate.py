@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from knossos.ops import Op
 from search.egraph.graph import EGraph, ENode
-from search.egraph.translate import Rewrite
+from search.egraph.translate import ERewrite
 
 MATCH_LIMIT = 1000
 BAN_LENGTH = 5
@@ -47,7 +47,7 @@ class _Ban:
 
 
 def saturate(
-    g: EGraph, rewrites: list[Rewrite], limits: SaturationLimits, progress: Callable[[int], None] | None = None
+    g: EGraph, rewrites: list[ERewrite], limits: SaturationLimits, progress: Callable[[int], None] | None = None
 ) -> Saturation:
     """Run ``rewrites`` on ``g`` until it saturates or a limit stops it; ``g`` is rebuilt either way."""
     out = Saturation()
@@ -75,7 +75,7 @@ def saturate(
 
 
 def _iteration(
-    g: EGraph, rewrites: list[Rewrite], bans: dict[str, _Ban], out: Saturation, limits: SaturationLimits
+    g: EGraph, rewrites: list[ERewrite], bans: dict[str, _Ban], out: Saturation, limits: SaturationLimits
 ) -> tuple[str | None, bool, bool]:
     """One iteration: (why it stopped or None, whether ``g`` changed, whether a rule was banned)."""
     by_op: dict[Op, list[tuple[int, ENode]]] = {}

@@ -17,7 +17,7 @@ from knossos.expr import Expr
 from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph
 from search.egraph.saturate import Saturation, SaturationLimits, saturate
-from search.egraph.translate import translate
+from search.egraph.translate import translate_rules
 from search.graph import Reached
 from search.limits import LimitReached, Stop
 from search.result import SearchResult
@@ -26,7 +26,7 @@ from search.value import ZeroValue
 
 
 def egraph(start: Expr, spec: SearchSpec) -> SearchResult:
-    rules = translate(spec.rules)
+    rules = translate_rules(spec.rules)
     if not rules.rewrites and not rules.folds and not rules.let_rules:
         raise KsUsageError(
             f"the e-graph search can run none of the rules of {spec.rules.name} "

@@ -42,7 +42,7 @@ Builder = Callable[[EGraph, Match, Type | None], int]
 
 
 @dataclass(frozen=True)
-class Rewrite:
+class ERewrite:
     """A table rule as an e-graph rewrite."""
 
     rule: TableRule
@@ -203,14 +203,14 @@ def _builder(p: Pattern, holes: dict[str, int]) -> Builder:
     return lambda g, m, scalar: g.add((op, None, tuple([sub(g, m, scalar) for sub in subs])))
 
 
-def rewrite(r: TableRule) -> Rewrite:
+def _rewrite(r: TableRule) -> ERewrite:
     """``r`` as an e-graph rewrite (``r`` must be translatable)."""
     assert isinstance(r.lhs, Node)
     holes: dict[str, int] = {}
     flat = _fresh_holes(r.lhs.args, holes)
     args = tuple(_compile(a, holes) for a in r.lhs.args)
     tested = tuple(sorted({holes[n] for c in r.conditions for n in c.names}))
-    return Rewrite(r, r.lhs, r.needs_scalar, args, holes, flat, tested, _builder(r.rhs, holes))
+    return ERewrite(r, r.lhs, r.needs_scalar, args, holes, flat, tested, _builder(r.rhs, holes))
 
 
 def _has_binder(p: Pattern) -> bool:
@@ -237,7 +237,7 @@ def _fold(rule: FoldRule) -> Fold:
 class Translation:
     """A rule set as the e-graph runs it."""
 
-    rewrites: list[Rewrite] = field(default_factory=list)
+    rewrites: list[ERewrite] = field(default_factory=list)
     folds: dict[Op, list[Fold]] = field(default_factory=dict)
     #: Names of the rules of each kind, in the set's order.
     fold_names: list[str] = field(default_factory=list)
@@ -245,13 +245,13 @@ class Translation:
     left_out: list[str] = field(default_factory=list)
 
 
-def translate(rules: RuleSet) -> Translation:
+def translate_rules(rules: RuleSet) -> Translation:
     out = Translation()
     for r in rules:
         if r in LET_RULES:
             out.let_rules.append(r.name)
         elif isinstance(r, TableRule) and _translatable(r):
-            out.rewrites.append(rewrite(r))
+            out.rewrites.append(_rewrite(r))
         elif isinstance(r, FoldRule) and r.heads is not None:
             out.fold_names.append(r.name)
             for op in r.heads:

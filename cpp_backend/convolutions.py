@@ -227,14 +227,19 @@ def _flat(loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr]:
     return count, pos
 
 
-def _decode(flat: Expr, loops: list[tuple[Expr, Expr]], body: Expr) -> Expr:
-    """``body`` with the variables of ``loops`` bound to the iteration whose flat position is ``flat``."""
-    q = flat
+def _decode(flat: Expr, loops: list[tuple[Expr, Expr]], body: Expr, fresh: Callable[[str], str]) -> Expr:
+    """``body`` with the variables of ``loops`` bound to the iteration whose flat position is ``flat``
+    (in ``[0, product of the sizes)``): one division per loop but the outermost, each quotient bound
+    once (the emitter computes every occurrence of a term again)."""
     binds: list[tuple[Expr, Expr]] = []
-    for n, v in reversed(loops):
-        binds.append((v, E.op(Op.SUB, q, E.op(Op.MUL, E.op(Op.DIV, q, n), n))))
-        q = E.op(Op.DIV, q, n)
-    for v, rhs in binds:
+    q = flat
+    for n, v in reversed(loops[1:]):
+        quotient = E.var(fresh("ks$q"), INTEGER)
+        binds += [(quotient, E.op(Op.DIV, q, n)), (v, E.op(Op.SUB, q, E.op(Op.MUL, quotient, n)))]
+        q = quotient
+    if loops:
+        binds.append((loops[0][1], q))
+    for v, rhs in reversed(binds):
         body = E.let(v, rhs, body)
     return body
 
@@ -294,9 +299,10 @@ def holds_everywhere(cond: Expr, loops: list[tuple[Expr, Expr]]) -> Expr | None:
 def _nonfinite(m: Expr, rows: Expr, cols: Expr) -> Expr:
     """How many elements of the matrix ``m`` (``rows`` x ``cols``) are infinite or NaN."""
     i, j, x = E.var("ks$r", INTEGER), E.var("ks$c", INTEGER), E.var("ks$x", FLOAT)
+    row = E.var("ks$row", vec(FLOAT))
     ok = E.op(Op.EQ, E.op(Op.SUB, x, x), E.const(0.0))
-    elem = E.let(x, E.op(Op.INDEX, j, E.op(Op.INDEX, i, m)), E.op(Op.IF, ok, _i(0), _i(1)))
-    return E.sumbuild(rows, i, E.sumbuild(cols, j, elem))
+    elem = E.let(x, E.op(Op.INDEX, j, row), E.op(Op.IF, ok, _i(0), _i(1)))
+    return E.sumbuild(rows, i, E.let(row, E.op(Op.INDEX, i, m), E.sumbuild(cols, j, elem)))  # (a row read once)
 
 
 def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
@@ -411,9 +417,10 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     mat: Type = vec(vec(FLOAT))
     ca, cb, cc = (E.var(fresh(f"ks${s}"), mat) for s in ("ca", "cb", "cc"))
     sized = E.op(Op.IF, runs, na, _i(0))
-    copy_a = E.build(sized, ia, E.build(nj, ja, _decode(ja, sums, _decode(ia, a_loops, gathered(left)))))
+    # A row's loops are decoded once per row, outside the loop over its columns.
+    copy_a = E.build(sized, ia, _decode(ia, a_loops, E.build(nj, ja, _decode(ja, sums, gathered(left), fresh)), fresh))
     sized_j = E.op(Op.IF, runs, nj, _i(0))
-    copy_b = E.build(sized_j, jb, E.build(nb, kb, _decode(jb, sums, _decode(kb, b_loops, gathered(right)))))
+    copy_b = E.build(sized_j, jb, _decode(jb, sums, E.build(nb, kb, _decode(kb, b_loops, gathered(right), fresh)), fresh))
     i, k, j = (E.var(fresh(f"ks${s}"), INTEGER) for s in ("i", "k", "j"))
     product = E.build(
         na,

@@ -128,6 +128,12 @@ def _inline(e: Expr, lets: dict[str, Expr], made: list[tuple[Expr, Path]], path:
     return e.replace_args(tuple(args))
 
 
+def inlined(term: Expr) -> Expr | None:
+    """``term`` (lets, reads, tests and arithmetic) with its lets inlined and each ``get`` of a tuple
+    taken; None where it holds more."""
+    return _inline(term, {}, [])
+
+
 def made_reads(term: Expr) -> list[tuple[Expr, Path]] | None:
     """The reads that evaluating ``term`` (lets, reads, tests and arithmetic) makes, each with the tests
     under which it is made (the outermost of each chain of indices); None where ``term`` holds more."""
@@ -217,7 +223,7 @@ def _and(conds: list[Expr]) -> Expr:
     return out
 
 
-def _flat(loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr]:
+def flat(loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr]:
     """The number of iterations of ``loops`` (size, variable) and the flat position of the current one."""
     count: Expr = _i(1)
     pos: Expr = _i(0)
@@ -227,12 +233,12 @@ def _flat(loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr]:
     return count, pos
 
 
-def _decode(flat: Expr, loops: list[tuple[Expr, Expr]], body: Expr, fresh: Callable[[str], str]) -> Expr:
-    """``body`` with the variables of ``loops`` bound to the iteration whose flat position is ``flat``
+def decode(position: Expr, loops: list[tuple[Expr, Expr]], body: Expr, fresh: Callable[[str], str]) -> Expr:
+    """``body`` with the variables of ``loops`` bound to the iteration whose flat position is ``position``
     (in ``[0, product of the sizes)``): one division per loop but the outermost, each quotient bound
     once (the emitter computes every occurrence of a term again)."""
     binds: list[tuple[Expr, Expr]] = []
-    q = flat
+    q = position
     for n, v in reversed(loops[1:]):
         quotient = E.var(fresh("ks$q"), INTEGER)
         binds += [(quotient, E.op(Op.DIV, q, n)), (v, E.op(Op.SUB, q, E.op(Op.MUL, quotient, n)))]
@@ -273,10 +279,26 @@ def probes(
             return None  # (a size of a later loop: not in nesting order)
         x = E.var(fresh("ks$probe"), read.type)
         seen = E.op(Op.SIZE, x) if read.type.kind is Kind.VEC else x
-        body: Expr = E.let(x, read, E.op(Op.IF, E.op(Op.GT, seen, seen), _i(1), _i(0)))
-        for c, taken in reversed(path):
-            body = E.op(Op.IF, c, body, _i(0)) if taken else E.op(Op.IF, c, _i(0), body)
-        body = _nest([(n, v) for n, v in loops if v.data in need], body)
+        probe: Expr = E.let(x, read, E.op(Op.IF, E.op(Op.GT, seen, seen), _i(1), _i(0)))
+        mine = set(read.free & bound)
+        others = [(n, v) for n, v in loops if v.data in need - mine]
+        if others and not any(n.free & bound for n, v in loops if v.data in need):
+            # Loops that only the tests use (a padded read's output positions, for a read of a
+            # weight): the read is made where the tests hold at some iteration of them, counted
+            # once for each iteration of the read's loops that the tests use (those loops first).
+            count: Expr = _i(1)
+            for c, taken in reversed(path):
+                count = E.op(Op.IF, c, count, _i(0)) if taken else E.op(Op.IF, c, _i(0), count)
+            count = _nest(others, count)
+            tested = {x for c, _ in path for x in c.free & mine}
+            outer = [(n, v) for n, v in loops if v.data in tested]
+            rest = [(n, v) for n, v in loops if v.data in mine - tested]
+            body = _nest(outer, E.op(Op.IF, E.op(Op.GT, count, _i(0)), _nest(rest, probe), _i(0)))
+        else:
+            body = probe
+            for c, taken in reversed(path):
+                body = E.op(Op.IF, c, body, _i(0)) if taken else E.op(Op.IF, c, _i(0), body)
+            body = _nest([(n, v) for n, v in loops if v.data in need], body)
         out.append(E.op(Op.EQ, body, _i(0)))
     return out
 
@@ -379,9 +401,9 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     a_loops = [(n, v) for n, v in outs if v.data in left.loops]
     b_loops = [(n, v) for n, v in outs if v.data in right.loops]
     runs = _and(_runs(loops, ragged))
-    na, fa = _flat(a_loops)
-    nb, fb = _flat(b_loops)
-    nj, _ = _flat(sums)
+    na, fa = flat(a_loops)
+    nb, fb = flat(b_loops)
+    nj, _ = flat(sums)
 
     def made_under(r: _Read) -> int | None:
         """How many of the tests (outermost first) the nest makes ``r`` under: 0 for a let's read
@@ -418,9 +440,9 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     ca, cb, cc = (E.var(fresh(f"ks${s}"), mat) for s in ("ca", "cb", "cc"))
     sized = E.op(Op.IF, runs, na, _i(0))
     # A row's loops are decoded once per row, outside the loop over its columns.
-    copy_a = E.build(sized, ia, _decode(ia, a_loops, E.build(nj, ja, _decode(ja, sums, gathered(left), fresh)), fresh))
+    copy_a = E.build(sized, ia, decode(ia, a_loops, E.build(nj, ja, decode(ja, sums, gathered(left), fresh)), fresh))
     sized_j = E.op(Op.IF, runs, nj, _i(0))
-    copy_b = E.build(sized_j, jb, _decode(jb, sums, E.build(nb, kb, _decode(kb, b_loops, gathered(right), fresh)), fresh))
+    copy_b = E.build(sized_j, jb, decode(jb, sums, E.build(nb, kb, decode(kb, b_loops, gathered(right), fresh)), fresh))
     i, k, j = (E.var(fresh(f"ks${s}"), INTEGER) for s in ("i", "k", "j"))
     product = E.build(
         na,
@@ -456,4 +478,4 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     return E.let(ca, copy_a, E.let(cb, copy_b, guarded))
 
 
-__all__ = ["TERM", "Path", "gathered_product", "holds_everywhere", "made_reads", "probes"]
+__all__ = ["TERM", "Path", "decode", "flat", "gathered_product", "holds_everywhere", "inlined", "made_reads", "probes"]

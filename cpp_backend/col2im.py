@@ -97,8 +97,9 @@ def factor_plain_sums(
         unconditional = {id(r) for r, path in made_reads(whole) or [] if not path}
         if id(x) not in unconditional or id(y) not in unconditional:
             return None
-    # The lets left are those the indices and widths use (the others' reads: probed by the caller).
-    needed = {x for w, i in hots for x in w.free | i.free}
+    # The lets left are those the indices use (the gather resolves the widths; the reads of the
+    # others are probed by the caller).
+    needed = {x for _, i in hots for x in i.free}
     for v, rhs in reversed(lets):
         if v.data in needed:
             needed |= rhs.free

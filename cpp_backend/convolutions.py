@@ -279,7 +279,8 @@ def probes(
             return None  # (a size of a later loop: not in nesting order)
         x = E.var(fresh("ks$probe"), read.type)
         seen = E.op(Op.SIZE, x) if read.type.kind is Kind.VEC else x
-        probe: Expr = E.let(x, read, E.op(Op.IF, E.op(Op.GT, seen, seen), _i(1), _i(0)))
+        check = E.op(Op.IF, E.op(Op.GT, seen, seen), _i(1), _i(0))
+        probe: Expr = E.let(x, read, check)
         mine = set(read.free & bound)
         others = [(n, v) for n, v in loops if v.data in need - mine]
         if others and not any(n.free & bound for n, v in loops if v.data in need):
@@ -294,6 +295,8 @@ def probes(
             outer = [(n, v) for n, v in loops if v.data in tested]
             rest = [(n, v) for n, v in loops if v.data in mine - tested]
             body = _nest(outer, E.op(Op.IF, E.op(Op.GT, count, _i(0)), _nest(rest, probe), _i(0)))
+        elif not path and not any(n.free & bound for n, v in loops if v.data in need):
+            body = _chain_probe(read, [(n, v) for n, v in loops if v.data in need], x, check, fresh)
         else:
             body = probe
             for c, taken in reversed(path):
@@ -301,6 +304,35 @@ def probes(
             body = _nest([(n, v) for n, v in loops if v.data in need], body)
         out.append(E.op(Op.EQ, body, _i(0)))
     return out
+
+
+def _chain_probe(read: Expr, loops: list[tuple[Expr, Expr]], x: Expr, check: Expr, fresh: Callable[[str], str]) -> Expr:
+    """The count of ``check`` (of ``x``, bound to ``read``) over ``loops`` (of sizes free of them),
+    each read of the chain ``(index a_m ... (index a_1 base))`` made once its loops are bound: the
+    loops in the order the chain uses them, and every loop runs (the caller's guard), so the same
+    reads are made, each as few times as it can be."""
+    chain: list[Expr] = []
+    e = read
+    while e.op is Op.INDEX:
+        chain.append(e)
+        e = e.args[1]
+    chain.reverse()
+    names = [E.var(fresh("ks$row"), r.type) for r in chain[:-1]] + [x]
+    placed: set[str] = set()
+    steps: list[tuple[str, tuple[Expr, Expr]]] = []  # ("loop", (size, var)) | ("let", (var, read))
+    for k, r in enumerate(chain):
+        uses = r.args[0].free
+        for n, v in loops:
+            if v.data in uses and v.data not in placed:
+                placed.add(v.data)
+                steps.append(("loop", (n, v)))
+        inner = names[k - 1] if k else r.args[1]
+        steps.append(("let", (names[k], E.op(Op.INDEX, r.args[0], inner))))
+    steps += [("loop", lv) for lv in loops if lv[1].data not in placed]
+    body = check
+    for kind, (a, b) in reversed(steps):
+        body = E.sumbuild(a, b, body) if kind == "loop" else E.let(a, b, body)
+    return body
 
 
 def holds_everywhere(cond: Expr, loops: list[tuple[Expr, Expr]]) -> Expr | None:

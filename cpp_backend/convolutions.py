@@ -264,7 +264,10 @@ def probes(
     evaluates it at every iteration of the loops it and its tests use (and those their sizes use)
     where its tests hold: it fails where the loops that made the read fail.  Each check holds; the
     caller evaluates them only where every loop runs.  None where a read is of another kind, or of
-    variables bound inside the loops."""
+    variables bound inside the loops.  The checks cost what the reads do, not the nest: a read whose
+    tests use loops it does not (a weight's read under an output position's padding test) is made
+    where they hold at some iteration of those, counted once per iteration of the loops the tests
+    share with it; a read made whatever the tests are reads each vector of its chain once."""
     bound = {v.data for _, v in loops}
     out: list[Expr] = []
     for read, path in reads:

@@ -49,13 +49,14 @@ def _plain_read(e: Expr, loop_vars: frozenset[str]) -> list[str] | None:
 
 def factor_plain_sums(
     one_hot: Expr, sums: Loops, lets: Lets, loops: Loops, fresh: Callable[[str], str]
-) -> tuple[Lets, Expr, Loops, Lets] | None:
+) -> tuple[Lets, Expr, Loops, Lets, list[Expr]] | None:
     """``one_hot`` = ``(deltaVec W index v)`` (or one-hots of one-hots), summed over ``sums`` under
     ``lets`` (variable, right-hand side), ``v`` (its lets inlined) a product of two reads of loop
     variables, maybe under a test: the sums over loops that neither the indices, the widths nor the
     test use, as a product computed first (see the module docstring).  ``loops``: every loop around
     the term, outermost first (size and variable; sizes resolved).  Returns (the lets that compute
-    the product, outside every loop; the one-hot reading it; the sums left; the lets left), or None."""
+    the product, outside every loop; the one-hot reading it; the sums left; the lets left; the checks
+    that the loops the product does not run run), or None."""
     hots: list[tuple[Expr, Expr]] = []
     value = one_hot
     while value.op is Op.DELTAVEC:
@@ -93,6 +94,12 @@ def factor_plain_sums(
     b_loops = [(n, v) for n, v in loops if v.data in ry and v.data not in plain_vars]
     if not a_loops or not b_loops or any(n.free & loop_vars for n, _ in a_loops + b_loops + plain):
         return None  # (a row's length chosen by a loop: not one matrix)
+    # Each copy makes its reads even where a loop of the other, or one of neither, has no iteration,
+    # and the nest none: every loop runs (checked by the caller), or the nest runs as written.
+    others = [(n, v) for n, v in loops if v.data not in plain_vars]
+    if any(n.free & loop_vars for n, _ in others):
+        return None
+    runs = [E.op(Op.GT, n, E.const(0)) for n, _ in others]
     if test is not None:  # the product is computed where the test fails: from reads made whatever it is
         unconditional = {id(r) for r, path in made_reads(whole) or [] if not path}
         if id(x) not in unconditional or id(y) not in unconditional:
@@ -120,7 +127,7 @@ def factor_plain_sums(
         entry = E.op(Op.IF, test, entry, E.const(0.0))
     for width, index in reversed(hots):
         entry = E.op(Op.DELTAVEC, width, index, entry)
-    return [(ca, copy_a), (cb, copy_b), (cc, product)], entry, rest, kept
+    return [(ca, copy_a), (cb, copy_b), (cc, product)], entry, rest, kept, runs
 
 
 def _wrap(lets: Lets, e: Expr) -> Expr:

@@ -534,7 +534,8 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         original = _wrap_lets(lets_all, value)  # (its reads are probed, whatever computes the terms)
         factored = factor_plain_sums(body, sums, lets_all, around, names.fresh)
         if factored is not None:  # the sums the index does not use: a product first (cpp_backend.col2im)
-            product_lets, body, sums, lets_all = factored
+            product_lets, body, sums, lets_all, runs = factored
+            checks += runs
         gathered = gather_one_hots(body, sums, lets_all, lambda x: _resolve(x, resolved), around, names.fresh, original)
         if gathered is None:
             return None

@@ -128,6 +128,12 @@ def _inline(e: Expr, lets: dict[str, Expr], made: list[tuple[Expr, Path]], path:
     return e.replace_args(tuple(args))
 
 
+def inlined(term: Expr) -> Expr | None:
+    """``term`` (lets, reads, tests and arithmetic) with its lets inlined and each ``get`` of a tuple
+    taken; None where it holds more."""
+    return _inline(term, {}, [])
+
+
 def made_reads(term: Expr) -> list[tuple[Expr, Path]] | None:
     """The reads that evaluating ``term`` (lets, reads, tests and arithmetic) makes, each with the tests
     under which it is made (the outermost of each chain of indices); None where ``term`` holds more."""
@@ -217,7 +223,7 @@ def _and(conds: list[Expr]) -> Expr:
     return out
 
 
-def _flat(loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr]:
+def flat(loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr]:
     """The number of iterations of ``loops`` (size, variable) and the flat position of the current one."""
     count: Expr = _i(1)
     pos: Expr = _i(0)
@@ -227,14 +233,19 @@ def _flat(loops: list[tuple[Expr, Expr]]) -> tuple[Expr, Expr]:
     return count, pos
 
 
-def _decode(flat: Expr, loops: list[tuple[Expr, Expr]], body: Expr) -> Expr:
-    """``body`` with the variables of ``loops`` bound to the iteration whose flat position is ``flat``."""
-    q = flat
+def decode(position: Expr, loops: list[tuple[Expr, Expr]], body: Expr, fresh: Callable[[str], str]) -> Expr:
+    """``body`` with the variables of ``loops`` bound to the iteration whose flat position is ``position``
+    (in ``[0, product of the sizes)``): one division per loop but the outermost, each quotient bound
+    once (the emitter computes every occurrence of a term again)."""
     binds: list[tuple[Expr, Expr]] = []
-    for n, v in reversed(loops):
-        binds.append((v, E.op(Op.SUB, q, E.op(Op.MUL, E.op(Op.DIV, q, n), n))))
-        q = E.op(Op.DIV, q, n)
-    for v, rhs in binds:
+    q = position
+    for n, v in reversed(loops[1:]):
+        quotient = E.var(fresh("ks$q"), INTEGER)
+        binds += [(quotient, E.op(Op.DIV, q, n)), (v, E.op(Op.SUB, q, E.op(Op.MUL, quotient, n)))]
+        q = quotient
+    if loops:
+        binds.append((loops[0][1], q))
+    for v, rhs in reversed(binds):
         body = E.let(v, rhs, body)
     return body
 
@@ -253,7 +264,10 @@ def probes(
     evaluates it at every iteration of the loops it and its tests use (and those their sizes use)
     where its tests hold: it fails where the loops that made the read fail.  Each check holds; the
     caller evaluates them only where every loop runs.  None where a read is of another kind, or of
-    variables bound inside the loops."""
+    variables bound inside the loops.  The checks cost what the reads do, not the nest: a read whose
+    tests use loops it does not (a weight's read under an output position's padding test) is made
+    where they hold at some iteration of those, counted once per iteration of the loops the tests
+    share with it; a read made whatever the tests are reads each vector of its chain once."""
     bound = {v.data for _, v in loops}
     out: list[Expr] = []
     for read, path in reads:
@@ -268,12 +282,60 @@ def probes(
             return None  # (a size of a later loop: not in nesting order)
         x = E.var(fresh("ks$probe"), read.type)
         seen = E.op(Op.SIZE, x) if read.type.kind is Kind.VEC else x
-        body: Expr = E.let(x, read, E.op(Op.IF, E.op(Op.GT, seen, seen), _i(1), _i(0)))
-        for c, taken in reversed(path):
-            body = E.op(Op.IF, c, body, _i(0)) if taken else E.op(Op.IF, c, _i(0), body)
-        body = _nest([(n, v) for n, v in loops if v.data in need], body)
+        check = E.op(Op.IF, E.op(Op.GT, seen, seen), _i(1), _i(0))
+        probe: Expr = E.let(x, read, check)
+        mine = set(read.free & bound)
+        others = [(n, v) for n, v in loops if v.data in need - mine]
+        if others and not any(n.free & bound for n, v in loops if v.data in need):
+            # Loops that only the tests use (a padded read's output positions, for a read of a
+            # weight): the read is made where the tests hold at some iteration of them, counted
+            # once for each iteration of the read's loops that the tests use (those loops first).
+            count: Expr = _i(1)
+            for c, taken in reversed(path):
+                count = E.op(Op.IF, c, count, _i(0)) if taken else E.op(Op.IF, c, _i(0), count)
+            count = _nest(others, count)
+            tested = {x for c, _ in path for x in c.free & mine}
+            outer = [(n, v) for n, v in loops if v.data in tested]
+            rest = [(n, v) for n, v in loops if v.data in mine - tested]
+            body = _nest(outer, E.op(Op.IF, E.op(Op.GT, count, _i(0)), _nest(rest, probe), _i(0)))
+        elif not path and not any(n.free & bound for n, v in loops if v.data in need):
+            body = _chain_probe(read, [(n, v) for n, v in loops if v.data in need], x, check, fresh)
+        else:
+            body = probe
+            for c, taken in reversed(path):
+                body = E.op(Op.IF, c, body, _i(0)) if taken else E.op(Op.IF, c, _i(0), body)
+            body = _nest([(n, v) for n, v in loops if v.data in need], body)
         out.append(E.op(Op.EQ, body, _i(0)))
     return out
+
+
+def _chain_probe(read: Expr, loops: list[tuple[Expr, Expr]], x: Expr, check: Expr, fresh: Callable[[str], str]) -> Expr:
+    """The count of ``check`` (of ``x``, bound to ``read``) over ``loops`` (of sizes free of them),
+    each read of the chain ``(index a_m ... (index a_1 base))`` made once its loops are bound: the
+    loops in the order the chain uses them, and every loop runs (the caller's guard), so the same
+    reads are made, each as few times as it can be."""
+    chain: list[Expr] = []
+    e = read
+    while e.op is Op.INDEX:
+        chain.append(e)
+        e = e.args[1]
+    chain.reverse()
+    names = [E.var(fresh("ks$row"), r.type) for r in chain[:-1]] + [x]
+    placed: set[str] = set()
+    steps: list[tuple[str, tuple[Expr, Expr]]] = []  # ("loop", (size, var)) | ("let", (var, read))
+    for k, r in enumerate(chain):
+        uses = r.args[0].free
+        for n, v in loops:
+            if v.data in uses and v.data not in placed:
+                placed.add(v.data)
+                steps.append(("loop", (n, v)))
+        inner = names[k - 1] if k else r.args[1]
+        steps.append(("let", (names[k], E.op(Op.INDEX, r.args[0], inner))))
+    steps += [("loop", lv) for lv in loops if lv[1].data not in placed]
+    body = check
+    for kind, (a, b) in reversed(steps):
+        body = E.sumbuild(a, b, body) if kind == "loop" else E.let(a, b, body)
+    return body
 
 
 def holds_everywhere(cond: Expr, loops: list[tuple[Expr, Expr]]) -> Expr | None:
@@ -294,9 +356,10 @@ def holds_everywhere(cond: Expr, loops: list[tuple[Expr, Expr]]) -> Expr | None:
 def _nonfinite(m: Expr, rows: Expr, cols: Expr) -> Expr:
     """How many elements of the matrix ``m`` (``rows`` x ``cols``) are infinite or NaN."""
     i, j, x = E.var("ks$r", INTEGER), E.var("ks$c", INTEGER), E.var("ks$x", FLOAT)
+    row = E.var("ks$row", vec(FLOAT))
     ok = E.op(Op.EQ, E.op(Op.SUB, x, x), E.const(0.0))
-    elem = E.let(x, E.op(Op.INDEX, j, E.op(Op.INDEX, i, m)), E.op(Op.IF, ok, _i(0), _i(1)))
-    return E.sumbuild(rows, i, E.sumbuild(cols, j, elem))
+    elem = E.let(x, E.op(Op.INDEX, j, row), E.op(Op.IF, ok, _i(0), _i(1)))
+    return E.sumbuild(rows, i, E.let(row, E.op(Op.INDEX, i, m), E.sumbuild(cols, j, elem)))  # (a row read once)
 
 
 def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
@@ -373,9 +436,9 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     a_loops = [(n, v) for n, v in outs if v.data in left.loops]
     b_loops = [(n, v) for n, v in outs if v.data in right.loops]
     runs = _and(_runs(loops, ragged))
-    na, fa = _flat(a_loops)
-    nb, fb = _flat(b_loops)
-    nj, _ = _flat(sums)
+    na, fa = flat(a_loops)
+    nb, fb = flat(b_loops)
+    nj, _ = flat(sums)
 
     def made_under(r: _Read) -> int | None:
         """How many of the tests (outermost first) the nest makes ``r`` under: 0 for a let's read
@@ -411,9 +474,10 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     mat: Type = vec(vec(FLOAT))
     ca, cb, cc = (E.var(fresh(f"ks${s}"), mat) for s in ("ca", "cb", "cc"))
     sized = E.op(Op.IF, runs, na, _i(0))
-    copy_a = E.build(sized, ia, E.build(nj, ja, _decode(ja, sums, _decode(ia, a_loops, gathered(left)))))
+    # A row's loops are decoded once per row, outside the loop over its columns.
+    copy_a = E.build(sized, ia, decode(ia, a_loops, E.build(nj, ja, decode(ja, sums, gathered(left), fresh)), fresh))
     sized_j = E.op(Op.IF, runs, nj, _i(0))
-    copy_b = E.build(sized_j, jb, E.build(nb, kb, _decode(jb, sums, _decode(kb, b_loops, gathered(right)))))
+    copy_b = E.build(sized_j, jb, decode(jb, sums, E.build(nb, kb, decode(kb, b_loops, gathered(right), fresh)), fresh))
     i, k, j = (E.var(fresh(f"ks${s}"), INTEGER) for s in ("i", "k", "j"))
     product = E.build(
         na,
@@ -449,4 +513,4 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     return E.let(ca, copy_a, E.let(cb, copy_b, guarded))
 
 
-__all__ = ["TERM", "Path", "gathered_product", "holds_everywhere", "made_reads", "probes"]
+__all__ = ["TERM", "Path", "decode", "flat", "gathered_product", "holds_everywhere", "inlined", "made_reads", "probes"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cpp_backend.col2im import factor_plain_sums
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.element_sums import hoist_element_sums, operand_sums, replace_operand
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
@@ -513,6 +514,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
             break
     builds = [(size, v) for kind, size, v in chain if kind == "build"]
     sums = [(size, v) for kind, size, v in chain if kind == "sum"]
+    product_lets: list[tuple[Expr, Expr]] = []
     lets_all = [(v, rhs) for kind, v, rhs in chain if kind == "let"]
     checks = [E.op(Op.GT, size, _i(0)) for size, _ in sums]  # a sum of no vectors fails
     checks += branch_checks  # after: a test's sizes may read rows that an outer test keeps in range
@@ -526,7 +528,15 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         body = E.op(Op.IF, E.op(Op.LT, kv, q), body.args[2], E.const(0.0))
     elif body.op is Op.DELTAVEC and sums:  # one-hots at a shifted index (of one-hots: a matrix element)
         around = ([outer] if outer is not None else []) + [(n, v) for kind, n, v in chain if kind != "let"]
-        gathered = gather_one_hots(body, sums, lets_all, lambda x: _resolve(x, resolved), around, names.fresh)
+        value = body
+        while value.op is Op.DELTAVEC:
+            value = value.args[2]
+        original = _wrap_lets(lets_all, value)  # (its reads are probed, whatever computes the terms)
+        factored = factor_plain_sums(body, sums, lets_all, around, names.fresh)
+        if factored is not None:  # the sums the index does not use: a product first (cpp_backend.col2im)
+            product_lets, body, sums, lets_all, runs = factored
+            checks += runs
+        gathered = gather_one_hots(body, sums, lets_all, lambda x: _resolve(x, resolved), around, names.fresh, original)
         if gathered is None:
             return None
         gather, body, probed = gathered
@@ -579,7 +589,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         n, iv = outer
         new = E.build(n, iv, new)
         positive = E.op(Op.AND, E.op(Op.GT, n, _i(0)), positive)
-    new = rewrite(new)
+    new = rewrite(_wrap_lets(product_lets, new))
     if not _has_product(new):
         names.fallbacks.pop(id(e), None)
         return None  # a vector of sums is no faster than the sum of vectors added in place

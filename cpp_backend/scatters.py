@@ -124,13 +124,15 @@ def gather_one_hots(
     resolve: Callable[[Expr], Expr],
     loops: list[tuple[Expr, Expr]],
     fresh: Callable[[str], str],
+    original: Expr | None = None,
 ) -> tuple[list[tuple[Expr, Expr]], Expr, list[Expr]] | None:
     """``one_hot`` = ``(deltaVec W index v)`` (or one-hots of one-hots: an element of a matrix), summed
     over ``sums`` (size, variable) under ``lets`` (variable, right-hand side; ``resolve`` inlines them
     into a term), as the element of the gather (module docstring): (the gather's loops, size and
     variable; the element's term with the lets inside; the checks that every read of the terms is made
     as before).  ``loops``: every loop around the term, outermost first (the probes' ranges).  None
-    where an index is no shifted summed variable."""
+    where an index is no shifted summed variable.  ``original``: the terms (with their lets) whose
+    reads the checks probe, where ``one_hot`` and ``lets`` compute them otherwise (default: those)."""
     hots: list[tuple[Expr, Expr]] = []
     value = one_hot
     while value.op is Op.DELTAVEC:
@@ -203,7 +205,7 @@ def gather_one_hots(
             term = E.let(s, q, E.op(Op.IF, divides, term, E.const(0.0)))
     for v, rhs in reversed(outside):
         term = E.let(v, rhs, term)
-    reads = made_reads(whole)
+    reads = made_reads(whole if original is None else original)
     checks = None if reads is None else probes(reads, loops, fresh)
     if checks is None:
         return None

@@ -81,6 +81,7 @@ import functools
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
+from cpp_backend.block_terms import inline_term_lets
 from cpp_backend.products import canonical_products
 from cpp_backend.zeros import zero_shaped
 from knossos import trampoline
@@ -976,6 +977,7 @@ class _FunctionEmitter:
         rows, cols, panel = BLOCK_ROWS, BLOCK_COLS, BLOCK_PANEL
         m_expr, k = inner.args[0], inner.args[1].data
         p_expr, jv, e = sums.args
+        e = inline_term_lets(e)  # (mul x y) and B's reads written out: a fused multiply-add, packed panels
         j = jv.data
         saved_hoisted, saved_dense, saved_reads = dict(self._hoisted), dict(self._dense), dict(self._reads)
         per_row, row_ranged = _loop_invariants(e, j, frozenset({j, k}))  # depend on i (or nothing)

@@ -81,6 +81,7 @@ import functools
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
+from cpp_backend.block_terms import inline_term_lets
 from cpp_backend.products import canonical_products
 from cpp_backend.zeros import zero_shaped
 from knossos import trampoline
@@ -677,14 +678,16 @@ class _FunctionEmitter:
         blocked = self._blockable(node)
         if blocked is not None:  # rows' sums BLOCK_ROWS at a time (see _block_rows)
             count, blk, width = self.fresh("r"), self.fresh("blk"), self.fresh("w")
+            panels = self.fresh("pk")
             self.line(f"std::int64_t {count} = 0;")
             self.line(f"ks::Vec<double> {blk};")
             self.line(f"std::int64_t {width} = 0;")
+            self.line(f"ks::Vec<double> {panels};  // packed once, for every panel of rows")
 
         def store() -> Step:
             saved = self._push(var.data, i)
             if blocked is not None:
-                yield from self._block_rows(n, i, var.data, blocked[1], (count, blk, width), blocked[0])
+                yield from self._block_rows(n, i, var.data, blocked[1], (count, blk, width, panels), blocked[0])
                 self._row_blocks[id(body)] = (f"{i} % {BLOCK_PANEL} < {count}", blk, f"({i} % {BLOCK_PANEL}) * {width}")
             if sums is not None:
                 value = self.bind(FLOAT, f"{sums_by_row}.data[{i}]")
@@ -952,15 +955,17 @@ class _FunctionEmitter:
             self._hoisted[id(h)] = (h, atom, self._bindings(h))
         return ""
 
-    def _block_rows(self, n: str, i: str, ivar: str, sums: Expr, block: tuple[str, str, str], inner: Expr) -> Step:
+    def _block_rows(self, n: str, i: str, ivar: str, sums: Expr, block: tuple[str, str, str, str], inner: Expr) -> Step:
         """At every ``i`` that is a multiple of BLOCK_PANEL, the row sums of :meth:`_row_sum` for the
         next ``count`` rows (BLOCK_PANEL, or fewer at the end, a multiple of BLOCK_ROWS) into ``blk``
         (row after row, ``w`` columns each); the rows past ``count`` compute their own.
 
-        A register-blocked loop nest (a matrix product's tiling): for each tile of BLOCK_COLS columns,
-        the elements of the vectors that ``e`` reads at the column index and that depend on the term
-        ``j`` only (the right-hand matrix's rows) are copied into a contiguous panel, ``p`` x
-        BLOCK_COLS; then for each BLOCK_ROWS rows, BLOCK_ROWS x BLOCK_COLS accumulators stay in
+        A register-blocked loop nest (a matrix product's tiling): the elements of the vectors that ``e``
+        reads at the column index and that depend on the term ``j`` only (the right-hand matrix's rows)
+        are copied once, by the first panel, into ``pk``: a contiguous ``p`` x BLOCK_COLS panel per tile
+        of BLOCK_COLS columns (:meth:`_pack`: each row read once, in order; copying a tile's columns
+        from every row again for every panel of rows cost a sixth of a Llama MLP gradient's nests).
+        Then for each tile and each BLOCK_ROWS rows, BLOCK_ROWS x BLOCK_COLS accumulators stay in
         registers while ``j`` runs over the terms, so each element read serves BLOCK_ROWS rows.  Every
         accumulator starts at +0.0 and adds its terms in the order of ``j``, as the row-wise loop does,
         so the sums are the same to the bit (under exact order; otherwise a product term is one fused
@@ -968,10 +973,11 @@ class _FunctionEmitter:
         dense and long enough first (``ks::require_dense``); anything that fails or is not dense (an
         error, a lazy vector) throws, and every row of the panel then computes its sums as before, in
         its own iteration, so errors are those of the row-wise code."""
-        count, blk, width = block
+        count, blk, width, panels = block
         rows, cols, panel = BLOCK_ROWS, BLOCK_COLS, BLOCK_PANEL
         m_expr, k = inner.args[0], inner.args[1].data
         p_expr, jv, e = sums.args
+        e = inline_term_lets(e)  # (mul x y) and B's reads written out: a fused multiply-add, packed panels
         j = jv.data
         saved_hoisted, saved_dense, saved_reads = dict(self._hoisted), dict(self._dense), dict(self._reads)
         per_row, row_ranged = _loop_invariants(e, j, frozenset({j, k}))  # depend on i (or nothing)
@@ -994,37 +1000,28 @@ class _FunctionEmitter:
         p = yield p_expr
         self.line(f'ks::check_size({p}, "sumbuild");')
         self.line(
-            f"if ({m} < 1 || {m} > (std::int64_t(1) << 40) || {p} < 1 || {p} > (std::int64_t(1) << 40)) throw ks::Fallback();"
+            f"if ({m} < 1 || {m} > (std::int64_t(1) << 40) || {p} < 1 || {p} > (std::int64_t(1) << 40) / {m})"
+            " throw ks::Fallback();"  # (the packed copy has m * p elements)
         )
         rows_here = self.fresh("r")
         self.line(f"const std::int64_t {rows_here} = std::min<std::int64_t>({panel}, {n} - {i}) / {rows} * {rows};")
         self.line(f"{width} = {m};")
         self.line(f"{blk} = ks::make_vec<double>({rows_here} * {m});")
         base = dict(self._hoisted)
-        packs = []
-        for _ in packed:
-            packs.append(self.fresh("pack"))
-            self.line(f"const ks::Vec<double> {packs[-1]} = ks::make_vec<double>({p} * {cols});")
+        tiles = self.fresh("nt")
+        self.line(f"const std::int64_t {tiles} = ({m} + {cols} - 1) / {cols};")
+        if packed:
+            yield from self._pack(packed, panels, (m, p, j, tiles), base)
+        packs = [self.fresh("pack") for _ in packed]
         kb = self.fresh("c")
         self.line(f"for (std::int64_t {kb} = 0; {kb} < {m}; {kb} += {cols}) {{")
         self.depth += 1
         tile = self.fresh("n")
         self.line(f"const std::int64_t {tile} = std::min<std::int64_t>({cols}, {m} - {kb});")
-        if packed:  # this tile's columns of the rows that every row of the panel reads
-            jj = self.fresh_var(j)
-            self.line(f"for (std::int64_t {jj} = 0; {jj} < {p}; ++{jj}) {{")
-            self.depth += 1
-            saved_j = self._push(j, jj)
-            self._hoisted = dict(base)
-            for x, pack in zip(packed, packs, strict=True):
-                v = yield x.args[1]
-                self.line(f"ks::require_dense({m}, {v});")
-                self.line(
-                    f"for (std::int64_t u = 0; u < {tile}; ++u) {pack}.data[{jj} * {cols} + u] = {v}.data[{kb} + u];"
-                )
-            self._pop(j, saved_j)
-            self.depth -= 1
-            self.line("}")
+        for q, pack in enumerate(packs):  # this tile's columns of the rows that every row reads: p x cols
+            self.line(
+                f"const double* __restrict {pack} = {panels}.data + ({q} * {tiles} + {kb} / {cols}) * {p} * {cols};"
+            )
         rb = self.fresh("rb")
         self.line(f"for (std::int64_t {rb} = 0; {rb} < {rows_here}; {rb} += {rows}) {{")
         self.depth += 1
@@ -1066,7 +1063,7 @@ class _FunctionEmitter:
                     self.line(f"const {cpp_type(x.type)}* __restrict {ptr} = {v}.data;")
                     self._dense[(ku, v)] = ptr
             for pack in packs:
-                self._reads[(ku, pack)] = f"{pack}.data[{jj} * {cols} + {u}]"
+                self._reads[(ku, pack)] = f"{pack}[{jj} * {cols} + {u}]"
             if simd:
                 self.line("KS_SIMD")
             self.line(f"for (std::int64_t {u} = 0; {u} < {bound}; ++{u}) {{")
@@ -1118,6 +1115,42 @@ class _FunctionEmitter:
         self.line("}")
         self._hoisted, self._dense, self._reads = saved_hoisted, saved_dense, saved_reads
         return count
+
+    def _pack(self, packed: list[Expr], panels: str, sizes: tuple[str, str, str, str], base: _Hoisted) -> Step:
+        """Unless an earlier panel of rows did (they all read the same), copy the vectors of ``packed``
+        (``(index k v)`` with ``v`` depending on the term ``j`` only: the right-hand matrix's rows) into
+        ``panels``: for each vector and each tile of BLOCK_COLS columns, its ``p`` x BLOCK_COLS
+        elements, contiguous.  Each row is read once, in order; the copy is kept only when complete
+        (a panel that fails leaves it for the next)."""
+        m, p, j, tiles = sizes
+        cols = BLOCK_COLS
+        self.line(f"if ({panels}.n == 0) {{")
+        self.depth += 1
+        fill = self.fresh("pack")
+        self.line(f"const ks::Vec<double> {fill} = ks::make_vec<double>({len(packed)} * {tiles} * {p} * {cols});")
+        jj = self.fresh_var(j)
+        self.line(f"for (std::int64_t {jj} = 0; {jj} < {p}; ++{jj}) {{")
+        self.depth += 1
+        saved_j = self._push(j, jj)
+        self._hoisted = dict(base)
+        for q, x in enumerate(packed):
+            v = yield x.args[1]
+            self.line(f"ks::require_dense({m}, {v});")
+            self.line(f"for (std::int64_t c = 0; c < {m}; c += {cols}) {{")
+            self.line(
+                f"    double* __restrict to = {fill}.data + (({q} * {tiles} + c / {cols}) * {p} + {jj}) * {cols};"
+            )
+            self.line(f"    const double* __restrict from = {v}.data + c;")
+            self.line(f"    if ({m} - c >= {cols}) for (std::int64_t u = 0; u < {cols}; ++u) to[u] = from[u];")
+            self.line(f"    else for (std::int64_t u = 0; u < {m} - c; ++u) to[u] = from[u];")
+            self.line("}")
+        self._pop(j, saved_j)
+        self.depth -= 1
+        self.line("}")
+        self.line(f"{panels} = {fill};")
+        self.depth -= 1
+        self.line("}")
+        return panels
 
     def _require(self, m: str, vectors: list[str]) -> Step:
         for v in vectors:

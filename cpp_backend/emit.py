@@ -1368,6 +1368,11 @@ class _FunctionEmitter:
         return dest
 
     def _add_into(self, dest: str, t: Type, value: str, skipped: str, first: str | None) -> None:
+        if first is not None and t is FLOAT:
+            # a select, which g++ vectorises (LayerNorm's dgamma: 1.3x slower as an if-else); only the
+            # chosen operand is evaluated, so the first iteration never reads the fresh element
+            self.line(f"{dest} = {first} ? {value} : {dest} + {value};")
+            return
         if first is not None and t.is_scalar:
             self.line(f"if ({first}) {dest} = {value}; else")
             self.depth += 1

@@ -21,11 +21,12 @@ the interpreter's, so Python's recursion limit is never reached.  What each cons
 ``sumbuild``               a loop accumulating into a dense copy of the first iteration's value, the
                            others added in place (``ks::add_inplace``), with the arena reset after each
                            later iteration when the body may allocate; Float/Integer accumulate in a scalar.
-                           A body with loops in it is added part by part after the first iteration
-                           (unless ``KS_EXACT_ORDER``): a ``build`` element by element, a ``sumbuild``
-                           term by term, a ``deltaVec`` at its index, a ``tuple`` or an ``if`` part by
-                           part, through the lets that bind the parts, so that a reverse pass's one-hot
-                           and per-iteration cotangents cost O(1) per element, not a full-size value
+                           A body with loops in it is added part by part (not in exact order): a
+                           ``build`` element by element, a ``sumbuild`` term by term, a ``deltaVec`` at
+                           its index, a ``tuple`` or an ``if`` part by part, through the lets that bind
+                           the parts, so that a reverse pass's one-hot and per-iteration cotangents cost
+                           O(1) per element, not a full-size value; the first iteration assigns the
+                           parts instead (a run-time flag), so that the body is written once
 ``sum``                    ``ks::sum`` (same accumulation)
 ``lam`` / application      a ``std::function`` holding a ``[=]`` lambda / a call of it
 ``tuple``, ``get$i$n``     ``std::tuple<...>(...)``, ``std::get<i-1>``
@@ -476,10 +477,12 @@ def _only_read(e: Expr, v: Expr, k: str) -> bool:
 class _FunctionEmitter:
     """Writes the statements of one def's body."""
 
-    def __init__(self, env: dict[str, str], depth: int = 1) -> None:
+    def __init__(self, env: dict[str, str], depth: int = 1, *, exact_order: bool = False) -> None:
         self.lines: list[str] = []
         self.depth = depth
         self.env = env
+        # Float sums in index order (decided here, not by KS_EXACT_ORDER: one form of each sum is written)
+        self.exact_order = exact_order
         self.counter = 0
         self._allocates: dict[int, bool] = {}
         # computed before an enclosing loop: id -> (node, atom, the atoms of its free variables then)
@@ -1214,27 +1217,24 @@ class _FunctionEmitter:
         reset = self.may_allocate(body)
         mark = self.fresh("m")
 
-        # A body with loops in it adds its parts straight into the accumulator after the first iteration
-        # (no full-size value of the iteration made and then added): see _accumulate.
-        direct = not scalar and _has_loop(body)
+        # A body with loops in it adds its parts straight into the accumulator (no full-size value of the
+        # iteration made and then added; the first iteration assigns them, flagged at run time, so that
+        # the body is written once): see _accumulate.  Not in exact order, whose sums of parts would
+        # associate otherwise.
+        direct = not scalar and not self.exact_order and _has_loop(body)
 
         def accumulate() -> Step:
             if reset:
                 self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
             if direct:
-                self.line("#ifndef KS_EXACT_ORDER")
-                self.line(f"if ({i} > 0) {{")
-                self.depth += 1
+                first = self.fresh("f")
+                self.line(f"const bool {first} = {i} == 0;")
                 saved = self._push(var.data, i)
-                yield from self._accumulate(acc, body, skipped, {})
+                yield from self._accumulate(acc, body, skipped, {}, first)
                 self._pop(var.data, saved)
-                if reset:
-                    self.line(f"ks::arena().reset({mark});")
-                self.depth -= 1
-                self.line("} else")
-                self.line("#endif")
-                self.line("{")
-                self.depth += 1
+                if reset:  # the first iteration's memory is the accumulator's: release only after later ones
+                    self.line(f"if (!{first}) ks::arena().reset({mark});")
+                return acc
             value = yield from self._in_scope(var.data, i, body)
             release = f" ks::arena().reset({mark});" if reset else ""
             if t is FLOAT:
@@ -1247,9 +1247,6 @@ class _FunctionEmitter:
                 self.line(f"    {acc} = ks::copy_dense({value});")
                 self.line("} else {")
                 self.line(f"    ks::add_inplace({acc}, {value}, {skipped});{release}")
-                self.line("}")
-            if direct:
-                self.depth -= 1
                 self.line("}")
             return value
 
@@ -1270,13 +1267,18 @@ class _FunctionEmitter:
         return acc
 
     # -- adding a value into an accumulator, part by part ------------------------------------------
-    def _accumulate(self, dest: str, e: Expr, skipped: str, deferred: dict[str, Expr]) -> Step:
+    def _accumulate(self, dest: str, e: Expr, skipped: str, deferred: dict[str, Expr], first: str | None) -> Step:
         """``dest += e`` for a dense ``dest`` (a sumbuild's accumulator or a part of it), without making
         ``e``'s value where it is a loop: a ``build`` adds each element into its element of ``dest``, a
         ``sumbuild`` each term into ``dest``, a ``deltaVec`` its element into one element, a ``tuple``
         each part, an ``if`` its branch; a ``let`` whose variable is a part of the result (used nowhere else) is added where
-        that part is (``deferred``).  Float sums are reassociated (never under KS_EXACT_ORDER, where
-        the caller does not come here); the same sizes are checked as ``ks::add_inplace`` checks."""
+        that part is (``deferred``).  Float sums are reassociated (never under exact order, where
+        the caller does not come here); the same sizes are checked as ``ks::add_inplace`` checks.
+
+        Where the C++ Bool ``first`` holds (None: never), ``dest`` is the accumulator's first value
+        instead: each part is assigned as ``ks::copy_dense`` of the value would make it, a build's
+        vector allocated, an inner sum started as its value starts (+0.0, or its first term), so that
+        one body serves every iteration."""
         op = e.op
         found = self._hoisted.get(id(e))
         if found is not None and found[2] == self._bindings(e):
@@ -1288,60 +1290,35 @@ class _FunctionEmitter:
         if op is Op.LET:
             var, rhs, body = e.args
             if _deferrable(var.data, rhs, body):
-                yield from self._accumulate(dest, body, skipped, {**deferred, var.data: rhs})
+                yield from self._accumulate(dest, body, skipped, {**deferred, var.data: rhs}, first)
                 return dest
             value = yield rhs
             if var.data not in body.free and _is_identifier(value):
                 self.line(f"(void){value};")
             saved = self._push(var.data, value)
-            yield from self._accumulate(dest, body, skipped, deferred)
+            yield from self._accumulate(dest, body, skipped, deferred, first)
             self._pop(var.data, saved)
             return dest
         if op is Op.VAR and e.data in deferred:
-            yield from self._accumulate(dest, deferred[e.data], skipped, {})
+            yield from self._accumulate(dest, deferred[e.data], skipped, {}, first)
             return dest
         if op is Op.TUPLE:
             for slot, piece in enumerate(e.args):
-                yield from self._accumulate(f"std::get<{slot}>({dest})", piece, skipped, deferred)
+                yield from self._accumulate(f"std::get<{slot}>({dest})", piece, skipped, deferred, first)
             return dest
         loop = op is Op.BUILD or op is Op.SUMBUILD
         if loop and e.args[1].data in e.args[2].free and zero_shaped(e) is None:  # a zero: added lazily
-            size, var, body = e.args
-            n = yield size
-            kind = "build" if op is Op.BUILD else "sumbuild"
-            self.line(f'ks::check_size({n}, "{kind}");')
-            if op is Op.BUILD:
-                self.line(f"if ({dest}.n != {n}) ks::size_mismatch({dest}.n, {n});")
-            elif e.type.is_scalar:
-                self.line(f"if ({n} == 0) {skipped} = true;")  # the sum of nothing is +0.0
-            else:
-                self.line(f"if ({n} == 0) (void)ks::zero_of<{cpp_type(e.type)}>({c_string(str(e.type))});")
-            i = self.fresh_var(var.data)
-            reset = self.may_allocate(body)
-            mark = self.fresh("m")
-            part = f"{dest}.data[{i}]" if op is Op.BUILD else dest
-
-            def each() -> Step:
-                if reset:
-                    self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
-                saved = self._push(var.data, i)
-                yield from self._accumulate(part, body, skipped, {})
-                self._pop(var.data, saved)
-                if reset:
-                    self.line(f"ks::arena().reset({mark});")
-                return dest
-
-            yield from self._loop(n, i, var.data, body, frozenset({var.data}), each)
+            yield from self._accumulate_loop(dest, e, skipped, first)
             return dest
         if op is Op.IF:
             cond = yield e.args[0]
             self.line(f"if ({cond}) {{")
             self.depth += 1
-            yield from self._accumulate(dest, e.args[1], skipped, {})
+            yield from self._accumulate(dest, e.args[1], skipped, {}, first)
             self.depth -= 1
             self.line("} else {")
             self.depth += 1
-            yield from self._accumulate(dest, e.args[2], skipped, {})
+            yield from self._accumulate(dest, e.args[2], skipped, {}, first)
             self.depth -= 1
             self.line("}")
             return dest
@@ -1349,26 +1326,100 @@ class _FunctionEmitter:
             n = yield e.args[0]
             k = yield e.args[1]
             value = yield e.args[2]
+            if first is not None:
+                delta = f"ks::delta_vec<{cpp_type(e.type.elem)}>({n}, {k}, {value})"
+                self.line(f"if ({first}) {dest} = ks::copy_dense({delta}); else {{")
+                self.depth += 1
             self.line(f"if ({dest}.n != {n}) ks::size_mismatch({dest}.n, {n});")
             inside = f"static_cast<std::uint64_t>({k}) < static_cast<std::uint64_t>({n})"
             self.line(f"if ({inside}) {{")
             self.depth += 1
-            self._add_into(f"{dest}.data[{k}]", e.type.elem, value, skipped)
+            self._add_into(f"{dest}.data[{k}]", e.type.elem, value, skipped, None)
             self.depth -= 1
             self.line("}")
             self.line(f"if ({n} > 1 || !({inside})) {skipped} = true;")
+            if first is not None:
+                self.depth -= 1
+                self.line("}")
             return dest
         value = yield e
-        self._add_into(dest, e.type, value, skipped)
+        self._add_into(dest, e.type, value, skipped, first)
         return dest
 
-    def _add_into(self, dest: str, t: Type, value: str, skipped: str) -> None:
+    def _accumulate_loop(self, dest: str, e: Expr, skipped: str, first: str | None) -> Step:
+        """:meth:`_accumulate` of a ``build`` (element by element) or a ``sumbuild`` (term by term)."""
+        size, var, body = e.args
+        n = yield size
+        build = e.op is Op.BUILD
+        t = cpp_type(e.type)
+        self.line(f'ks::check_size({n}, "{"build" if build else "sumbuild"}");')
+        own = None  # a vector sum's skipped zeros where dest is its first value: they are its own
+        if build:
+            check = f"if ({dest}.n != {n}) ks::size_mismatch({dest}.n, {n});"
+            if first is None:
+                self.line(check)
+            else:
+                self.line(f"if ({first}) {dest} = ks::make_vec<{cpp_type(e.type.elem)}>({n}); else {check}")
+        elif e.type.is_scalar:
+            if first is not None:  # the value starts at +0.0 (or 0) and adds every term in order
+                self.line(f"if ({first}) {dest} = {t}{{}};")
+                self.line(f"else if ({n} == 0) {skipped} = true;")
+            else:
+                self.line(f"if ({n} == 0) {skipped} = true;")  # the sum of nothing is +0.0
+        else:
+            zero = f"ks::zero_of<{t}>({c_string(str(e.type))})"
+            if first is None:
+                self.line(f"if ({n} == 0) (void){zero};")
+            else:
+                self.line(f"if ({n} == 0) {{ if ({first}) {dest} = {zero}; else (void){zero}; }}")
+                own = self.fresh("s")
+                self.line(f"bool {own} = false;")
+        i = self.fresh_var(var.data)
+        reset = self.may_allocate(body)
+        mark = self.fresh("m")
+        part = f"{dest}.data[{i}]" if build else dest
+
+        def each() -> Step:
+            if reset:
+                self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
+            inner = first if build else None
+            if own is not None:  # the first term is the first value
+                inner = self.fresh("f")
+                self.line(f"const bool {inner} = {first} && {i} == 0;")
+            saved = self._push(var.data, i)
+            yield from self._accumulate(part, body, own or skipped, {}, inner)
+            self._pop(var.data, saved)
+            if reset and first is not None:  # the first value's memory is the accumulator's
+                self.line(f"if (!{first}) ks::arena().reset({mark});")
+            elif reset:
+                self.line(f"ks::arena().reset({mark});")
+            return dest
+
+        yield from self._loop(n, i, var.data, body, frozenset({var.data}), each)
+        if own is not None:  # zeros skipped in dest's own terms: as the sum's value would be normalised
+            self.line(f"if ({own}) {{ if ({first}) ks::normalise_zeros({dest}); else {skipped} = true; }}")
+        return dest
+
+    def _add_into(self, dest: str, t: Type, value: str, skipped: str, first: str | None) -> None:
+        if first is not None and t is FLOAT:
+            # a select, which g++ vectorises (LayerNorm's dgamma: 1.3x slower as an if-else); only the
+            # chosen operand is evaluated, so the first iteration never reads the fresh element
+            self.line(f"{dest} = {first} ? {value} : {dest} + {value};")
+            return
+        if first is not None and t.is_scalar:
+            self.line(f"if ({first}) {dest} = {value}; else")
+            self.depth += 1
+        elif first is not None:
+            self.line(f"if ({first}) {dest} = ks::copy_dense({value}); else")
+            self.depth += 1
         if t is FLOAT:
             self.line(f"{dest} += {value};")
         elif t is INTEGER:
             self.line(f"{dest} = ks::add_i({dest}, {value});")
         else:
             self.line(f"ks::add_inplace({dest}, {value}, {skipped});")
+        if first is not None:
+            self.depth -= 1
 
 
 def _deferrable(name: str, rhs: Expr, body: Expr) -> bool:
@@ -1524,7 +1575,7 @@ def emit_def(d: Def, *, exact_order: bool = False) -> str:
     :func:`cpp_backend.products.canonical_products`; ``exact_order``: only where every sum stays the
     same to the bit)."""
     env = {p.name: f"p{k}_{escape_name(p.name)}" for k, p in enumerate(d.params)}
-    em = _FunctionEmitter(env)
+    em = _FunctionEmitter(env, exact_order=exact_order)
     _size_bindings(d, em)
     result = em.body(canonical_products(d.body, exact_order=exact_order))
     em.line(f"return {result};")

@@ -91,6 +91,9 @@ class Reverse:
         #: Values of loops two deep, stored by the outer loop's reverse pass: by name, the outer loop's
         #: index and the tape (a build over the outer loop of builds over the inner one).
         self.taped: dict[str, tuple[Expr, Expr]] = {}
+        #: Gathers not yet bound, by the name of the variable that stands for each in the parts: the
+        #: loop, its reverse body, the vector and the element (:meth:`_settle` binds them).
+        self.pending: dict[str, tuple[Loop, Block, Expr, Expr]] = {}
 
     def def_block(self, b: Block, seed: Expr) -> tuple[Block, Cotangents]:
         """:meth:`block` of a def's body, its loops' inner Float loops taped (:meth:`_pretape`)."""
@@ -162,7 +165,7 @@ class Reverse:
         parts = cot.full.get(name)
         if parts is None:
             return None
-        leaves = [leaf for part in parts for leaf in self._leaves(out, part, name)]
+        leaves = [leaf for part in self._settle(out, parts) for leaf in self._leaves(out, part, name)]
         acc = leaves[0]
         for leaf in leaves[1:]:
             acc = self.names.bind(out, E.op(Op.ADD, acc, leaf), f"d${name}")
@@ -182,6 +185,7 @@ class Reverse:
 
     def _bundle(self, inner: Block, parts: list[Part], name: str) -> Part:
         """The parts as one value (bound in ``inner``): the one part, or the tuple of them."""
+        parts = self._settle(inner, parts)
         atoms = [atom if is_atom(atom) else self.names.bind(inner, atom, f"d${name}") for atom, _ in parts]
         if len(parts) == 1:
             return atoms[0], parts[0][1]
@@ -279,9 +283,58 @@ class Reverse:
             summed = Block(inner.binds, self._parts(inner, inner_cot, [], [key]))
             part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${key[0]}")
             self._collect(out, cot, [], [key], part)
-        for name, part in gathers.items():
+        for name, part in gathers.items():  # bound when the parts are added (:meth:`_settle`)
             v = self.vars[name]
-            self.give(out, cot, v, self._gather(out, loop, inner, v, part))
+            stand_in = E.var(self.names.fresh(f"d${name}$gather"), v.type)  # never in the output
+            self.pending[stand_in.data] = (loop, inner, v, part)
+            self.give(out, cot, v, stand_in)
+
+    def _settle(self, out: Block, parts: list[Part]) -> list[Part]:
+        """``parts`` with their pending gathers bound in ``out``: a run of gathers next to each other
+        over loops of the same size is one gather of the sum of their elements (the loops fused: one
+        pass writes the cotangent, where each gather and each add of two would be a pass of its own
+        over a vector the size of ``v``); the elements add in the order the parts did."""
+        settled: list[Part] = []
+        run: list[tuple[Loop, Block, Expr, Expr]] = []
+
+        def close() -> None:
+            if run:
+                settled.append((self._fused_gather(out, run), None))
+                run.clear()
+
+        for atom, layout in parts:
+            gather = self.pending.pop(atom.data, None) if atom.op is Op.VAR else None
+            if gather is None:
+                close()
+                settled.append((atom, layout))
+                continue
+            if run and not self._same_size(run[0][0].n, gather[0].n):
+                close()
+            run.append(gather)
+        close()
+        return settled
+
+    def _same_size(self, a: Expr, b: Expr) -> bool:
+        """Whether two loop sizes (atoms) are the same value: one atom, or sizes of one vector."""
+        if a.op is b.op and a.data == b.data:
+            return True
+        sizes = self.extents.size_of
+        return a.op is Op.VAR and b.op is Op.VAR and a.data in sizes and sizes.get(b.data) == sizes[a.data]
+
+    def _fused_gather(self, out: Block, run: list[tuple[Loop, Block, Expr, Expr]]) -> Expr:
+        """One gather (bound in ``out``) of the sum of the elements of the gathers ``run`` (loops of
+        one size): their reverse bodies one after the other in one loop, over the first's index (the
+        others' indices bound to it; a def's names are its own, so the bodies bind no name twice)."""
+        loop, inner, v, part = run[0]
+        if len(run) == 1:
+            return self._gather(out, loop, inner, v, part)
+        body = Block(list(inner.binds))
+        acc = part
+        for other, other_inner, _, other_part in run[1:]:
+            body.binds.append(Bind(other.index, loop.index))
+            body.binds += other_inner.binds
+            acc = self.names.bind(body, E.op(Op.ADD, acc, other_part), f"d${v.data}")
+        return self._gather(out, loop, body, v, acc)
 
     def _stored(self, out: Block, loop: Loop, v: Expr) -> dict[str, Bind]:
         """The forward bindings of ``loop``'s body that its reverse pass reads back instead of computing

@@ -631,6 +631,13 @@ Vec<T> zip_vec(const Vec<T>& a, const Vec<T>& b) {
         Vec<T> r = make_vec<T>(n);
         if (a.plain() && b.plain()) {
             for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.data[k], b.data[k]);
+        } else if (n > 0 && a.plain() && b.lazy() && b.kind() == CONST) {
+            // a row plus a constant one (a mean's cotangent): the same terms, in a loop that vectorises
+            const T y = b.get(0);
+            for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.data[k], y);
+        } else if (n > 0 && b.plain() && a.lazy() && a.kind() == CONST) {
+            const T x = a.get(0);
+            for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(x, b.data[k]);
         } else {
             for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.get(k), b.get(k));
         }

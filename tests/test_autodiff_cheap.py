@@ -44,6 +44,14 @@ SOURCE = """
       (sumbuild (size w) (lam (j : Integer)
         (let (p (sub (add t j) 1))
           (mul (index j w) (if (or (lt p 0) (gte p (size (index c x)))) 0.0 (index p (index c x))))))))))))
+(def centred (Vec Float) ((x : Vec Float))
+  (let (m (sumbuild (size x) (lam (i : Integer) (index i x))))
+    (build (size x) (lam (i : Integer) (mul (index i x) (sub (index i x) m))))))
+(def rownorm (Vec (Vec Float)) ((x : Vec (Vec Float)))
+  (let (m (build (size x) (lam (i : Integer)
+            (let (r (index i x)) (sumbuild (size r) (lam (j : Integer) (mul (index j r) (index j r))))))))
+    (build (size x) (lam (i : Integer)
+      (let (r (index i x)) (build (size r) (lam (j : Integer) (mul (index j r) (index i m)))))))))
 (edef tanh Float (Float))
 """
 
@@ -82,7 +90,19 @@ def test_matvec_derivative_is_a_gather_over_rows() -> None:
     assert not any(n.op is Op.SUMBUILD and n.type is matrix for n in E.preorder(body))
 
 
-@pytest.mark.parametrize("name", ["matvec", "dense", "shorter", "shifted", "fixed", "branch", "padded"])
+@pytest.mark.parametrize("name", ["centred", "rownorm"])
+def test_gathers_of_one_vector_are_one_loop(name: str) -> None:
+    """x is read at the loop index in two loops (a mean, then the output): its cotangent is one
+    gather of the sum of both elements, one pass writing it, not two gathers and an add of vectors."""
+    x_type = program().defs[name].params[0].type
+    body = rev(name).body
+    assert not [n for n in E.preorder(body) if n.op is Op.ADD and n.type is x_type]
+    assert len([n for n in E.preorder(body) if n.op is Op.BUILD and n.type is x_type]) == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["matvec", "dense", "shorter", "shifted", "fixed", "branch", "padded", "centred", "rownorm"]
+)
 def test_derivatives_are_right(name: str) -> None:
     made = {d.name: d for d in derivative_defs(program(), [name], "both").new}
     check_finite_differences(program().defs[name], made[f"fwd${name}"], made[f"rev${name}"], seed=5, trials=3)
@@ -115,7 +135,7 @@ def test_no_iteration_evaluates_nothing() -> None:
     assert Interpreter().call(d, [[], [], 1.0]) == ([], [])
 
 
-@pytest.mark.parametrize("name", ["matvec", "dense", "shorter", "shifted", "branch", "padded"])
+@pytest.mark.parametrize("name", ["matvec", "dense", "shorter", "shifted", "branch", "padded", "centred", "rownorm"])
 def test_compiled_derivative_agrees_with_the_interpreter(name: str) -> None:
     p = grad_program(program(), [name], "rev")
     rng = random.Random(2)

@@ -170,6 +170,8 @@ CONSTRUCTS = r"""
      ((n : Integer) (x : Float) (y : Float))
   (let ((z (constVec n 0.0)) (d (deltaVec n 1 x)) (e (deltaVec n 1 y)))
     (tuple (add z d) (sub d e) (mul d (constVec n y)) (div (mul y d) x) (index 0 (mul -1.0 d)))))
+(def const_rows (Tuple (Vec Float) (Vec Float) (Vec Float)) ((v : Vec Float) (x : Float))
+  (let (c (constVec (size v) x)) (tuple (add v c) (sub c v) (div v c))))
 (def empty_sums (Tuple Float (Tuple) Integer) ((n : Integer))
   (sumbuild n (lam (i : Integer) (tuple (to_float i) (tuple) (mul i i)))))
 (def empty_vector_sum (Vec Float) ((n : Integer) (v : Vec Float))
@@ -235,6 +237,9 @@ def constructs_calls(program: Program, rng: random.Random) -> list[tuple[str, li
         ("sized_nested", [[]]),
         ("negative_size", [2]),
         ("lazy_arith", [0, 1.0, 2.0]),
+        ("const_rows", [[1.0, -0.0, 3.0, 0.5, -2.0], -0.0]),
+        ("const_rows", [[0.0, 2.0, -0.0], 0.0]),
+        ("const_rows", [[], 1.0]),
         ("lazy_arith", [3, -0.0, 0.0]),
         ("lazy_arith", [3, math.inf, -1.0]),
         ("vectors", [[-0.0, 0.0], [[-0.0, 1.0], [2.0, -0.0]], -0.0]),

@@ -458,6 +458,15 @@ inline void check_range(std::int64_t n, const Vec<T>& v) {
     if (__builtin_expect(n > v.n, 0)) index_error(v.n, v.n);
 }
 
+// The reads of v at s i + c for 0 <= i < n (n > 0, s >= 1, c >= 0): the first out of range fails as
+// its read would (a pairwise fold reads 2 i and 2 i + 1).
+template <class T>
+inline void check_strided(std::int64_t n, std::int64_t s, std::int64_t c, const Vec<T>& v) {
+    if (__builtin_expect(c >= v.n, 0)) index_error(c, v.n);
+    const std::int64_t last = (v.n - 1 - c) / s;  // the last i whose read is in range
+    if (__builtin_expect(last < n - 1, 0)) index_error(s * (last + 1) + c, v.n);
+}
+
 // A blocked loop nest (see emit.py, _block_rows) found a vector it cannot read through a pointer: it
 // throws this, catches it and the plain loops compute the same values instead.
 struct Fallback {};

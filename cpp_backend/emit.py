@@ -369,6 +369,15 @@ def strided(i: Expr, var: str) -> tuple[int, int] | None:
     return (inner[0], inner[1] + b.data) if b.data >= 0 else None
 
 
+def _copied(var: str, body: Expr) -> Expr | None:
+    """``v`` where ``body`` is ``(index var v)`` (or ``(let (x (index var v)) x)``), ``v`` free of ``var``."""
+    if body.op is Op.LET and body.args[2] is body.args[0]:
+        body = body.args[1]
+    if body.op is Op.INDEX and body.args[0].op is Op.VAR and body.args[0].data == var and var not in body.args[1].free:
+        return body.args[1]
+    return None
+
+
 def _walks_column(e: Expr, j: str, k: str) -> bool:
     """Whether ``e`` reads some ``(index j v)`` with ``v`` depending on ``k``: with ``k`` the inner
     loop, that is a walk down a column (a heuristic: shadowed names are not told apart)."""
@@ -685,6 +694,10 @@ class _FunctionEmitter:
         if body.op in (Op.CONST, Op.VAR) and var.data not in body.free:
             value = yield body
             return self.bind(node.type, f"ks::const_vec<{elem}>({n}, {value})")
+        copied = _copied(var.data, body)
+        if copied is not None:  # a copy of v (a gather of a cotangent): v itself where it has n elements
+            value = yield copied
+            return self.bind(node.type, f"ks::prefix_copy({n}, {value})")
         result = self.fresh()
         self.line(f"const {cpp_type(node.type)} {result} = ks::make_vec<{elem}>({n});")
         sums = self._row_sum(node)

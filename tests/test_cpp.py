@@ -170,8 +170,11 @@ CONSTRUCTS = r"""
      ((n : Integer) (x : Float) (y : Float))
   (let ((z (constVec n 0.0)) (d (deltaVec n 1 x)) (e (deltaVec n 1 y)))
     (tuple (add z d) (sub d e) (mul d (constVec n y)) (div (mul y d) x) (index 0 (mul -1.0 d)))))
-(def const_rows (Tuple (Vec Float) (Vec Float) (Vec Float)) ((v : Vec Float) (x : Float))
-  (let (c (constVec (size v) x)) (tuple (add v c) (sub c v) (div v c))))
+(def const_rows (Tuple (Vec Float) (Vec Float) (Vec Float) (Vec Float) (Vec Float) (Vec Float) (Vec Float))
+     ((v : Vec Float) (x : Float))
+  (let ((c (constVec (size v) x)) (d (deltaVec (size v) 1 x)) (far (deltaVec (size v) 7 x))
+        (w (build (size v) (lam (i : Integer) (index i v)))))
+    (tuple (add v c) (sub c v) (div v c) (add c d) (mul d v) (sub far v) (add w (build 2 (lam (i : Integer) (index i w)))))))
 (def pairs (Vec Float) ((v : Vec Float) (n : Integer))
   (build n (lam (i : Integer)
     (let ((a (index (mul i 2) v)) (b (index (add (mul 2 i) 1) v)) (c (index (add 3 (mul i 3)) v)))
@@ -244,6 +247,7 @@ def constructs_calls(program: Program, rng: random.Random) -> list[tuple[str, li
         ("const_rows", [[1.0, -0.0, 3.0, 0.5, -2.0], -0.0]),
         ("const_rows", [[0.0, 2.0, -0.0], 0.0]),
         ("const_rows", [[], 1.0]),
+        ("const_rows", [[3.0, -0.0], 2.5]),
         ("pairs", [[1.0, -2.0, math.nan, 4.0, 0.5, -0.0, 7.0, 2.0, 3.0, -1.0], 3]),
         ("pairs", [[1.0, -2.0, 3.0, 4.0, 0.5, -0.0, 7.0, 2.0, 3.0], 3]),
         ("pairs", [[1.0], 0]),

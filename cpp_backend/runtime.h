@@ -618,11 +618,11 @@ inline T lazy_fill(const Vec<T>& v) {
     return v.kind() == DELTA || v.zero() ? zero_like(v.stored()) : v.stored();
 }
 
-// (build n (lam i (index i v))): v itself where it has n elements (values never change), else a copy of
-// its first n, failing as the first read past its end would.
+// (build n (lam i (index i v))): v itself where it is dense with n elements (values never change), else
+// a dense copy of its first n, failing as the first read past its end would.
 template <class T>
 Vec<T> prefix_copy(std::int64_t n, const Vec<T>& v) {
-    if (n == v.n) return v;
+    if (n == v.n && v.plain()) return v;
     if (n > v.n) index_error(v.n, v.n);
     Vec<T> r = make_vec<T>(n);
     for (std::int64_t k = 0; k < n; ++k) r.data[k] = v.get(k);

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import Union
 
 from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, is_atom
+from autodiff.chunks import chunk_index, flatten
 from autodiff.extents import Extents
 from autodiff.primitives import as_op, known_callee, reverse_op
 from autodiff.tangent import Shapes
@@ -42,7 +43,7 @@ from knossos import expr as E
 from knossos.callee import Callee
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import FLOAT, vec
+from knossos.types import FLOAT, INTEGER, vec
 
 #: The derivative of the target of a call (the call, and where it is written in the source).
 CallDerivative = Callable[[Expr, "Expr | None"], Callee]
@@ -91,6 +92,12 @@ class Reverse:
         #: Values of loops two deep, stored by the outer loop's reverse pass: by name, the outer loop's
         #: index and the tape (a build over the outer loop of builds over the inner one).
         self.taped: dict[str, tuple[Expr, Expr]] = {}
+        #: Gathers not yet bound, by the name of the variable that stands for each in the parts: the
+        #: loop, its reverse body, the vector and the element (:meth:`_settle` binds them).
+        self.pending: dict[str, tuple[Loop, Block, Expr, Expr]] = {}
+        #: Vectors read in chunks (:mod:`.chunks`), by the name of the variable that stands for each
+        #: as a vector of chunks in element records: the vector and the chunks' length.
+        self.chunks: dict[str, tuple[Expr, int]] = {}
 
     def def_block(self, b: Block, seed: Expr) -> tuple[Block, Cotangents]:
         """:meth:`block` of a def's body, its loops' inner Float loops taped (:meth:`_pretape`)."""
@@ -136,7 +143,7 @@ class Reverse:
             self.give(out, cot, b.result, seed if is_atom(seed) else self.names.bind(out, seed, "d$r"))
         for bind in reversed(b.binds):
             name = bind.var.data
-            self.flush(out, cot, lambda key, name=name: key[0] == name)  # type: ignore[misc]
+            self.flush(out, cot, lambda key, name=name: self._record_of(key[0]) == name)  # type: ignore[misc]
             dv = self.total(out, cot, name)
             if dv is not None:
                 self._bind(out, cot, bind, dv)
@@ -162,7 +169,7 @@ class Reverse:
         parts = cot.full.get(name)
         if parts is None:
             return None
-        leaves = [leaf for part in parts for leaf in self._leaves(out, part, name)]
+        leaves = [leaf for part in self._settle(out, parts) for leaf in self._leaves(out, part, name)]
         acc = leaves[0]
         for leaf in leaves[1:]:
             acc = self.names.bind(out, E.op(Op.ADD, acc, leaf), f"d${name}")
@@ -182,6 +189,7 @@ class Reverse:
 
     def _bundle(self, inner: Block, parts: list[Part], name: str) -> Part:
         """The parts as one value (bound in ``inner``): the one part, or the tuple of them."""
+        parts = self._settle(inner, parts)
         atoms = [atom if is_atom(atom) else self.names.bind(inner, atom, f"d${name}") for atom, _ in parts]
         if len(parts) == 1:
             return atoms[0], parts[0][1]
@@ -198,11 +206,34 @@ class Reverse:
             cot.elems[key] = self.names.bind(out, E.op(Op.ADD, prev, part), f"d${v.data}")
 
     def flush(self, out: Block, cot: Cotangents, which: Callable[[Key], bool]) -> None:
-        """The element records ``which`` selects, as one-hot vectors added to their variables' cotangents."""
+        """The element records ``which`` selects, as one-hot vectors added to their variables' cotangents
+        (a chunk's record: a sum of one-hots at its elements)."""
         for key in [key for key in cot.elems if which(key)]:
             part = cot.elems.pop(key)
+            if key[0] in self.chunks:
+                v, c = self.chunks[key[0]]
+                j = E.var(self.names.fresh("i"), INTEGER)
+                body = Block()
+                elem = self.names.bind(body, E.op(Op.INDEX, j, part), "d$elem")
+                at = E.op(Op.ADD, E.op(Op.MUL, key[1], E.const(c)), j)
+                body.result = self.names.bind(body, E.op(Op.DELTAVEC, E.op(Op.SIZE, v), at, elem), f"d${v.data}")
+                self.give(out, cot, v, self.names.bind(out, Loop(Op.SUMBUILD, E.const(c), j, body), f"d${v.data}"))
+                continue
             v = self.vars[key[0]]
             self.give(out, cot, v, E.op(Op.DELTAVEC, E.op(Op.SIZE, v), key[1], part))
+
+    def _record_of(self, name: str) -> str:
+        """The variable whose elements the records of ``name`` are (itself, or the vector of a chunk)."""
+        chunked = self.chunks.get(name)
+        return name if chunked is None else chunked[0].data
+
+    def _chunked(self, name: str, c: int) -> Expr:
+        """The variable that stands for ``name``'s vector as a vector of chunks of ``c`` in records."""
+        v = self.vars[name]
+        key = f"{name}$chunks{c}"  # (never bound: no name of the def has a '$' and a number so)
+        self.chunks[key] = (v, c)
+        self.vars[key] = E.var(key, vec(v.type))
+        return self.vars[key]
 
     def _bind(self, out: Block, cot: Cotangents, bind: Bind, dv: Expr) -> None:
         value = bind.value
@@ -258,11 +289,18 @@ class Reverse:
         self.ranges[loop.index.data] = loop.n
         inner, inner_cot = self.block(loop.body, seed, self._stored(out, loop, v))
         bound = {b.var.data for b in loop.body.binds}
+        values = {b.var.data: b.value for b in loop.body.binds if isinstance(b.value, Expr)}
         gathers: dict[str, Expr] = {}
         lifted: list[Key] = []
         for key in list(inner_cot.elems):
             name, k = key
-            if _same_var(k, loop.index):
+            o = None if name in self.chunks else chunk_index(k, loop, values, bound)
+            if o is not None:  # elements o c + j for j < c: chunk o, gathered (autodiff/chunks.py)
+                c = loop.n.data
+                assert isinstance(c, int)
+                chunk = Loop(Op.BUILD, loop.n, loop.index, Block(inner.binds, inner_cot.elems.pop(key)))
+                self.give_elem(out, cot, self._chunked(name, c), o, self.names.bind(out, chunk, f"d${name}"))
+            elif _same_var(k, loop.index):
                 gathers[name] = inner_cot.elems.pop(key)
             elif k.op is Op.CONST or (k.op is Op.VAR and k.data not in bound):
                 lifted.append(key)
@@ -279,9 +317,63 @@ class Reverse:
             summed = Block(inner.binds, self._parts(inner, inner_cot, [], [key]))
             part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${key[0]}")
             self._collect(out, cot, [], [key], part)
-        for name, part in gathers.items():
+        for name, part in gathers.items():  # bound when the parts are added (:meth:`_settle`)
+            if name in self.chunks:  # the chunks of a vector, gathered: flattened into its shape
+                v, c = self.chunks[name]
+                rows = self.names.bind(out, Loop(Op.BUILD, loop.n, loop.index, Block(inner.binds, part)), f"d${name}")
+                self.give(out, cot, v, flatten(self.names, self.shapes, out, v, c, rows, loop.n))
+                continue
             v = self.vars[name]
-            self.give(out, cot, v, self._gather(out, loop, inner, v, part))
+            stand_in = E.var(self.names.fresh(f"d${name}$gather"), v.type)  # never in the output
+            self.pending[stand_in.data] = (loop, inner, v, part)
+            self.give(out, cot, v, stand_in)
+
+    def _settle(self, out: Block, parts: list[Part]) -> list[Part]:
+        """``parts`` with their pending gathers bound in ``out``: a run of gathers next to each other
+        over loops of the same size is one gather of the sum of their elements (the loops fused: one
+        pass writes the cotangent, where each gather and each add of two would be a pass of its own
+        over a vector the size of ``v``); the elements add in the order the parts did."""
+        settled: list[Part] = []
+        run: list[tuple[Loop, Block, Expr, Expr]] = []
+
+        def close() -> None:
+            if run:
+                settled.append((self._fused_gather(out, run), None))
+                run.clear()
+
+        for atom, layout in parts:
+            gather = self.pending.pop(atom.data, None) if atom.op is Op.VAR else None
+            if gather is None:
+                close()
+                settled.append((atom, layout))
+                continue
+            if run and not self._same_size(run[0][0].n, gather[0].n):
+                close()
+            run.append(gather)
+        close()
+        return settled
+
+    def _same_size(self, a: Expr, b: Expr) -> bool:
+        """Whether two loop sizes (atoms) are the same value: one atom, or sizes of one vector."""
+        if a.op is b.op and a.data == b.data:
+            return True
+        sizes = self.extents.size_of
+        return a.op is Op.VAR and b.op is Op.VAR and a.data in sizes and sizes.get(b.data) == sizes[a.data]
+
+    def _fused_gather(self, out: Block, run: list[tuple[Loop, Block, Expr, Expr]]) -> Expr:
+        """One gather (bound in ``out``) of the sum of the elements of the gathers ``run`` (loops of
+        one size): their reverse bodies one after the other in one loop, over the first's index (the
+        others' indices bound to it; a def's names are its own, so the bodies bind no name twice)."""
+        loop, inner, v, part = run[0]
+        if len(run) == 1:
+            return self._gather(out, loop, inner, v, part)
+        body = Block(list(inner.binds))
+        acc = part
+        for other, other_inner, _, other_part in run[1:]:
+            body.binds.append(Bind(other.index, loop.index))
+            body.binds += other_inner.binds
+            acc = self.names.bind(body, E.op(Op.ADD, acc, other_part), f"d${v.data}")
+        return self._gather(out, loop, body, v, acc)
 
     def _stored(self, out: Block, loop: Loop, v: Expr) -> dict[str, Bind]:
         """The forward bindings of ``loop``'s body that its reverse pass reads back instead of computing

@@ -325,7 +325,8 @@ def _loop_invariants(
     largest subexpressions that every iteration evaluates and that depend neither on those nor on
     a variable bound inside ``body``, in evaluation order (each iteration would compute the same
     value); and the ``(index var v)`` that every iteration evaluates with such a ``v`` (the loop
-    reads ``v`` at every index in [0, n), so one check of the range serves them all).
+    reads ``v`` at every index in [0, n), so one check of the range serves them all), or reads
+    ``v`` at ``s var + c`` (:func:`strided`: one check that ``v`` reaches ``s (n - 1) + c``).
     """
     hoisted: dict[int, Expr] = {}
     ranged: dict[int, Expr] = {}
@@ -342,12 +343,41 @@ def _loop_invariants(
             return False
         if item.op is Op.INDEX and bound[var] == 1:  # ``var`` is the loop's
             i, v = item.args
-            if i.op is Op.VAR and i.data == var and invariant(v):
+            if strided(i, var) is not None and invariant(v):
                 ranged.setdefault(id(item), item)
         return True
 
     _walk_evaluated(body, bound, visit)
     return list(hoisted.values()), list(ranged.values())
+
+
+def strided(i: Expr, var: str) -> tuple[int, int] | None:
+    """(s, c) where the index ``i`` is ``s var + c`` for Integer literals ``s >= 1``, ``c >= 0``:
+    ``var``, ``(mul var s)``, ``(add X c)`` (either operand order); None otherwise.  The reads of a
+    loop at such an index (a pairwise fold's ``2 i`` and ``2 i + 1``) rise with ``var``: one check
+    of the last one's range before the loop serves every iteration."""
+    if i.op is Op.VAR:
+        return (1, 0) if i.data == var else None
+    if i.op not in (Op.MUL, Op.ADD):
+        return None
+    a, b = i.args if i.args[1].op is Op.CONST else i.args[::-1]
+    if b.op is not Op.CONST or type(b.data) is not int:
+        return None
+    inner = strided(a, var)
+    if inner is None:
+        return None
+    if i.op is Op.MUL:
+        return (inner[0] * b.data, inner[1] * b.data) if b.data >= 1 else None
+    return (inner[0], inner[1] + b.data) if b.data >= 0 else None
+
+
+def _copied(var: str, body: Expr) -> Expr | None:
+    """``v`` where ``body`` is ``(index var v)`` (or ``(let (x (index var v)) x)``), ``v`` free of ``var``."""
+    if body.op is Op.LET and body.args[2] is body.args[0]:
+        body = body.args[1]
+    if body.op is Op.INDEX and body.args[0].op is Op.VAR and body.args[0].data == var and var not in body.args[1].free:
+        return body.args[1]
+    return None
 
 
 def _walks_column(e: Expr, j: str, k: str) -> bool:
@@ -491,6 +521,8 @@ class _FunctionEmitter:
         self._in_range: set[tuple[str, str]] = set()
         # (index atom, vector atom) -> a pointer to the vector's dense elements (a loop's fast version)
         self._dense: dict[tuple[str, str], str] = {}
+        # (loop index atom, vector atom, s, c): reads at s i + c whose range an enclosing loop checked
+        self._strided: set[tuple[str, str, int, int]] = set()
         # loops around the code being emitted (parallel loops are outermost)
         self.loop_depth = 0
         # id of a build whose row sums a blocked loop nest computed: (ok flag, block, row offset)
@@ -666,6 +698,10 @@ class _FunctionEmitter:
         if body.op in (Op.CONST, Op.VAR) and var.data not in body.free:
             value = yield body
             return self.bind(node.type, f"ks::const_vec<{elem}>({n}, {value})")
+        copied = _copied(var.data, body)
+        if copied is not None:  # a copy of v (a gather of a cotangent): v itself where it has n elements
+            value = yield copied
+            return self.bind(node.type, f"ks::prefix_copy({n}, {value})")
         result = self.fresh()
         self.line(f"const {cpp_type(node.type)} {result} = ks::make_vec<{elem}>({n});")
         sums = self._row_sum(node)
@@ -760,7 +796,7 @@ class _FunctionEmitter:
             self.line("}")
             return i
         hoisted, ranged = _loop_invariants(body, var, varying, done)
-        saved = dict(self._hoisted), set(self._in_range)
+        saved = dict(self._hoisted), set(self._in_range), set(self._strided)
         guard = bool(hoisted or ranged) and not nonempty
         if guard:
             self.line(f"if ({n} > 0) {{")
@@ -771,9 +807,15 @@ class _FunctionEmitter:
         dense: dict[str, Type] = {}  # vectors of numbers read at the loop index -> element type
         for x in ranged:
             v = yield x.args[1]
-            if (i, v) not in self._in_range:
+            step = strided(x.args[0], var)
+            assert step is not None
+            if step == (1, 0) and (i, v) not in self._in_range:
                 self.line(f"ks::check_range({n}, {v});")
                 self._in_range.add((i, v))
+            elif step != (1, 0) and (i, v, *step) not in self._strided:
+                s, c = step  # (the loop runs: n > 0)
+                self.line(f"ks::check_strided({n}, std::int64_t({s}LL), std::int64_t({c}LL), {v});")
+                self._strided.add((i, v, s, c))
             if x.type in (FLOAT, INTEGER) and _is_identifier(v):
                 dense[v] = x.type
         parallel = parallel and self.loop_depth == 0
@@ -814,7 +856,7 @@ class _FunctionEmitter:
         if guard:
             self.depth -= 1
             self.line("}")
-        self._hoisted, self._in_range = saved
+        self._hoisted, self._in_range, self._strided = saved
         return i
 
     def _plain_for(self, n: str, i: str, emit: Callable[[], Step]) -> Step:
@@ -1480,6 +1522,14 @@ def _index_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
         return f"{ptr}[{a[0]}]"
     if (a[0], a[1]) in em._in_range:  # an enclosing loop checked the range once
         return f"{a[1]}.get({a[0]})"
+    index = node.args[0]
+    if em._strided and index.op in (Op.MUL, Op.ADD) and len(index.free) == 1:
+        (var,) = index.free
+        loop = em.env.get(var)
+        step = strided(index, var)
+        if loop is not None and step is not None and (loop, a[1], *step) in em._strided:  # s i + c, checked
+            ptr = em._dense.get((loop, a[1]))
+            return f"{ptr}[{a[0]}]" if ptr is not None else f"{a[1]}.get({a[0]})"
     return f"ks::index({a[0]}, {a[1]})"
 
 

@@ -458,6 +458,15 @@ inline void check_range(std::int64_t n, const Vec<T>& v) {
     if (__builtin_expect(n > v.n, 0)) index_error(v.n, v.n);
 }
 
+// The reads of v at s i + c for 0 <= i < n (n > 0, s >= 1, c >= 0): the first out of range fails as
+// its read would (a pairwise fold reads 2 i and 2 i + 1).
+template <class T>
+inline void check_strided(std::int64_t n, std::int64_t s, std::int64_t c, const Vec<T>& v) {
+    if (__builtin_expect(c >= v.n, 0)) index_error(c, v.n);
+    const std::int64_t last = (v.n - 1 - c) / s;  // the last i whose read is in range
+    if (__builtin_expect(last < n - 1, 0)) index_error(s * (last + 1) + c, v.n);
+}
+
 // A blocked loop nest (see emit.py, _block_rows) found a vector it cannot read through a pointer: it
 // throws this, catches it and the plain loops compute the same values instead.
 struct Fallback {};
@@ -603,6 +612,23 @@ inline bool same_tuple_bits(const T& x, const T& y, std::index_sequence<I...>) {
     return (true && ... && same_bits(std::get<I>(x), std::get<I>(y)));
 }
 
+// The element of a lazy vector everywhere but at a DELTA's hot index.
+template <class T>
+inline T lazy_fill(const Vec<T>& v) {
+    return v.kind() == DELTA || v.zero() ? zero_like(v.stored()) : v.stored();
+}
+
+// (build n (lam i (index i v))): v itself where it is dense with n elements (values never change), else
+// a dense copy of its first n, failing as the first read past its end would.
+template <class T>
+Vec<T> prefix_copy(std::int64_t n, const Vec<T>& v) {
+    if (n == v.n && v.plain()) return v;
+    if (n > v.n) index_error(v.n, v.n);
+    Vec<T> r = make_vec<T>(n);
+    for (std::int64_t k = 0; k < n; ++k) r.data[k] = v.get(k);
+    return r;
+}
+
 template <class Op, class T>
 Vec<T> zip_vec(const Vec<T>& a, const Vec<T>& b) {
     if (a.n != b.n) size_mismatch(a.n, b.n);
@@ -631,6 +657,22 @@ Vec<T> zip_vec(const Vec<T>& a, const Vec<T>& b) {
         Vec<T> r = make_vec<T>(n);
         if (a.plain() && b.plain()) {
             for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.data[k], b.data[k]);
+        } else if (n > 0 && (a.plain() || a.lazy()) && (b.plain() || b.lazy())) {
+            // a lazy operand (a mean's constant cotangent, a one-hot): the same terms, in a loop that
+            // vectorises over its value away from its hot element, then that element
+            const T x = a.plain() ? T{} : lazy_fill(a), y = b.plain() ? T{} : lazy_fill(b);
+            if (a.plain()) {
+                for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.data[k], y);
+            } else if (b.plain()) {
+                for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(x, b.data[k]);
+            } else {
+                const T z = arith<Op>(x, y);
+                for (std::int64_t k = 0; k < n; ++k) r.data[k] = z;
+            }
+            for (const Vec<T>* v : {&a, &b}) {
+                const std::int64_t h = v->lazy() && v->kind() == DELTA ? v->hot() : -1;
+                if (static_cast<std::uint64_t>(h) < static_cast<std::uint64_t>(n)) r.data[h] = arith<Op>(a.get(h), b.get(h));
+            }
         } else {
             for (std::int64_t k = 0; k < n; ++k) r.data[k] = arith<Op>(a.get(k), b.get(k));
         }

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cpp_backend import compile as cpp_compile
 from cpp_backend.compile import KsCompileError, compile_cpp
 from cpp_backend.driver import CompiledProgram, compile_program, run_def, serializable
-from cpp_backend.emit import def_symbol, emit_program, escape_name, unescape_name
+from cpp_backend.emit import def_symbol, emit_def, emit_program, escape_name, unescape_name
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.interpreter import Interpreter
 from knossos.parser import load_program, parse_program
@@ -170,6 +170,15 @@ CONSTRUCTS = r"""
      ((n : Integer) (x : Float) (y : Float))
   (let ((z (constVec n 0.0)) (d (deltaVec n 1 x)) (e (deltaVec n 1 y)))
     (tuple (add z d) (sub d e) (mul d (constVec n y)) (div (mul y d) x) (index 0 (mul -1.0 d)))))
+(def const_rows (Tuple (Vec Float) (Vec Float) (Vec Float) (Vec Float) (Vec Float) (Vec Float) (Vec Float))
+     ((v : Vec Float) (x : Float))
+  (let ((c (constVec (size v) x)) (d (deltaVec (size v) 1 x)) (far (deltaVec (size v) 7 x))
+        (w (build (size v) (lam (i : Integer) (index i v)))))
+    (tuple (add v c) (sub c v) (div v c) (add c d) (mul d v) (sub far v) (add w (build 2 (lam (i : Integer) (index i w)))))))
+(def pairs (Vec Float) ((v : Vec Float) (n : Integer))
+  (build n (lam (i : Integer)
+    (let ((a (index (mul i 2) v)) (b (index (add (mul 2 i) 1) v)) (c (index (add 3 (mul i 3)) v)))
+      (if (ne b b) b (max a (add b c)))))))
 (def empty_sums (Tuple Float (Tuple) Integer) ((n : Integer))
   (sumbuild n (lam (i : Integer) (tuple (to_float i) (tuple) (mul i i)))))
 (def empty_vector_sum (Vec Float) ((n : Integer) (v : Vec Float))
@@ -235,6 +244,13 @@ def constructs_calls(program: Program, rng: random.Random) -> list[tuple[str, li
         ("sized_nested", [[]]),
         ("negative_size", [2]),
         ("lazy_arith", [0, 1.0, 2.0]),
+        ("const_rows", [[1.0, -0.0, 3.0, 0.5, -2.0], -0.0]),
+        ("const_rows", [[0.0, 2.0, -0.0], 0.0]),
+        ("const_rows", [[], 1.0]),
+        ("const_rows", [[3.0, -0.0], 2.5]),
+        ("pairs", [[1.0, -2.0, math.nan, 4.0, 0.5, -0.0, 7.0, 2.0, 3.0, -1.0], 3]),
+        ("pairs", [[1.0, -2.0, 3.0, 4.0, 0.5, -0.0, 7.0, 2.0, 3.0], 3]),
+        ("pairs", [[1.0], 0]),
         ("lazy_arith", [3, -0.0, 0.0]),
         ("lazy_arith", [3, math.inf, -1.0]),
         ("vectors", [[-0.0, 0.0], [[-0.0, 1.0], [2.0, -0.0]], -0.0]),
@@ -259,6 +275,11 @@ def test_every_construct_matches_interpreter() -> None:
 
 def test_errors_are_reported_as_ks_eval_errors() -> None:
     program = parse_program(CONSTRUCTS, "constructs.ks")
+    assert "ks::check_strided" in emit_def(program.defs["pairs"])  # reads at 2 i, 2 i + 1, 3 i + 3: checked once
+    with pytest.raises(KsEvalError, match="index 9 is out of range for a vector of size 9"):
+        run_def(program, "pairs", [[1.0] * 9, 3], extra_flags=TEST_FLAGS)
+    with pytest.raises(KsEvalError, match="index 3 is out of range for a vector of size 3"):
+        run_def(program, "pairs", [[1.0] * 3, 1], extra_flags=TEST_FLAGS)
     with pytest.raises(KsEvalError, match="index 5 is out of range for a vector of size 2"):
         run_def(program, "dead_let", [[1.0, 2.0]], extra_flags=TEST_FLAGS)
     with pytest.raises(KsEvalError, match="assertion failed"):

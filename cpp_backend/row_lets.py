@@ -23,7 +23,7 @@ from collections.abc import Callable
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import INTEGER, Kind, vec
+from knossos.types import Kind, vec
 
 #: A row's rest is substituted into (recursively) only up to this many nodes.
 _SUBST_MAX = 400
@@ -88,8 +88,7 @@ def _inline_reads(e: Expr, env: dict[str, Expr], bounds: dict[str, Expr]) -> Exp
         rhs = _inline_reads(e.args[1], env, bounds)
         if _safe(rhs, bounds):
             return _inline_reads(e.args[2], {**inner_env, name: rhs}, inner_bounds)
-        if (_read(rhs) or _index_term(rhs)) and name not in rhs.free:
-            # the let stays, failing as before; its uses read (or compute) it anew
+        if _read(rhs) and name not in rhs.free:  # the let stays, failing as before; its uses read it anew
             return E.let(e.args[0], rhs, _inline_reads(e.args[2], {**inner_env, name: rhs}, inner_bounds))
         return E.let(e.args[0], rhs, _inline_reads(e.args[2], inner_env, inner_bounds))
     if e.op is Op.LAM:
@@ -101,37 +100,12 @@ def _inline_reads(e: Expr, env: dict[str, Expr], bounds: dict[str, Expr]) -> Exp
 
 
 def _read(e: Expr) -> bool:
-    """Whether ``e`` is a chain of reads: sizes and indexes by atoms (or small index arithmetic) of a
-    variable."""
+    """Whether ``e`` is a chain of reads: sizes and indexes by atoms of a variable."""
     while e.op in (Op.SIZE, Op.INDEX):
-        if e.op is Op.INDEX and e.args[0].op not in (Op.VAR, Op.CONST) and not _index_term(e.args[0]):
+        if e.op is Op.INDEX and e.args[0].op not in (Op.VAR, Op.CONST):
             return False
         e = e.args[-1]
     return e.op is Op.VAR
-
-
-#: An Integer let computed anew where it is used (a row of heads, ``h·d + k``) has at most this many nodes.
-_INDEX_MAX = 12
-
-
-def _index_term(e: Expr) -> bool:
-    """Whether ``e`` is small Integer arithmetic of variables, literals and sizes of variables, divided
-    only by positive literals (an index computed from the loop variables: where the product's patterns
-    look for it, it is written out)."""
-    if e.type is not INTEGER or e.size > _INDEX_MAX:
-        return False
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if x.op is Op.SIZE and x.args[0].op is Op.VAR:
-            continue
-        divisor = x.args[1] if x.op is Op.DIV else None
-        if divisor is not None and not (divisor.op is Op.CONST and isinstance(divisor.data, int) and divisor.data > 0):
-            return False
-        if x.op not in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.VAR, Op.CONST):
-            return False
-        stack.extend(x.args)
-    return True
 
 
 _LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})

@@ -33,18 +33,6 @@ ROWS = """
                (sumbuild (size (index b x)) (lam (k : Integer) (mul (index k (index b x)) (index k (index o w)))))))))
       (build (size g) (lam (o : Integer) (add (index o g) (index o h))))))))
 
-; each head's rows of the weight, at a computed row (attention's projections after their heads are
-; nested): the row's index arithmetic is written out where the product reads it, and it is hoisted
-(def head_rows (Vec (Vec (Vec Float))) ((x : Vec (Vec Float)) (w : Vec (Vec Float)))
-  (build 2 (lam (h : Integer)
-    (build (size x) (lam (b : Integer)
-      (let ((xr (index b x))
-            (g (build (div (size w) 2) (lam (o : Integer)
-                 (let ((r (add (mul h (div (size w) 2)) o))
-                       (wr (index r w)))
-                   (sumbuild (size xr) (lam (k : Integer) (mul (index k xr) (index k wr)))))))))
-        g))))))
-
 ; the product reads a row computed by a loop (no read, no scalar): not hoisted
 (def vec_let (Vec (Vec Float)) ((x : Vec (Vec Float)) (w : Vec (Vec Float)))
   (build (size x) (lam (b : Integer)
@@ -60,7 +48,6 @@ SHAPES = {
     "attention_scores": lambda r, m, n: [(r, m), (n, m)],
     "two_lets": lambda r, m, n: [(r, m), (n, m)],
     "vec_let": lambda r, m, n: [(r, m), (n, m)],
-    "head_rows": lambda r, m, n: [(r, m), (2 * n, m)],
 }
 SIZES = [(1, 1, 1), (1, 9, 1), (3, 5, 7), (9, 17, 20), (16, 8, 33)]
 
@@ -104,14 +91,13 @@ def test_ragged_rows_fail_as_the_interpreter_does() -> None:
 
 
 #: Each def's products that reach the blocked nest, and the matrices hoisted out of its rows.
-REACHED = {"mlp": (2, 1), "attention_scores": (1, 1), "two_lets": (1, 1), "vec_let": (0, 0), "head_rows": (1, 1)}
+REACHED = {"mlp": (2, 1), "attention_scores": (1, 1), "two_lets": (1, 1), "vec_let": (0, 0)}
 
 
 @pytest.mark.parametrize("name", list(REACHED))
 def test_row_products_reach_the_blocked_nest(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """mlp: its first layer hoisted, its second (reading the first's row from the hoisted matrix) a
-    product over the rows as it stands; two_lets: only the let that is a product; vec_let: none;
-    head_rows: its weight's rows read at a computed index (the index let written out in the term)."""
+    product over the rows as it stands; two_lets: only the let that is a product; vec_let: none."""
     program = parse_program(LAYERS.read_text() + ROWS, "layers_rows.ks")
     products_, hoists = REACHED[name]
 

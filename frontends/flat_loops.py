@@ -18,6 +18,10 @@ is only read with ``index``, the build is nested, ``(build b (lam a (build t (la
 each read ``(index e h)`` becomes ``(index (e mod t) (index (e / t) h))``: the same elements, which
 :func:`knossos.index_ranges.simplify_indices` then reads plainly (``(div (add (mul i t) j) t)`` is
 ``i``).
+
+A nested tensor's readers may then loop over a flattened index used only as a quotient and a
+remainder in turn (attention's scores, softmax and weighted sum over batch·heads, each let read by
+the next): :func:`nest_flat_loops` simplifies and splits until nothing changes.
 """
 
 from __future__ import annotations
@@ -27,8 +31,24 @@ from collections.abc import Callable
 from frontends.tensor import idiv, imod
 from knossos import expr as E
 from knossos.expr import Expr, names_in
+from knossos.index_ranges import simplify_indices
 from knossos.ops import Op
 from knossos.types import INTEGER
+
+#: Rounds of :func:`nest_flat_loops` at most (each nests the readers of what the last one nested).
+_ROUNDS = 16
+
+
+def nest_flat_loops(root: Expr) -> Expr:
+    """``root`` with its index arithmetic simplified and its loops over flattened indices nested, again
+    until neither changes (see the module's docstring)."""
+    e = simplify_indices(root)
+    for _ in range(_ROUNDS):
+        split = simplify_indices(split_flat_loops(e))
+        if split is e:
+            break
+        e = split
+    return e
 
 
 def split_flat_loops(root: Expr) -> Expr:
@@ -155,4 +175,4 @@ def _reindexed(e: Expr, name: str, new: Expr, k: int) -> Expr:
     return e.replace_args(tuple(_reindexed(a, name, new, k) for a in e.args))
 
 
-__all__ = ["split_flat_loops"]
+__all__ = ["nest_flat_loops", "split_flat_loops"]

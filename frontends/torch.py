@@ -47,14 +47,13 @@ from frontends.aten_math import MATH_LOWERINGS, NATIVE_FUNCTIONS, native_callee
 from frontends.aten_several import ARG_LOWERINGS, SEVERAL, Results
 from frontends.check import FLOAT32_TOLERANCE, TOLERANCE, Compiler, check_def, fresh_inputs
 from frontends.dispatch import TraceError, trace
-from frontends.flat_loops import split_flat_loops
+from frontends.flat_loops import nest_flat_loops
 from frontends.provenance import first_difference
 from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, literal, tensor_type
 from knossos import expr as E
 from knossos.callee import CalleeKind
 from knossos.errors import KsError, KsUsageError, Pos, one_line
 from knossos.expr import Expr
-from knossos.index_ranges import simplify_indices
 from knossos.ops import KEYWORDS, Op
 from knossos.program import Def, Edef, Param, Program, def_callee
 from knossos.types import BOOL, FLOAT, INTEGER, Type
@@ -380,7 +379,7 @@ def _lower(
         else:
             raise _node_error(node, f"a graph node of kind {node.op} ({node.target})")
     # a reshape and its inverse read rows plainly; a loop over a flattened index is two nested loops
-    body = simplify_indices(split_flat_loops(simplify_indices(_result(block, output))))
+    body = nest_flat_loops(_result(block, output))
     d = Def(def_name, body.type, tuple(param_vars), body)
     program = Program()
     called = {n.data.name for n in E.preorder(body) if n.op is Op.CALL and n.data.kind is CalleeKind.EDEF}

@@ -13,7 +13,13 @@ and sums that bind their variables (literal or of known range), make the identit
 - ``(div a c)`` is 0 where ``0 <= a < c``;
 - ``(sub (add p y) p)`` is ``y``, and ``(add p (sub y p))`` is ``y`` (a quotient times its divisor
   plus the remainder: Integers of known, small ranges, so nothing overflows);
-- ``a / 1`` and ``a - 0`` are ``a``, and ``a * 0`` is 0 where ``a`` is of known range.
+- ``a / 1`` and ``a - 0`` are ``a``, and ``a * 0`` is 0 where ``a`` is of known range;
+- mixed strides, where a view splits or merges dimensions of another size (attention's heads: a
+  ``(b, t, h·d)`` tensor read as ``(b·h, t, d)``), with ``x >= 0`` and ``0 <= y``:
+  ``(div (add (mul x c) y) d)`` is ``(div x r)`` where ``d = c·r`` and ``y < c``, and
+  ``(add (mul x s) (div y d))`` where ``c = s·d``; the remainder ``(sub X (mul (div X d) d))`` of such
+  an ``X`` is ``(add (mul (x mod r) c) y)`` (``y < c``), and ``y mod d`` where ``d`` divides ``c``;
+  ``X`` where ``0 <= X < d``.
 
 Only values whose ranges are known and far from the 64-bit limits are touched, so no rewrite
 changes what overflows.
@@ -97,6 +103,12 @@ class _Simplifier:
             bound = e.bound_var.data
             inner = {**env, bound: None}
             return e.replace_args(tuple(a if a is e.bound_var else self.walk(a, inner) for a in e.args))
+        rem = _remainder_of(e)
+        if rem is not None:  # before its operands: their quotient would no longer read as one
+            x, d = rem
+            out = self.remainder(self.walk(x, env), d, env)
+            if out is not None:
+                return out
         out = e.replace_args(tuple(self.walk(a, env) for a in e.args))
         if out.type is INTEGER and out.op in (Op.DIV, Op.SUB) and len(out.args) == 2:
             return self.integer(out, env)
@@ -118,14 +130,13 @@ class _Simplifier:
             whole = self.range_of(a, env)
             if whole is not None and whole[0] >= 0 and whole[1] < c:
                 return E.const(0)
-            if a.op is Op.ADD:
-                for x_times_c, y in ((a.args[0], a.args[1]), (a.args[1], a.args[0])):
-                    if x_times_c.op is not Op.MUL:
-                        continue
-                    for x, k in ((x_times_c.args[0], x_times_c.args[1]), (x_times_c.args[1], x_times_c.args[0])):
-                        rx, ry = self.range_of(x, env), self.range_of(y, env)
-                        if k is b and rx is not None and ry is not None and rx[0] >= 0 and ry[0] >= 0 and ry[1] < c:
-                            return x
+            for x, k, y in self.strided(a, env):
+                ry = self.range_of(y, env)
+                assert ry is not None
+                if k % c == 0 and (k > c or ry[1] < c):  # (x·s·c + y) / c = x·s + y / c
+                    return _plus(_times(x, k // c), self.integer(E.op(Op.DIV, y, b), env))
+                if c % k == 0 and ry[1] < k:  # x·k + y = (x / r)·c + (x mod r)·k + y, c = k·r
+                    return self.integer(E.op(Op.DIV, x, E.const(c // k)), env)
             return e
         # (sub (add p y) p) is y, (sub (add y p) p) too, where both are of known range
         if a.op is Op.ADD and self.range_of(a, env) is not None and self.range_of(b, env) is not None:
@@ -135,6 +146,37 @@ class _Simplifier:
                 return a.args[0]
         return e
 
+    def strided(self, a: Expr, env: dict[str, Range]) -> list[tuple[Expr, int, Expr]]:
+        """``a`` as ``x·k + y`` (``x``, literal ``k`` > 0, ``y``) with ``x >= 0`` and ``y >= 0`` of known
+        ranges: ``(add (mul x k) y)`` in any order, or ``(mul x k)`` (``y`` = 0)."""
+        out: list[tuple[Expr, int, Expr]] = []
+        terms = [(a.args[0], a.args[1]), (a.args[1], a.args[0])] if a.op is Op.ADD else [(a, E.const(0))]
+        for xk, y in terms:
+            if xk.op is not Op.MUL:
+                continue
+            for x, k in ((xk.args[0], xk.args[1]), (xk.args[1], xk.args[0])):
+                if k.op is not Op.CONST or not isinstance(k.data, int) or k.data <= 0:
+                    continue
+                rx, ry = self.range_of(x, env), self.range_of(y, env)
+                if rx is not None and ry is not None and rx[0] >= 0 and ry[0] >= 0:
+                    out.append((x, k.data, y))
+        return out
+
+    def remainder(self, a: Expr, d: int, env: dict[str, Range]) -> Expr | None:
+        """``a mod d`` (``a`` simplified) without a quotient of ``a``, or None where no rule applies."""
+        whole = self.range_of(a, env)
+        if whole is not None and whole[0] >= 0 and whole[1] < d:
+            return a
+        for x, k, y in self.strided(a, env):
+            ry = self.range_of(y, env)
+            assert ry is not None
+            if k % d == 0:  # x·k is a multiple of d
+                return self.remainder(y, d, env) or _mod(y, d)
+            if d % k == 0 and ry[1] < k:  # (x·k + y) mod (k·r) = (x mod r)·k + y
+                rx = self.remainder(x, d // k, env) or _mod(x, d // k)
+                return _plus(_times(rx, k), y)
+        return None
+
     def cancelled(self, e: Expr, env: dict[str, Range]) -> Expr:
         """``(add p (sub y p))`` and ``(add (sub y p) p)`` as ``y``, where all are of known range."""
         a, b = e.args
@@ -143,6 +185,32 @@ class _Simplifier:
             if d.op is Op.SUB and d.args[1] is p and known and self.range_of(d.args[0], env) is not None:
                 return d.args[0]
         return e
+
+
+def _remainder_of(e: Expr) -> tuple[Expr, int] | None:
+    """``(a, d)`` where ``e`` is ``(sub a (mul (div a d) d))``, ``a mod d`` for ``a >= 0``, ``d`` > 0."""
+    if e.op is not Op.SUB or e.type is not INTEGER or e.args[1].op is not Op.MUL:
+        return None
+    a, (q, d) = e.args[0], e.args[1].args
+    ok = d.op is Op.CONST and isinstance(d.data, int) and d.data > 0
+    if ok and q.op is Op.DIV and q.args[0] is a and q.args[1] is d:
+        return a, d.data
+    return None
+
+
+def _mod(a: Expr, d: int) -> Expr:
+    if d == 1:
+        return E.const(0)
+    k = E.const(d)
+    return E.op(Op.SUB, a, E.op(Op.MUL, E.op(Op.DIV, a, k), k))
+
+
+def _times(x: Expr, k: int) -> Expr:
+    return x if k == 1 else E.op(Op.MUL, x, E.const(k))
+
+
+def _plus(x: Expr, y: Expr) -> Expr:
+    return x if y.op is Op.CONST and y.data == 0 else E.op(Op.ADD, x, y)
 
 
 __all__ = ["simplify_indices"]

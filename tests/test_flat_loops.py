@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 
-from frontends.flat_loops import split_flat_loops
+from frontends.flat_loops import nest_flat_loops, split_flat_loops
 from knossos.index_ranges import simplify_indices
 from knossos.interpreter import Interpreter
 from knossos.parser import parse_program
@@ -77,3 +77,32 @@ def test_a_tensor_built_over_a_flattened_index_is_nested_and_read_in_place() -> 
 def test_a_tensor_used_whole_keeps_its_flat_shape() -> None:
     body = parse_program(BUILT, "built.ks").defs["whole"].body
     assert split_flat_loops(body) is body  # its shape is what the def returns
+
+
+CHAIN = """
+(def heads (Vec (Vec (Vec Float))) ((x : Vec (Vec (Vec Float))))
+  (let ((q (build 4 (lam (bh : Integer) (build 3 (lam (t : Integer) (build 2 (lam (d : Integer)
+             (mul 2.0 (index (sub (add (mul bh 2) d) (mul (div (add (mul bh 2) d) 4) 4))
+                             (index t (index (div (add (mul bh 2) d) 4) x)))))))))))
+        (s (build 4 (lam (bh : Integer) (build 3 (lam (t : Integer)
+             (sumbuild 2 (lam (d : Integer) (exp (index d (index t (index bh q))))))))))))
+    (build 2 (lam (b : Integer) (build 3 (lam (t : Integer) (build 2 (lam (h : Integer)
+      (index t (index (add (mul b 2) h) s))))))))))
+"""
+
+
+def test_a_chain_of_tensors_over_batch_heads_is_nested_let_after_let() -> None:
+    # attention's (b, t, h*d) input read as (b*h, t, d): q, then s that reads q over b*h, both nested
+    program = parse_program(CHAIN, "chain.ks")
+    d = program.defs["heads"]
+    nested = nest_flat_loops(d.body)
+    text = " ".join(str(nested).split())
+    assert "(let ((q (build 2 (lam (bh_hi_0 : Integer) (build 2 (lam (bh_lo_0 : Integer)" in text, text
+    assert "(s (build 2 (lam (bh_hi_1 : Integer) (build 2 (lam (bh_lo_1 : Integer)" in text, text
+    assert "(div " not in text  # every read is plain
+    assert (
+        " ".join(str(simplify_indices(split_flat_loops(d.body))).split()).count("(div ") > 0
+    )  # (one round is not enough)
+    rng = random.Random(9)
+    x = [[[rng.uniform(-2, 2) for _ in range(4)] for _ in range(3)] for _ in range(2)]
+    assert Interpreter().eval_expr(nested, {"x": x}) == Interpreter().call(d, [x])  # the same elements

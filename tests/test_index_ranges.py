@@ -77,3 +77,39 @@ def test_random_index_terms_keep_their_values() -> None:
         changed += simple is not e
         assert evaluate(simple, {}) == evaluate(e, {}), text
     assert changed > 30  # the simplifications were exercised
+
+
+def test_heads_viewed_as_a_batch_read_their_batch_and_column_plainly() -> None:
+    # attention's (b, t, h*d) projection read as (b*h, t, d): batch-head bh < 4, d < 3 of a width 6
+    e, _ = parse_expr(
+        "(build 4 (lam (bh : Integer) (build 3 (lam (d : Integer)"
+        " (add (mul (div (add (mul bh 3) d) 6) 100) (sub (add (mul bh 3) d) (mul (div (add (mul bh 3) d) 6) 6)))))))"
+    )
+    simple = simplify_indices(e)
+    text = " ".join(str(simple).split())
+    assert "(div bh 2)" in text and "(add (mul (sub bh (mul (div bh 2) 2)) 3) d)" in text, text
+    assert evaluate(simple, {}) == evaluate(e, {})
+
+
+def _strided(rng: random.Random, depth: int) -> str:
+    """An index of mixed strides: a flat index ``a·c + b`` divided by, or reduced modulo, another stride."""
+    strides = [1, 2, 3, 4, 6, 8, 12]
+    if depth == 0 or rng.random() < 0.2:
+        return rng.choice(["i", "j", str(rng.randint(0, 7))])
+    a, b = _strided(rng, depth - 1), _strided(rng, depth - 1)
+    c, d = rng.choice(strides), rng.choice(strides)
+    flat = f"(add (mul {a} {c}) {b})" if rng.random() < 0.8 else f"(mul {c} {a})"
+    return f"(div {flat} {d})" if rng.random() < 0.5 else f"(sub {flat} (mul (div {flat} {d}) {d}))"
+
+
+def test_random_mixed_strides_keep_their_values() -> None:
+    rng = random.Random(45)
+    changed = 0
+    for _ in range(400):
+        n, m = rng.randint(1, 8), rng.randint(1, 12)
+        text = f"(build {n} (lam (i : Integer) (build {m} (lam (j : Integer) {_strided(rng, 3)}))))"
+        e, _ = parse_expr(text)
+        simple = simplify_indices(e)
+        changed += simple is not e
+        assert evaluate(simple, {}) == evaluate(e, {}), text
+    assert changed > 100  # the rules were exercised

@@ -315,6 +315,15 @@ def _walk_evaluated(body: Expr, bound: dict[str, int], visit: Callable[[Expr], b
             stack.extend(reversed(_strict_children(item)))
 
 
+def _literal_sum(e: Expr) -> float | None:
+    """The value of two Float literals added or subtracted (a derivative's exponent ``(sub 3.0 1.0)``):
+    left in place by :func:`_loop_invariants` (g++ folds it), so that :func:`_pow_cpp` sees it."""
+    if e.op not in (Op.ADD, Op.SUB) or not all(x.op is Op.CONST and type(x.data) is float for x in e.args):
+        return None
+    x, y = (x.data for x in e.args)
+    return float(x + y if e.op is Op.ADD else x - y)
+
+
 def _loop_invariants(
     body: Expr, var: str, varying: frozenset[str], done: Expr | None = None
 ) -> tuple[list[Expr], list[Expr]]:
@@ -336,7 +345,7 @@ def _loop_invariants(
         return not any(bound.get(x) for x in e.free)
 
     def visit(item: Expr) -> bool:
-        if item.op is Op.CONST or item.op is Op.VAR or item is done:
+        if item.op is Op.CONST or item.op is Op.VAR or item is done or _literal_sum(item) is not None:
             return False
         if invariant(item):
             hoisted.setdefault(id(item), item)
@@ -1513,6 +1522,20 @@ def _neg_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
     return f"ks::neg_i({a[0]})" if node.type is INTEGER else f"ks::neg({a[0]})"
 
 
+def _whole_exponent(e: Expr) -> int | None:
+    """The value of a constant exponent 2, 3 or 4 (a literal, or :func:`_literal_sum`), else None."""
+    value = e.data if e.op is Op.CONST else _literal_sum(e)
+    return int(value) if type(value) is float and value in (2.0, 3.0, 4.0) else None
+
+
+def _pow_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
+    # x^2..x^4 as products (GPT-2's gelu cubes every element; a call of pow costs ~20 multiplications).
+    # Products round up to twice where C's pow rounds once, so not under exact order (bit-identical
+    # to the interpreter's math.pow there).
+    n = None if em.exact_order else _whole_exponent(node.args[1])
+    return f"ks::pow_whole<{n}>({a[0]})" if n is not None else f"ks::math::pow({a[0]}, {a[1]})"
+
+
 def _index_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
     read = em._reads.get((a[0], a[1]))
     if read is not None:  # a blocked loop nest's element, checked before
@@ -1537,7 +1560,10 @@ def _call_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
     callee: Callee = node.data
     if callee.kind is CalleeKind.DEF:
         return f"{def_symbol(callee.name)}({', '.join(a)})"
-    return native_template(callee).format(*a)
+    template = native_template(callee)
+    if template == NATIVE_CPP["pow"][0][2]:  # the edef'd pow is C's, as Op.POW's
+        return _pow_cpp(em, node, a)
+    return template.format(*a)
 
 
 def _compare_cpp(name: str) -> CppWriter:
@@ -1554,7 +1580,7 @@ _STRICT_CPP: dict[Op, CppWriter] = {
     Op.NEG: _neg_cpp,
     **{op: _compare_cpp(name) for op, name in _COMPARE.items()},
     **{op: _float_fn_cpp(fn) for op, fn in _FLOAT_FN.items()},
-    Op.POW: lambda em, node, a: f"ks::math::pow({a[0]}, {a[1]})",
+    Op.POW: _pow_cpp,
     Op.ABS: lambda em, node, a: f"std::fabs({a[0]})" if node.type is FLOAT else f"ks::abs_i({a[0]})",
     Op.MAX: lambda em, node, a: f"ks::max_{'f' if node.type is FLOAT else 'i'}({a[0]}, {a[1]})",
     Op.TO_FLOAT: lambda em, node, a: f"static_cast<double>({a[0]})",

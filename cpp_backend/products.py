@@ -38,6 +38,7 @@ from cpp_backend.element_sums import hoist_element_sums, operand_sums, replace_o
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
+from cpp_backend.shared_terms import share_repeats
 from cpp_backend.tuple_lets import split_tuple_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes, names_in
@@ -414,12 +415,12 @@ def transpose(e: Expr, names: _Names) -> Expr | None:
     if t["a"] == "made":  # A computed from i and j: its values At[i][j], i < n, j < p, computed once
         at = E.var(names.fresh("ks$am"), vec(vec(FLOAT)))
         size = E.op(Op.IF, runs, n, _i(0))
-        copies.append((at, E.build(size, iv, E.build(p, jv, a_mat))))
+        copies.append((at, E.build(size, iv, E.build(p, jv, share_repeats(a_mat, names.fresh)))))
         a_mat = at
     if t["b"] == "made":  # B computed from j and k: Bt[j][k], j < p, k < m
         bt = E.var(names.fresh("ks$bm"), vec(vec(FLOAT)))
         size = E.op(Op.IF, runs, p, _i(0))
-        copies.append((bt, E.build(size, jv, E.build(m, kv, b_mat))))
+        copies.append((bt, E.build(size, jv, E.build(m, kv, share_repeats(b_mat, names.fresh)))))
         b_mat = bt
     if t["b"] == "cols":  # B read as B[k][j]: Bt[j][k], j < p, k < m
         bt = E.var(names.fresh("ks$bt"), b_mat.type)

@@ -545,6 +545,14 @@ inline std::int64_t abs_i(std::int64_t a) { return a < 0 ? neg_i(a) : a; }
 // std::max: the first argument unless it is less than the second.
 inline double max_f(double a, double b) { return a < b ? b : a; }
 inline std::int64_t max_i(std::int64_t a, std::int64_t b) { return a < b ? b : a; }
+// pow(x, N) for N in 2..4 as products (not under exact order: a rounding more than C's pow).
+template <int N>
+inline double pow_whole(double x) {
+    static_assert(N >= 2 && N <= 4, "pow_whole: exponent 2, 3 or 4");
+    if constexpr (N == 2) return x * x;
+    else if constexpr (N == 3) return x * x * x;
+    else return (x * x) * (x * x);
+}
 
 // Comparisons as functions: the same operand on both sides must not be a compiler warning.
 template <class T>

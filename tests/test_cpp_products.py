@@ -88,6 +88,16 @@ PRODUCTS = """
         (let (g (mul (index o (index b dy)) (sub 1.0 (mul (index o (index b h)) (index o (index b h))))))
           (build n (lam (c : Integer) (mul g (index c (index b x))))))))))))
 
+; a SwiGLU gate's dw: its operand, sigmoid's derivative with its lets inlined, reads exp (neg h) three times
+(def sigmoid_made (Vec (Vec Float)) ((dy : Vec (Vec Float)) (h : Vec (Vec Float)) (x : Vec (Vec Float)))
+  (let ((m (size (index 0 dy))) (n (size (index 0 x))))
+    (sumbuild (size x) (lam (b : Integer)
+      (build m (lam (o : Integer)
+        (let (g (mul (index o (index b dy))
+                     (add (div 1.0 (add 1.0 (exp (neg (index o (index b h))))))
+                          (div (exp (neg (index o (index b h)))) (add 1.0 (exp (neg (index o (index b h)))))))))
+          (build n (lam (c : Integer) (mul g (index c (index b x))))))))))))
+
 ; both operands computed element by element, (a + 1) (2 b)
 (def made_both (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float)))
   (build (size a) (lam (i : Integer)
@@ -125,6 +135,7 @@ SHAPES = {
     "fused_abt": lambda r, m, n: [(r, m), (n, m), (r, n)],
     "outer_made": lambda r, m, n: [(r, m), (r, m), (r, n)],
     "made_both": lambda r, m, n: [(r, m), (m, n)],
+    "sigmoid_made": lambda r, m, n: [(r, m), (r, m), (r, n)],
     "two_sums": lambda r, m, n: [(r, m), (r, m), (n, m), (n, m)],
 }
 #: The transposed copies each def's product needs: of its left (ks$at) or right (ks$bt) operand.
@@ -137,8 +148,9 @@ COPIES = {
     "outer_delta": {"ks$at"},
     "batched": {"ks$bt"},
     "fused_abt": {"ks$bt"},
-    "outer_made": {"ks$am"},  # the computed operand's values, once
+    "outer_made": {"ks$am", "ks$cs"},  # the computed operand's values, once (h[b][o] read once: ks$cse0)
     "made_both": {"ks$am", "ks$bm"},
+    "sigmoid_made": {"ks$am", "ks$cs"},  # exp (neg h) and 1 + exp (neg h) once (ks$cse...)
     "two_sums": {"ks$bt", "ks$ro"},  # each sum's matrix (ks$rows), each reading w or u transposed
 }
 SIZES = [(1, 1, 1), (1, 9, 1), (3, 5, 7), (9, 17, 20), (16, 8, 33)]
@@ -163,6 +175,13 @@ def test_products_equal_the_interpreter() -> None:
         assert not isinstance(w, KsError), (name, w)
         assert bits == w, (name, [len(a) for a in args])  # type: ignore[arg-type]
         assert values_agree(w, quick), (name, [len(a) for a in args])  # type: ignore[arg-type]
+
+
+def test_a_computed_operand_computes_each_repeated_value_once() -> None:
+    """sigmoid_made's copy binds exp (neg h) by a let: one exp per element, not three (the values are
+    the interpreter's: test_products_equal_the_interpreter)."""
+    program = parse_program(PRODUCTS, "products.ks")
+    assert emit.emit_program(program, ["sigmoid_made"], include_runtime=False).count("ks::math::exp(") == 1
 
 
 def test_ragged_inputs_take_the_original_code() -> None:

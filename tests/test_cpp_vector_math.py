@@ -37,6 +37,12 @@ SOURCE = (
 (def pow_all (Vec Float) ((v : Vec Float) (w : Vec Float))
   (build (size v) (lam (i : Integer) (pow (index i v) (index i w)))))
 (edef pow Float (Float Float))
+(def square_all (Vec Float) ((v : Vec Float))
+  (build (size v) (lam (i : Integer) (pow (index i v) (sub 3.0 1.0)))))
+(def cube_all (Vec Float) ((v : Vec Float))
+  (build (size v) (lam (i : Integer) (pow (index i v) 3.0))))
+(def fourth_all (Vec Float) ((v : Vec Float))
+  (build (size v) (lam (i : Integer) (pow (index i v) 4.0))))
 (def guarded (Vec Float) ((v : Vec Float) (n : Integer))
   (build n (lam (i : Integer) (if (lt i (size v)) (exp (index i v)) 0.0))))
 """
@@ -93,6 +99,21 @@ def test_pow_of_two_vectors_agrees_with_the_interpreter(program: Program) -> Non
     want = call_def(program.defs["pow_all"], xs, ys)
     for x, y, w, g in zip(xs, ys, want, got, strict=True):
         assert _agree(w, g), f"pow({x!r}, {y!r}): interpreter {w!r}, compiled {g!r}"
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["products", "exact"])
+def test_pow_of_a_whole_exponent_agrees_with_the_interpreter(program: Program, exact: bool) -> None:
+    xs = [*_inputs(), 1e103, -1e103, 1e-110, 1e77, -3.0, 7.0]
+    for name, n in (("square_all", 2), ("cube_all", 3), ("fourth_all", 4)):
+        source = emit_program(program, [name], include_runtime=False, exact_order=exact)
+        assert (f"ks::pow_whole<{n}>(" in source) != exact, name  # products, but C's pow under exact order
+        got = compile_def(program, name, exact_order=exact, threads=1)(np.array(xs))
+        want = call_def(program.defs[name], xs)
+        for x, w, g in zip(xs, want, got, strict=True):
+            ok = (math.isnan(w) and math.isnan(g)) or (w == g and math.copysign(1, w) == math.copysign(1, g))
+            assert ok if exact else _agree(w, g) and math.copysign(1, w) == math.copysign(1, g), (
+                f"{name}({x!r}): interpreter {w!r}, compiled {g!r}"
+            )
 
 
 def test_a_select_is_made_only_of_branches_that_cannot_fail(program: Program) -> None:

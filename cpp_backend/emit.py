@@ -1045,8 +1045,8 @@ class _FunctionEmitter:
         p = yield p_expr
         self.line(f'ks::check_size({p}, "sumbuild");')
         self.line(
-            f"if ({m} < 1 || {m} > (std::int64_t(1) << 40) || {p} < 1 || {p} > (std::int64_t(1) << 40) / {m})"
-            " throw ks::Fallback();"  # (the packed copy has m * p elements)
+            f"if ({m} < {cols} || {m} > (std::int64_t(1) << 40) || {p} < 1 || {p} > (std::int64_t(1) << 40) / {m})"
+            " throw ks::Fallback();"  # (the packed copy has m * p elements; every tile has BLOCK_COLS columns)
         )
         rows_here = self.fresh("r")
         self.line(f"const std::int64_t {rows_here} = std::min<std::int64_t>({panel}, {n} - {i}) / {rows} * {rows};")
@@ -1061,8 +1061,8 @@ class _FunctionEmitter:
         kb = self.fresh("c")
         self.line(f"for (std::int64_t {kb} = 0; {kb} < {m}; {kb} += {cols}) {{")
         self.depth += 1
-        tile = self.fresh("n")
-        self.line(f"const std::int64_t {tile} = std::min<std::int64_t>({cols}, {m} - {kb});")
+        tile = self.fresh("n")  # the last tile ends at m, overlapping the one before (written once)
+        self.line(f"const std::int64_t {tile} = std::min<std::int64_t>({kb}, {m} - {cols});")
         for q, pack in enumerate(packs):  # this tile's columns of the rows that every row reads: p x cols
             self.line(
                 f"const double* __restrict {pack} = {panels}.data + ({q} * {tiles} + {kb} / {cols}) * {p} * {cols};"
@@ -1113,7 +1113,7 @@ class _FunctionEmitter:
                 self.line("KS_SIMD")
             self.line(f"for (std::int64_t {u} = 0; {u} < {bound}; ++{u}) {{")
             self.depth += 1
-            self.line(f"[[maybe_unused]] const std::int64_t {ku} = {kb} + {u};")
+            self.line(f"[[maybe_unused]] const std::int64_t {ku} = {tile} + {u};")
             saved_k = self._push(k, ku)
             cell = f"{acc}[{r}][{u}]"
             if e.op is Op.MUL and e.args[0].type is FLOAT and e.args[1].type is FLOAT:
@@ -1128,24 +1128,14 @@ class _FunctionEmitter:
             self.line("}")
             return ""
 
-        self.line(f"if ({tile} == {cols}) {{")
-        for bound in (str(cols), tile):  # a whole tile (a constant trip count, in registers), the last one
-            self.depth += 1
-            yield from self._block_terms(
-                p,
-                j,
-                ivar,
-                row_info,
-                per_row_term,
-                direct,
-                pack_of,
-                functools.partial(accumulate, bound=bound),
-            )
-            self.depth -= 1
-            self.line("} else {" if bound != tile else "}")
-        for r in range(rows):
+        # a whole tile always (a constant trip count, the accumulators in registers): the code once
+        yield from self._block_terms(
+            p, j, ivar, row_info, per_row_term, direct, pack_of, functools.partial(accumulate, bound=str(cols))
+        )
+        for r in range(rows):  # a column's sum is the same whichever tile computes it: stored once
             self.line(
-                f"for (std::int64_t u = 0; u < {tile}; ++u) {blk}.data[({rb} + {r}) * {m} + {kb} + u] = {acc}[{r}][u];"
+                f"for (std::int64_t u = {kb} - {tile}; u < {cols}; ++u)"
+                f" {blk}.data[({rb} + {r}) * {m} + {tile} + u] = {acc}[{r}][u];"
             )
         self.depth -= 1
         self.line("}")
@@ -1185,9 +1175,8 @@ class _FunctionEmitter:
             self.line(
                 f"    double* __restrict to = {fill}.data + (({q} * {tiles} + c / {cols}) * {p} + {jj}) * {cols};"
             )
-            self.line(f"    const double* __restrict from = {v}.data + c;")
-            self.line(f"    if ({m} - c >= {cols}) for (std::int64_t u = 0; u < {cols}; ++u) to[u] = from[u];")
-            self.line(f"    else for (std::int64_t u = 0; u < {m} - c; ++u) to[u] = from[u];")
+            self.line(f"    const double* __restrict from = {v}.data + std::min<std::int64_t>(c, {m} - {cols});")
+            self.line(f"    for (std::int64_t u = 0; u < {cols}; ++u) to[u] = from[u];")
             self.line("}")
         self._pop(j, saved_j)
         self.depth -= 1

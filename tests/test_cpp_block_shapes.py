@@ -102,6 +102,7 @@ def test_terms_written_through_lets_are_fused_and_packed() -> None:
 
     for name in ("mm", "mm_let", "mm_lets"):
         assert "= KS_MADD(" in nest(name) and "__restrict pack" in nest(name), name
+        assert nest(name).count("= KS_MADD(") == emit.BLOCK_ROWS, name  # one copy for every tile
     assert "= KS_MADD(" not in nest("mm_dead")
 
 

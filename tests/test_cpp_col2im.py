@@ -25,13 +25,14 @@ from knossos.errors import KsError
 from knossos.expr import names_in
 from knossos.program import Program
 
-#: (layer, input shape): strides 1 and 2, padding 0 and 1, odd sizes.
+#: (layer, input shape): strides 1 and 2, padding 0 and 1, odd sizes.  A kernel as wide as its stride
+#: reads its input in chunks, which reverse mode gathers (autodiff/chunks.py), not col2im: not here.
 LAYERS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "c1_s1_p0": (lambda: nn.Conv1d(3, 4, 3), (2, 3, 9)),
     "c1_s2_p1": (lambda: nn.Conv1d(2, 3, 3, padding=1, stride=2), (3, 2, 11)),
     "c1_s2_p1_d2": (lambda: nn.Conv1d(2, 3, 3, padding=1, stride=2, dilation=2), (1, 2, 13)),
     "c2_s1_p1": (lambda: nn.Conv2d(2, 3, 3, padding=1), (1, 2, 5, 7)),
-    "c2_s2_p0": (lambda: nn.Conv2d(3, 2, (3, 2), stride=2), (1, 3, 7, 9)),
+    "c2_s2_p0": (lambda: nn.Conv2d(3, 2, (3, 4), stride=2), (1, 3, 7, 9)),
     "c2_s2_p1": (lambda: nn.Conv2d(2, 3, 3, padding=1, stride=2), (2, 2, 7, 5)),
 }
 

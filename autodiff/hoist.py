@@ -14,12 +14,21 @@ Bindings that cannot fail move as they are: Float arithmetic and comparisons, ``
 ``(index i (scal alpha x))`` in a loop over ``i`` calls ``scal`` once outside, and its reverse pass
 calls ``rev$scal`` once with the gathered cotangent instead of once per element with a one-hot.
 Out of a loop whose size is a positive literal (the front end's loops), every invariant binding moves
-as it is: the loop runs, so it would have been evaluated there anyway.  Nothing moves out of a branch.
+as it is: the loop runs, so it would have been evaluated there anyway.
+
+Out of a branch move the bindings that cannot fail and cost a constant: reads ``(index i v)`` where
+``i`` is an enclosing loop's index known to cover ``v`` (:class:`autodiff.extents.Extents`), and
+Integer arithmetic on literals and the indices of loops of literal sizes (which cannot overflow).  A
+concatenation ``(if (lt i c) (index i (index r a)) (index (sub i c) (index r b)))`` then reads its
+pieces' rows and computes ``(sub i c)`` outside the branch, and its reverse pass gives ``a`` and
+``b`` element records that leave the branch (zero Floats in the other arm), not a full-size zero of
+``a`` in one arm and of ``b`` in the other per element.
 """
 
 from __future__ import annotations
 
 from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, value_expr
+from autodiff.extents import Extents
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -42,6 +51,9 @@ class Hoister:
         self.values: dict[str, Expr] = {}
         #: Loop indices known to be in range of a vector: index name -> the vector variable.
         self.ranges: dict[str, Expr] = {}
+        #: The sizes of the enclosing loops, by their index's name.
+        self.loops: dict[str, Expr] = {}
+        self.extents = Extents()
 
     def block(self, b: Block) -> None:
         """Move the invariant bindings of every loop in ``b`` (nested ones first) out of it, in place."""
@@ -53,6 +65,7 @@ class Hoister:
             elif isinstance(value, Branch):
                 self.block(value.then)
                 self.block(value.other)
+                binds += self._out_of_arm(value.then) + self._out_of_arm(value.other)
             else:
                 self.values[bind.var.data] = value
             binds.append(bind)
@@ -64,6 +77,7 @@ class Hoister:
         size = self.values.get(n.data) if n.op is Op.VAR else None
         if size is not None and size.op is Op.SIZE and size.args[0].op is Op.VAR:
             self.ranges[loop.index.data] = size.args[0]
+        self.loops[loop.index.data] = n
         self.block(loop.body)
         local = {loop.index.data}
         kept: list[Bind] = []
@@ -83,6 +97,34 @@ class Hoister:
                 local.add(bind.var.data)
         loop.body.binds = kept
         return moved
+
+    def _out_of_arm(self, arm: Block) -> list[Bind]:
+        """The bindings moved out of a branch's ``arm`` (which keeps the others): see the docstring."""
+        local: set[str] = set()
+        kept: list[Bind] = []
+        moved: list[Bind] = []
+        for bind in arm.binds:
+            value = bind.value
+            if isinstance(value, Expr) and not (value.free & local) and self._constant_cost(value):
+                moved.append(bind)
+                self.values[bind.var.data] = value
+            else:
+                kept.append(bind)
+                local.add(bind.var.data)
+        arm.binds = kept
+        return moved
+
+    def _constant_cost(self, e: Expr) -> bool:
+        """Whether ``e`` (one op on atoms) cannot fail and costs a constant: a read at an enclosing
+        loop's index covering the vector, or Integer arithmetic on literals and indices of loops of
+        literal sizes."""
+        if e.op is Op.INDEX:
+            k, v = e.args
+            n = self.loops.get(k.data) if k.op is Op.VAR else None
+            return n is not None and v.op is Op.VAR and self.extents.covers(n, v)
+        if e.op in (Op.ADD, Op.SUB, Op.MUL) and e.type is INTEGER:
+            return all(a.op is Op.CONST or (a.op is Op.VAR and _runs(self.loops.get(a.data, a))) for a in e.args)
+        return False
 
     def _guarded(self, bind: Bind, n: Expr) -> Bind:
         """``bind`` out of a loop of ``n`` iterations, evaluated only if the loop runs: ``(if (gt n 0)
@@ -135,5 +177,7 @@ def _runs(n: Expr) -> bool:
 
 def hoist(b: Block, names: Names) -> Block:
     """``b`` with its loops' invariant bindings moved out (in place; returned for convenience)."""
-    Hoister(names).block(b)
+    hoister = Hoister(names)
+    hoister.extents.record(b)
+    hoister.block(b)
     return b

@@ -131,3 +131,34 @@ def test_llama_attention_gradient_is_small_and_right() -> None:
     for have, expect in zip(got, want, strict=True):  # type: ignore[call-overload]
         scale = float(expect.abs().max())
         np.testing.assert_allclose(np.asarray(to_numpy(have)), expect.numpy(), atol=1e-5 * scale)
+
+
+#: The halves of ``_HALVES`` computed in the def (their sizes known), as rotary embeddings' are: the
+#: reads of their rows move out of the branch, so each half's cotangent is gathered.
+_COMPUTED_HALVES = """
+(def f (Vec (Vec Float)) ((x : Vec (Vec Float)))
+  (let ((a (build 3 (lam (i : Integer) (build 3 (lam (j : Integer) (mul 3.0 (index j (index i x))))))))
+        (b (build 3 (lam (i : Integer) (build 3 (lam (j : Integer) (neg (index j (index i x)))))))))
+    (build 3 (lam (i : Integer) (build 6 (lam (j : Integer)
+      (if (lt j 3) (mul 2.0 (index j (index i a))) (exp (index (sub j 3) (index i b))))))))))
+"""
+
+
+def test_concatenation_of_computed_halves_gathers_each_half() -> None:
+    """rev$f of a concatenation of two computed matrices makes no zero row of either half (the one
+    ``build`` of a literal pads ``x``'s cotangent, should ``x`` have more rows) and no one-hot of ``a``: the rows' reads leave the branch, whose reverse
+    pass gives Float zeros, and ``a``'s cotangent is a gather; the compiled gradient and the
+    interpreter's equal the closed form 6 dr[:, :3] - exp(-x) dr[:, 3:]."""
+    program = _rev(_COMPUTED_HALVES)
+    nodes = list(preorder(program.defs["rev$f"].body))
+    zeros = [node for node in nodes if node.op is Op.BUILD and node.args[2].op is Op.CONST]
+    assert all("x" in node.args[0].free for node in zeros), zeros
+    deltas = [node for node in nodes if node.op is Op.DELTAVEC]
+    assert len(deltas) == 1 and deltas[0].args[1].op is Op.VAR, deltas  # b's, at (sub j 3)
+    rng = np.random.default_rng(6)
+    x, dr = rng.normal(size=(3, 3)), rng.normal(size=(3, 6))
+    want = 6.0 * dr[:, :3] - np.exp(-x) * dr[:, 3:]
+    got = Interpreter().call(program.defs["rev$f"], [x, dr])
+    np.testing.assert_allclose(np.asarray(to_numpy(got)), want, rtol=1e-12)
+    compiled = compile_def(program, "rev$f", threads=1)(x, dr)
+    np.testing.assert_allclose(np.asarray(compiled), want, rtol=1e-12)

@@ -6,6 +6,7 @@ nothing computed inside is read after it (the C++ compiles)."""
 from __future__ import annotations
 
 import random
+import re
 
 from interpreted import interpreted, random_array
 
@@ -30,6 +31,10 @@ def test_top_level_nests_are_outlined_and_equal_the_interpreter() -> None:
     program = parse_program(PROGRAM, "outlined.ks")
     cpp = emit.emit_program(program, ["f"], include_runtime=False)
     assert cpp.count("__attribute__((noinline))") == 2
+    # the scalar the second nest reads is copied into a local first (by reference, every store in the
+    # nest could alias it, and g++ would not vectorise the loop)
+    second = cpp.split("__attribute__((noinline))")[2].splitlines()
+    assert re.fullmatch(r"\s*const std::int64_t t\d+ = p2_n;", second[1]), second[1]
     rng = random.Random(7)
     calls: list[tuple[str, list[object]]] = []
     for rows, cols in ((1, 1), (3, 5), (9, 17)):

@@ -18,6 +18,7 @@ variable is not used is dropped where the body evaluates the same right-hand sid
 
 from __future__ import annotations
 
+from cpp_backend.row_lets import substitute
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -59,7 +60,7 @@ def _inline(e: Expr) -> Expr:
         if uses == 0 and _evaluates(body, rhs):
             return body  # (the body reads the same: a let a gradient left behind)
         if uses == 1 or (uses > 1 and _read(rhs)):
-            new = _substitute(body, v.data, rhs, frozenset(rhs.free))
+            new = substitute(body, v.data, rhs, frozenset(rhs.free))
             if new is not None:
                 return new
         return E.let(v, rhs, body)
@@ -89,24 +90,3 @@ def _uses(e: Expr, name: str) -> int:
     if e.op is Op.LET and e.args[0].data == name:
         return _uses(e.args[1], name)
     return sum(_uses(a, name) for a in e.args)
-
-
-def _substitute(e: Expr, name: str, new: Expr, avoid: frozenset[str]) -> Expr | None:
-    """``e`` with the free ``name`` replaced by ``new``; None where a let in ``e`` binds ``name`` or
-    a variable of ``new`` around an occurrence (no capture, no shadowing)."""
-    if name not in e.free:
-        return e
-    if e.op is Op.VAR:
-        return new
-    if e.op is Op.LET and (e.args[0].data == name or e.args[0].data in avoid):
-        return None
-    args = []
-    for k, a in enumerate(e.args):
-        if e.op is Op.LET and k == 0:
-            args.append(a)
-            continue
-        x = _substitute(a, name, new, avoid)
-        if x is None:
-            return None
-        args.append(x)
-    return e.replace_args(tuple(args))

@@ -30,7 +30,7 @@ _SUBST_MAX = 400
 _BINDERS = {Op.LET: 0, Op.LAM: 0, Op.BUILD: 1, Op.SUMBUILD: 1}
 
 
-def _substitute(e: Expr, name: str, new: Expr, avoid: frozenset[str]) -> Expr | None:
+def substitute(e: Expr, name: str, new: Expr, avoid: frozenset[str]) -> Expr | None:
     """``e`` with the free occurrences of ``name`` replaced by ``new``; None where ``e`` binds
     ``name`` or a name of ``avoid`` (``new``'s free variables) anywhere (no capture, no shadowing)."""
     if name not in e.free:
@@ -45,7 +45,7 @@ def _substitute(e: Expr, name: str, new: Expr, avoid: frozenset[str]) -> Expr | 
         if k == at:
             args.append(a)
             continue
-        x = _substitute(a, name, new, avoid)
+        x = substitute(a, name, new, avoid)
         if x is None:
             return None
         args.append(x)
@@ -222,7 +222,7 @@ def hoist_row_let(
         rest = E.let(v, r, rest)
     inlined = None
     if rest.size <= _SUBST_MAX:
-        inlined = _substitute(rest, h.data, row, frozenset({iv.data, big.data}))
+        inlined = substitute(rest, h.data, row, frozenset({iv.data, big.data}))
     rest = E.let(h, row, rest) if inlined is None else inlined
     for v, r in reversed(lets[:at]):
         rest = E.let(v, r, rest)
@@ -253,7 +253,7 @@ def share_hoisted(root: Expr, prefix: str) -> Expr:
             have = seen.get(id(whole))
             rest = x.args[2]
             if have is not None:
-                renamed = _substitute(rest, big.data, have, frozenset({have.data}))
+                renamed = substitute(rest, big.data, have, frozenset({have.data}))
                 if renamed is None:
                     break
                 rest, shared = renamed, True

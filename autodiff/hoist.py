@@ -31,6 +31,7 @@ from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, value_expr
 from autodiff.extents import Extents
 from knossos import expr as E
 from knossos.expr import Expr
+from knossos.op_table import FLOAT_OPS, ROW
 from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
 
@@ -39,8 +40,8 @@ from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
 _GUARDED = frozenset({Op.CALL, Op.INDEX})
 
 #: Ops that never fail when their operands are scalars (Floats: IEEE; comparisons: any scalar).
-_SCALAR = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.POW, Op.ABS, Op.MAX})
-_COMPARE = frozenset({Op.EQ, Op.NE, Op.GT, Op.GTE, Op.LT, Op.LTE, Op.AND, Op.OR, Op.TO_FLOAT})
+_SCALAR = FLOAT_OPS
+_COMPARE = frozenset(ROW) - FLOAT_OPS
 _ANY = frozenset({Op.CONST, Op.VAR, Op.SIZE, Op.GET, Op.TUPLE})
 
 

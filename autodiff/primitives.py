@@ -9,14 +9,15 @@ structure: the scalar's cotangent is then the sum over the structure (:meth:`Sha
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
+from autodiff.partials import function_partial, partial
 from autodiff.tangent import Shapes
 from knossos import expr as E
 from knossos.callee import Callee, CalleeKind
 from knossos.expr import Expr
 from knossos.natives import STOP_GRADIENT
+from knossos.op_table import FUNCTION, ROW
 from knossos.ops import Op
 from knossos.types import FLOAT
 
@@ -32,8 +33,9 @@ PRELUDE_OPS: dict[str, Op] = {
 }
 #: Edefs whose meaning is an op's when they take and return Floats (the reference's programs declare them).
 MATH_EDEFS: dict[str, Op] = {"exp": Op.EXP, "log": Op.LOG, "tanh": Op.TANH, "abs": Op.ABS, "pow": Op.POW, "max": Op.MAX}
-#: Edefs with a derivative written here (not an op of the language).
-OWN_RULES = frozenset({"cosh", "erf", "log1p", "expm1", "sin", "cos", STOP_GRADIENT})
+#: Edefs with a derivative that are not an op of the language: the library's functions (op_table)
+#: and stop_gradient.
+OWN_RULES = frozenset({*FUNCTION, STOP_GRADIENT})
 
 
 def known_callee(callee: Callee) -> bool:
@@ -51,37 +53,6 @@ def as_op(call: Expr) -> Expr:
     return call if op is None else E.make(op, call.args)
 
 
-def _sinh(x: Expr) -> Expr:
-    return E.op(Op.DIV, E.op(Op.SUB, E.op(Op.EXP, x), E.op(Op.EXP, E.op(Op.NEG, x))), E.const(2.0))
-
-
-def _erf_slope(x: Expr) -> Expr:
-    """d erf(x) / dx = 2 / sqrt(pi) exp(-x^2)."""
-    return E.op(Op.MUL, E.const(1.1283791670955126), E.op(Op.EXP, E.op(Op.NEG, E.op(Op.MUL, x, x))))
-
-
-#: The slope of each edef of :data:`OWN_RULES` but cosh, of its call ``e`` (over an atom) and its
-#: result ``r``.
-_SLOPES: dict[str, Callable[[Expr, Expr], Expr]] = {
-    "erf": lambda e, r: _erf_slope(e.args[0]),
-    "log1p": lambda e, r: E.op(Op.DIV, E.const(1.0), E.op(Op.ADD, E.const(1.0), e.args[0])),
-    "expm1": lambda e, r: E.op(Op.ADD, r, E.const(1.0)),
-    # sin' = cos = sin(x + pi/2) and cos' = -sin = cos(x + pi/2): each a call of the function itself,
-    # which the program declares (the other may not be)
-    "sin": lambda e, r: _shifted_call(e),
-    "cos": lambda e, r: _shifted_call(e),
-}
-
-
-def _shifted_call(e: Expr) -> Expr:
-    """The function ``e`` calls, at its argument plus pi/2."""
-    return E.call(e.data, E.op(Op.ADD, e.args[0], E.const(math.pi / 2)))
-
-
-def _one_minus_square(r: Expr) -> Expr:
-    return E.op(Op.SUB, E.const(1.0), E.op(Op.MUL, r, r))
-
-
 def _in_range(i: Expr, n: Expr) -> Expr:
     return E.op(Op.AND, E.op(Op.GTE, i, E.const(0)), E.op(Op.LT, i, n))
 
@@ -96,38 +67,10 @@ def reverse_op(e: Expr, r: Expr, dv: Expr, wants: Callable[[Expr], bool], shapes
             out.append((args[k], make()))
 
     fit = shapes.fit
-    if op is Op.ADD:
-        give(0, lambda: fit(dv, args[0].type))
-        give(1, lambda: fit(dv, args[1].type))
-    elif op is Op.SUB:
-        give(0, lambda: fit(dv, args[0].type))
-        give(1, lambda: fit(E.op(Op.NEG, dv), args[1].type))
-    elif op is Op.MUL:
-        give(0, lambda: fit(E.op(Op.MUL, dv, args[1]), args[0].type))
-        give(1, lambda: fit(E.op(Op.MUL, dv, args[0]), args[1].type))
-    elif op is Op.DIV:
-        give(0, lambda: fit(E.op(Op.DIV, dv, args[1]), args[0].type))
-        give(1, lambda: fit(E.op(Op.NEG, E.op(Op.MUL, dv, E.op(Op.DIV, r, args[1]))), args[1].type))
-    elif op is Op.NEG:
-        give(0, lambda: E.op(Op.NEG, dv))
-    elif op is Op.EXP:
-        give(0, lambda: E.op(Op.MUL, dv, r))
-    elif op is Op.LOG:
-        give(0, lambda: E.op(Op.DIV, dv, args[0]))
-    elif op is Op.TANH:
-        give(0, lambda: E.op(Op.MUL, dv, _one_minus_square(r)))
-    elif op is Op.SQRT:  # d sqrt(x) = dx / (2 sqrt(x))
-        give(0, lambda: E.op(Op.DIV, dv, E.op(Op.MUL, E.const(2.0), r)))
-    elif op is Op.POW:
-        x, p = args
-        give(0, lambda: E.op(Op.MUL, dv, E.op(Op.MUL, p, E.op(Op.POW, x, E.op(Op.SUB, p, E.const(1.0))))))
-        give(1, lambda: E.op(Op.MUL, dv, E.op(Op.MUL, r, E.op(Op.LOG, x))))
-    elif op is Op.ABS:
-        give(0, lambda: E.op(Op.IF, E.op(Op.LT, args[0], E.const(0.0)), E.op(Op.NEG, dv), dv))
-    elif op is Op.MAX:  # max(a, b) is a unless a < b
-        second = E.op(Op.LT, args[0], args[1])
-        give(0, lambda: E.op(Op.IF, second, E.const(0.0), dv))
-        give(1, lambda: E.op(Op.IF, second, dv, E.const(0.0)))
+    row = ROW.get(op)
+    if row is not None:  # a value op: its partials (op_table); none for a Bool or Integer result
+        for k in range(len(row.partials)):
+            give(k, lambda k=k: fit(partial(op, k, args, r, dv), args[k].type))  # type: ignore[misc]
     elif op is Op.INDEX:
         i, v = args
         give(1, lambda: E.op(Op.DELTAVEC, E.op(Op.SIZE, v), i, dv))
@@ -152,11 +95,9 @@ def reverse_op(e: Expr, r: Expr, dv: Expr, wants: Callable[[Expr], bool], shapes
         give(0, one_hot)
     elif op is Op.ASSERT:
         give(1, lambda: dv)
-    elif op is Op.CALL and e.data.name == "cosh":
-        give(0, lambda: E.op(Op.MUL, dv, _sinh(args[0])))
-    elif op is Op.CALL and e.data.name in _SLOPES:
-        give(0, lambda: E.op(Op.MUL, dv, _SLOPES[e.data.name](e, r)))
-    elif op is not Op.TO_FLOAT and not (op is Op.CALL and e.data.name == STOP_GRADIENT):  # pragma: no cover
+    elif op is Op.CALL and e.data.name in FUNCTION:
+        give(0, lambda: function_partial(e, r, dv))
+    elif not (op is Op.CALL and e.data.name == STOP_GRADIENT):  # pragma: no cover
         # (every op with a Float result is above; stop_gradient passes no cotangent on)
         raise AssertionError(f"no reverse rule for {op.name}")
     return out
@@ -171,8 +112,24 @@ def _sum(terms: list[Expr | None]) -> Expr | None:
         return None
     out = present[0]
     for t in present[1:]:
-        out = E.op(Op.ADD, out, t)
+        out = _plus(out, t)
     return out
+
+
+def _plus(x: Expr, y: Expr) -> Expr:
+    """``x + y``, as a difference where ``y`` is negated and under the condition where both select
+    on one condition (max's tangent is then one select, not a sum of two)."""
+    if y.op is Op.NEG:
+        return E.op(Op.SUB, x, y.args[0])
+    if x.op is Op.IF and y.op is Op.IF and x.args[0] is y.args[0]:
+        return E.op(Op.IF, x.args[0], _plus(x.args[1], y.args[1]), _plus(x.args[2], y.args[2]))
+    if _is_zero(x):
+        return y
+    return x if _is_zero(y) else E.op(Op.ADD, x, y)
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.op is Op.CONST and type(e.data) is float and e.data == 0.0
 
 
 def forward_op(e: Expr, r: Expr, tangent: Tangent, shapes: Shapes) -> Expr | None:
@@ -181,7 +138,8 @@ def forward_op(e: Expr, r: Expr, tangent: Tangent, shapes: Shapes) -> Expr | Non
     d = [tangent(a) for a in args]
 
     def spread(t: Expr | None) -> Expr | None:
-        """A term of the type of a scalar operand spread over the result: spread it too."""
+        """A term of the type of a scalar operand spread over the result (a sum of terms with one of
+        the result's type has it already)."""
         if t is None or t.type is r.type:
             return t
         return E.op(Op.ADD, shapes.zero_like(r), t)
@@ -189,49 +147,10 @@ def forward_op(e: Expr, r: Expr, tangent: Tangent, shapes: Shapes) -> Expr | Non
     def scaled(t: Expr | None, f: Callable[[Expr], Expr]) -> Expr | None:
         return None if t is None else f(t)
 
-    if op is Op.ADD:
-        return _sum([spread(d[0]), spread(d[1])]) if d[0] is None or d[1] is None else E.op(Op.ADD, d[0], d[1])
-    if op is Op.SUB:
-        if d[0] is not None and d[1] is not None:
-            return E.op(Op.SUB, d[0], d[1])
-        return spread(d[0]) if d[1] is None else spread(E.op(Op.NEG, d[1]))
-    if op is Op.MUL:
-        a, b = args
-        return _sum([scaled(d[0], lambda t: E.op(Op.MUL, t, b)), scaled(d[1], lambda t: E.op(Op.MUL, a, t))])
-    if op is Op.DIV:
-        a, b = args
-        first = scaled(d[0], lambda t: E.op(Op.DIV, t, b))
-        second = scaled(d[1], lambda t: E.op(Op.DIV, E.op(Op.MUL, r, t), b))
-        if second is None:
-            return first
-        return E.op(Op.NEG, second) if first is None else E.op(Op.SUB, first, second)
-    if op is Op.NEG:
-        return scaled(d[0], lambda t: E.op(Op.NEG, t))
-    if op is Op.EXP:
-        return scaled(d[0], lambda t: E.op(Op.MUL, t, r))
-    if op is Op.LOG:
-        return scaled(d[0], lambda t: E.op(Op.DIV, t, args[0]))
-    if op is Op.TANH:
-        return scaled(d[0], lambda t: E.op(Op.MUL, t, _one_minus_square(r)))
-    if op is Op.SQRT:
-        return scaled(d[0], lambda t: E.op(Op.DIV, t, E.op(Op.MUL, E.const(2.0), r)))
-    if op is Op.POW:
-        x, p = args
-        return _sum(
-            [
-                scaled(
-                    d[0], lambda t: E.op(Op.MUL, t, E.op(Op.MUL, p, E.op(Op.POW, x, E.op(Op.SUB, p, E.const(1.0)))))
-                ),
-                scaled(d[1], lambda t: E.op(Op.MUL, t, E.op(Op.MUL, r, E.op(Op.LOG, x)))),
-            ]
-        )
-    if op is Op.ABS:
-        return scaled(d[0], lambda t: E.op(Op.IF, E.op(Op.LT, args[0], E.const(0.0)), E.op(Op.NEG, t), t))
-    if op is Op.MAX:
-        if d[0] is None and d[1] is None:
-            return None
-        zero = E.const(0.0)
-        return E.op(Op.IF, E.op(Op.LT, args[0], args[1]), d[1] or zero, d[0] or zero)
+    row = ROW.get(op)
+    if row is not None:  # a value op: the sum of its operands' tangents through its partials (op_table)
+        terms = [None if t is None else partial(op, k, args, r, t) for k, t in enumerate(d[: len(row.partials)])]
+        return spread(_sum(terms))
     if op is Op.INDEX:
         return scaled(d[1], lambda t: E.op(Op.INDEX, args[0], t))
     if op is Op.SUM:
@@ -248,10 +167,8 @@ def forward_op(e: Expr, r: Expr, tangent: Tangent, shapes: Shapes) -> Expr | Non
         return scaled(d[0], lambda t: E.get(e.data[0], e.data[1], t))
     if op is Op.ASSERT:
         return scaled(d[1], lambda t: E.op(Op.ASSERT, args[0], t))
-    if op is Op.CALL and e.data.name == "cosh":
-        return scaled(d[0], lambda t: E.op(Op.MUL, t, _sinh(args[0])))
-    if op is Op.CALL and e.data.name in _SLOPES:
-        return scaled(d[0], lambda t: E.op(Op.MUL, t, _SLOPES[e.data.name](e, r)))
-    if op is Op.TO_FLOAT or (op is Op.CALL and e.data.name == STOP_GRADIENT):
+    if op is Op.CALL and e.data.name in FUNCTION:
+        return scaled(d[0], lambda t: function_partial(e, r, t))
+    if op is Op.CALL and e.data.name == STOP_GRADIENT:
         return None
     raise AssertionError(f"no forward rule for {op.name}")  # pragma: no cover

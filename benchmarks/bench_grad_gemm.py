@@ -69,17 +69,16 @@ from knossos.printer import format_def  # noqa: E402
 from knossos.program import Def, Program  # noqa: E402
 from knossos.types import Kind  # noqa: E402
 from ksbench.harness import (  # noqa: E402
+    Contender,
     Row,
     add_timing_arguments,
     growth_exponent,
     guarded_main,
     search,
-    search_row,
     stamp,
     write_rows,
 )
 from search.plan import Plan  # noqa: E402
-from search.result import SearchResult  # noqa: E402
 from search.value import ValueFunction, ZeroValue  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,28 +145,6 @@ def inputs(primal: str, d: Def, n: int, seed: int = SEED) -> list[Any]:
 
 
 # -- the searches ------------------------------------------------------------------------------------------
-@dataclass
-class Contender:
-    label: str
-    search: str
-    result: SearchResult
-    settings: Row
-
-    def to_json(self) -> Row:
-        return {
-            **self.settings,
-            **search_row(self.result),
-            "rules_used": list(dict.fromkeys(s.rule for s in self.result.steps)),
-        }
-
-    def describe(self) -> str:
-        r = self.result
-        return (
-            f"{self.label}: alloc cost {r.start_cost:.6g} -> {r.best_cost:.6g} in {len(r.steps)} steps; "
-            f"{r.evaluations} evaluations, {r.seconds:.1f} s"
-        )
-
-
 def alloc_sizes(d: Def, n: int) -> dict[str, int | tuple[int, ...]]:
     """Every vector parameter of ``d`` n long at every level (optimize.py's --size p=NxN...)."""
     out: dict[str, int | tuple[int, ...]] = {}
@@ -201,8 +178,8 @@ def run_searches(d: Def, model: str, seconds: float, n: int) -> list[Contender]:
     out = []
     for label, algorithm, v in searches:
         result = search(label, d.body, trained.overridden(algorithm=algorithm), v, indent="  ")
-        c = Contender(label, algorithm, result, {**settings, "search": algorithm, "value": label.split()[0]})
-        print(f"    {c.describe()}", flush=True)
+        c = Contender(label, {**settings, "search": algorithm, "value": label.split()[0]}, result)
+        print(f"    {c.describe('alloc cost')}", flush=True)
         out.append(c)
     return out
 

@@ -80,12 +80,12 @@ from knossos.program import Def, Program  # noqa: E402
 from knossos.rank import spearman  # noqa: E402
 from knossos.sized_cost import parse_sizes, sized_def_cost  # noqa: E402
 from ksbench.harness import (  # noqa: E402
+    Contender,
     Row,
     add_timing_arguments,
     growth_exponent,
     guarded_main,
     search,
-    search_row,
     stamp,
     write_rows,
 )
@@ -97,7 +97,6 @@ from rules.sets import get_rule_set  # noqa: E402
 from search.limits import MAX_DEPTH  # noqa: E402
 from search.mdp import RewriteStep  # noqa: E402
 from search.plan import Plan  # noqa: E402
-from search.result import SearchResult  # noqa: E402
 from search.settings import SearchSettings  # noqa: E402
 from search.value import ValueFunction  # noqa: E402
 
@@ -184,30 +183,8 @@ class Settings:
         return self.plan().cost()
 
 
-@dataclass
-class Contender:
-    label: str
-    settings: Settings
-    result: SearchResult
-
-    @property
-    def rules(self) -> RuleSet:
-        return get_rule_set(self.settings.rules)
-
-    def to_json(self) -> Row:
-        return {**dataclasses.asdict(self.settings), **search_row(self.result)}
-
-    def describe(self) -> str:
-        r = self.result
-        rules = ", ".join(dict.fromkeys(s.rule for s in r.steps)) or "none"
-        return (
-            f"{self.label}: cost {r.start_cost:.6g} -> {r.best_cost:.6g} in {len(r.steps)} steps ({rules}); "
-            f"{r.evaluations} evaluations, {r.seconds:.1f} s"
-        )
-
-
 def run_contender(label: str, start: Expr, settings: Settings, value: ValueFunction | None = None) -> Contender:
-    contender = Contender(label, settings, search(label, start, settings.plan(), value))
+    contender = Contender(label, dataclasses.asdict(settings), search(label, start, settings.plan(), value))
     print(f"  {contender.describe()}", flush=True)
     return contender
 
@@ -311,7 +288,7 @@ def replay(start: Expr, steps: Sequence[RewriteStep], rules: RuleSet) -> list[Ex
 
 def path_variants(program: Program, d: Def, best: Contender, points: int) -> list[BenchVariant]:
     """Programs evenly spaced along ``best``'s rewrite path (labelled ``path k/K``, K = points + 1)."""
-    states = replay(d.body, best.result.steps, best.rules)
+    states = replay(d.body, best.result.steps, get_rule_set(best.settings["rules"]))
     if states[-1] != best.result.best:
         print(f"note: replaying {best.label}'s steps did not end at its best program", flush=True)
     total = len(best.result.steps)

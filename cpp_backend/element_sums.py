@@ -23,11 +23,12 @@ from collections.abc import Callable
 
 from knossos import expr as E
 from knossos.expr import Expr
+from knossos.op_table import FLOAT_OPS
 from knossos.ops import Op
 from knossos.types import FLOAT, vec
 
-#: The operations that evaluate every operand whatever the values.
-STRICT = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.ABS, Op.POW})
+#: The operations that evaluate every operand whatever the values (the value ops of Floats).
+STRICT = FLOAT_OPS
 
 
 def operand_sums(elem: Expr) -> list[Expr]:

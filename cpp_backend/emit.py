@@ -90,6 +90,7 @@ from knossos.arith import INT_MIN
 from knossos.callee import Callee, CalleeKind
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
+from knossos.op_table import FUNCTION, FUNCTIONS, ROW, ROWS, OpKind
 from knossos.ops import BINDERS, Op
 from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, tuple_of, vec
@@ -223,14 +224,9 @@ NATIVE_CPP: dict[str, list[tuple[tuple[Type, ...], Type, str]]] = {
     "max": [((_F, _F), _F, "ks::max_f({0}, {1})"), ((_I, _I), _I, "ks::max_i({0}, {1})")],
     "pow": [((_F, _F), _F, "ks::math::pow({0}, {1})")],
     "tanh": [((_F,), _F, "ks::math::tanh({0})")],
-    "cosh": [((_F,), _F, "std::cosh({0})")],
     "exp": [((_F,), _F, "ks::math::exp({0})")],
     "log": [((_F,), _F, "ks::math::log({0})")],
-    "erf": [((_F,), _F, "ks::math::erf({0})")],
-    "log1p": [((_F,), _F, "ks::math::log1p({0})")],
-    "expm1": [((_F,), _F, "ks::math::expm1({0})")],
-    "sin": [((_F,), _F, "ks::math::sin({0})")],
-    "cos": [((_F,), _F, "ks::math::cos({0})")],
+    **{f.name: [((_F,), _F, f.cpp)] for f in FUNCTIONS},
     "lgamma": [((_F,), _F, "ks::lgamma_f({0})")],
     "stop_gradient": [((_F,), _F, "({0})")],
     "fwd$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
@@ -271,10 +267,7 @@ def native_template(callee: Callee) -> str:
 
 
 # -- expressions -----------------------------------------------------------------------------------
-_ARITH_SYMBOL = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
-_ARITH_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.DIV: "div"}
-_COMPARE = {Op.EQ: "eq", Op.NE: "ne", Op.GT: "gt", Op.GTE: "gte", Op.LT: "lt", Op.LTE: "lte"}
-_FLOAT_FN = {Op.EXP: "ks::math::exp", Op.LOG: "ks::math::log", Op.TANH: "ks::math::tanh", Op.SQRT: "std::sqrt"}
+_COMPARE = frozenset(row.op for row in ROWS if row.kind is OpKind.COMPARISON)
 _ALLOCATING = frozenset({Op.BUILD, Op.CONSTVEC, Op.DELTAVEC, Op.CALL, Op.LAM, Op.APPLY})
 _ELEMENTWISE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.SUM, Op.SUMBUILD})
 
@@ -440,15 +433,15 @@ def _has_loop(body: Expr, done: Expr | None = None) -> bool:
     return False
 
 
+#: Value ops with a Float result that never fail (op_table).
 _CANNOT_FAIL_FLOAT = frozenset(
-    {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.ABS, Op.EXP, Op.LOG, Op.TANH, Op.SQRT, Op.POW, Op.TO_FLOAT}
+    row.op for row in ROWS if row.never_fails and row.kind not in (OpKind.COMPARISON, OpKind.LOGIC)
 )
 
 
 #: Natives of Floats that return a Float and never fail (C's functions: NaN or an infinity, no error).
 _CANNOT_FAIL_NATIVES = frozenset(
-    {"abs", "max", "pow", "tanh", "cosh", "exp", "log", "erf", "log1p", "expm1", "sin", "cos", "exp$f", "log$f"}
-    | {"add$ff", "sub$ff", "mul$ff", "div$ff"}
+    {"abs", "max", "pow", "tanh", "exp", "log", "exp$f", "log$f", "add$ff", "sub$ff", "mul$ff", "div$ff", *FUNCTION}
 )
 #: A Float ``if`` whose branches cannot fail and are this small (nodes) computes both and selects one:
 #: g++ vectorises a loop with a select, not one with a branch around a call of exp (PyTorch's softplus,
@@ -633,7 +626,7 @@ class _FunctionEmitter:
         if node.args[1].size <= SPECULATE_MOST and _cannot_fail(node.args[1], set()):
             # both sides computed, as a select's: a loop with (or (lt x 0.0) (ne x x)) stays branch-free
             right = yield node.args[1]
-            return self.bind(BOOL, f"({left} {'&' if node.op is Op.AND else '|'} {right})")
+            return self.bind(BOOL, _value_op_template(node).format(left, right))
         result = self.fresh()
         self.line(f"bool {result} = {left};")
         self.line(f"if ({'' if node.op is Op.AND else '!'}{result}) {{")
@@ -1532,20 +1525,22 @@ assert set(BINDERS) <= set(_LAZY)
 CppWriter = Callable[[_FunctionEmitter, Expr, list[str]], str]
 
 
-def _arith_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
-    op = node.op
-    lt, rt = node.args[0].type, node.args[1].type
-    if lt is FLOAT and rt is FLOAT:
-        return f"({a[0]} {_ARITH_SYMBOL[op]} {a[1]})"
-    if lt is INTEGER and rt is INTEGER:
-        return f"ks::{_ARITH_NAME[op]}_i({a[0]}, {a[1]})"
-    return f"ks::{_ARITH_NAME[op]}({a[0]}, {a[1]})"
+def _value_op_template(node: Expr) -> str:
+    """The C++ template of a value op (op_table) for its operands' types."""
+    cpp = ROW[node.op].cpp
+    types = [a.type for a in node.args]
+    if not all(t.is_scalar for t in types):
+        template = cpp.structure
+    elif FLOAT in types:
+        template = cpp.float
+    else:
+        template = cpp.integer if INTEGER in types else cpp.boolean
+    assert template is not None, f"{node.op.name} has no C++ for operands {types}"  # the type rules allow none
+    return template
 
 
-def _neg_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
-    if node.type is FLOAT:
-        return f"(-{a[0]})"
-    return f"ks::neg_i({a[0]})" if node.type is INTEGER else f"ks::neg({a[0]})"
+def _value_op_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
+    return _value_op_template(node).format(*a)
 
 
 def _whole_exponent(e: Expr) -> int | None:
@@ -1559,7 +1554,11 @@ def _pow_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
     # Products round up to twice where C's pow rounds once, so not under exact order (bit-identical
     # to the interpreter's math.pow there).
     n = None if em.exact_order else _whole_exponent(node.args[1])
-    return f"ks::pow_whole<{n}>({a[0]})" if n is not None else f"ks::math::pow({a[0]}, {a[1]})"
+    if n is not None:
+        return f"ks::pow_whole<{n}>({a[0]})"
+    template = ROW[Op.POW].cpp.float  # (also the edef'd pow's: C's)
+    assert template is not None
+    return template.format(*a)
 
 
 def _index_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
@@ -1592,24 +1591,10 @@ def _call_cpp(em: _FunctionEmitter, node: Expr, a: list[str]) -> str:
     return template.format(*a)
 
 
-def _compare_cpp(name: str) -> CppWriter:
-    return lambda em, node, a: f"ks::{name}({a[0]}, {a[1]})"
-
-
-def _float_fn_cpp(fn: str) -> CppWriter:
-    return lambda em, node, a: f"{fn}({a[0]})"
-
-
 #: Ops whose arguments are all computed first (the others are in :data:`_LAZY`): op -> its C++.
 _STRICT_CPP: dict[Op, CppWriter] = {
-    **dict.fromkeys(_ARITH_SYMBOL, _arith_cpp),
-    Op.NEG: _neg_cpp,
-    **{op: _compare_cpp(name) for op, name in _COMPARE.items()},
-    **{op: _float_fn_cpp(fn) for op, fn in _FLOAT_FN.items()},
+    **{row.op: _value_op_cpp for row in ROWS if row.kind is not OpKind.LOGIC},
     Op.POW: _pow_cpp,
-    Op.ABS: lambda em, node, a: f"std::fabs({a[0]})" if node.type is FLOAT else f"ks::abs_i({a[0]})",
-    Op.MAX: lambda em, node, a: f"ks::max_{'f' if node.type is FLOAT else 'i'}({a[0]}, {a[1]})",
-    Op.TO_FLOAT: lambda em, node, a: f"static_cast<double>({a[0]})",
     Op.INDEX: _index_cpp,
     Op.SIZE: lambda em, node, a: f"ks::size({a[0]})",
     Op.SUM: lambda em, node, a: f"ks::sum({a[0]}, {c_string(str(node.type))})",

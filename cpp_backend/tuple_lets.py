@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes, names_in
+from knossos.op_table import ARITHMETIC
 from knossos.ops import Op
 from knossos.types import Kind
 
@@ -25,7 +26,7 @@ _MAX = 200
 
 
 #: Float arithmetic, which cannot fail: an element made of it (over variables and constants) may be dropped.
-_FLOAT_ARITHMETIC = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG})
+_FLOAT_ARITHMETIC = ARITHMETIC | {Op.NEG}
 
 
 def _droppable(a: Expr) -> bool:

@@ -131,7 +131,7 @@ def promoted(operands: Sequence[Any]) -> Type:
     return BOOL
 
 
-def _binary(o: Op) -> Lowering:
+def binary(o: Op) -> Lowering:
     def lower(c: Call) -> Tensor:
         a, b = c.args[0], c.args[1]
         if c.elem is BOOL:
@@ -146,7 +146,7 @@ def _binary(o: Op) -> Lowering:
     return lower
 
 
-def _unary(f: Callable[[Expr], Expr]) -> Lowering:
+def float_unary(f: Callable[[Expr], Expr]) -> Lowering:
     """An op of Floats (torch gives a float tensor of an integer one: converted first)."""
 
     def lower(c: Call) -> Tensor:
@@ -157,7 +157,7 @@ def _unary(f: Callable[[Expr], Expr]) -> Lowering:
     return lower
 
 
-def _signed(o: Op) -> Lowering:
+def signed(o: Op) -> Lowering:
     """``neg``/``abs``, which keep an integer tensor's dtype."""
 
     def lower(c: Call) -> Tensor:
@@ -560,7 +560,7 @@ def _same(c: Call) -> Tensor:
     return as_tensor(c.args[0])
 
 
-def _to_copy(c: Call) -> Tensor:
+def to_copy(c: Call) -> Tensor:
     """A copy, or a conversion between the dtypes translated: float32 and float64 are both Floats
     (computed in double), an integer tensor to a float one is ``to_float``, a Bool one ``if``."""
     x = as_tensor(c.args[0])
@@ -596,44 +596,22 @@ def _scalar_tensor(c: Call) -> Tensor:
     return filled((), c.args[0], c.elem)
 
 
+#: The aten ops lowered here; those that are one value op of the language element-wise are lowered
+#: from its row (frontends.aten_ops).
 LOWERINGS: dict[str, Lowering] = {
     # element-wise arithmetic, broadcasting
-    "add.Tensor": _binary(Op.ADD),
-    "add.Scalar": _binary(Op.ADD),
-    "sub.Tensor": _binary(Op.SUB),
-    "sub.Scalar": _binary(Op.SUB),
-    "mul.Tensor": _binary(Op.MUL),
-    "mul.Scalar": _binary(Op.MUL),
-    "div.Tensor": _binary(Op.DIV),
-    "div.Scalar": _binary(Op.DIV),
     "maximum.default": lambda c: elementwise(
         c.block, c.shape, [c.args[0], c.args[1]], lambda a, b: nan_max(c.block, a, b), c.elem, c.elem
     ),
     "minimum.default": lambda c: elementwise(
         c.block, c.shape, [c.args[0], c.args[1]], lambda a, b: nan_min(c.block, a, b), c.elem, c.elem
     ),
-    "clamp_min.default": _binary(Op.MAX),
     "pow.Tensor_Scalar": _pow_scalar,
-    "pow.Tensor_Tensor": lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], _op(Op.POW), FLOAT, FLOAT),
-    "neg.default": _signed(Op.NEG),
-    "exp.default": _unary(_op(Op.EXP)),
-    "log.default": _unary(_op(Op.LOG)),
-    "tanh.default": _unary(_op(Op.TANH)),
-    "abs.default": _signed(Op.ABS),
-    "sigmoid.default": _unary(sigmoid),
-    "relu.default": _unary(lambda x: E.op(Op.MAX, x, E.const(0.0))),
-    "sqrt.default": _unary(_op(Op.SQRT)),
-    "rsqrt.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, x))),
-    "reciprocal.default": _unary(lambda x: E.op(Op.DIV, E.const(1.0), x)),
+    "sigmoid.default": float_unary(sigmoid),
+    "relu.default": float_unary(lambda x: E.op(Op.MAX, x, E.const(0.0))),
+    "rsqrt.default": float_unary(lambda x: E.op(Op.DIV, E.const(1.0), E.op(Op.SQRT, x))),
+    "reciprocal.default": float_unary(lambda x: E.op(Op.DIV, E.const(1.0), x)),
     # comparisons and where
-    "gt.Tensor": compare(Op.GT),
-    "gt.Scalar": compare(Op.GT),
-    "ge.Tensor": compare(Op.GTE),
-    "ge.Scalar": compare(Op.GTE),
-    "lt.Tensor": compare(Op.LT),
-    "lt.Scalar": compare(Op.LT),
-    "le.Tensor": compare(Op.LTE),
-    "le.Scalar": compare(Op.LTE),
     "where.self": _where,
     # reductions
     "sum.default": _sum,
@@ -669,7 +647,6 @@ LOWERINGS: dict[str, Lowering] = {
     "clone.default": _same,
     "alias.default": _same,
     "lift_fresh_copy.default": _same,
-    "_to_copy.default": _to_copy,
     # constants
     "full.default": _full,
     "full_like.default": _full,

@@ -2,9 +2,9 @@
 ``erf``/``gelu``, ``log1p``/``expm1``/``softplus``, ``std``, ``cat``/``stack``, the masks
 (``arange``, ``tril``/``triu``, ``eq``/``ne``, ``masked_fill``, the logical ops) and ``clamp``.
 
-``erf``, ``log1p`` and ``expm1`` are functions of the language's library (:mod:`knossos.natives`,
-declared by an ``edef`` the translation adds, with their derivatives in :mod:`autodiff.primitives`
-and their C++ in :mod:`cpp_backend.emit`): calls of :func:`native`.
+``erf``, ``log1p``, ``expm1``, ``sin``, ``cos`` and ``cosh`` are functions of the language's library
+(their rows in :mod:`knossos.op_table`), declared by an ``edef`` the translation adds: calls of
+:func:`native`, lowered from their rows (:mod:`frontends.aten_ops`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from frontends.aten import (
     Lowering,
     Unsupported,
     as_tensor,
-    compare,
     dim_of,
     elementwise,
     moments,
@@ -30,11 +29,12 @@ from knossos.callee import Callee, edef_callee
 from knossos.cost import DEFAULT_EDEF_COST
 from knossos.expr import Expr
 from knossos.natives import STOP_GRADIENT
+from knossos.op_table import FUNCTION
 from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER
 
 #: The library functions a translation may call, Float to Float (each declared by an edef).
-NATIVE_FUNCTIONS = ("erf", "log1p", "expm1", "sin", "cos", STOP_GRADIENT)
+NATIVE_FUNCTIONS = (*FUNCTION, STOP_GRADIENT)
 
 
 def native_callee(name: str) -> Callee:
@@ -46,7 +46,8 @@ def native(name: str, x: Expr) -> Expr:
     return E.call(native_callee(name), x)
 
 
-def _float_unary(f: Any) -> Lowering:
+def float_operand(f: Any) -> Lowering:
+    """An element-wise function of a tensor taken as Floats (an integer one converted first)."""
     return lambda c: unary(converted(as_tensor(c.args[0]), FLOAT), f)
 
 
@@ -210,7 +211,7 @@ def _masked_fill(c: Call) -> Tensor:
     )
 
 
-def _logical(o: Op | None) -> Lowering:
+def logical(o: Op | None) -> Lowering:
     """``logical_not`` (``o`` None), ``logical_and``/``logical_or`` of tensors taken as Bools."""
 
     def low(c: Call) -> Tensor:
@@ -233,7 +234,7 @@ def _bitwise_not(c: Call) -> Tensor:
     return unary_bool(x)
 
 
-def _bitwise(o: Op) -> Lowering:
+def bitwise(o: Op) -> Lowering:
     """``&`` and ``|`` of Bool tensors (what ``mask_a | mask_b`` is)."""
 
     def low(c: Call) -> Tensor:
@@ -275,11 +276,6 @@ def _flip(c: Call) -> Tensor:
 
 
 MATH_LOWERINGS: dict[str, Lowering] = {
-    "erf.default": _float_unary(lambda e: native("erf", e)),
-    "log1p.default": _float_unary(lambda e: native("log1p", e)),
-    "expm1.default": _float_unary(lambda e: native("expm1", e)),
-    "sin.default": _float_unary(lambda e: native("sin", e)),
-    "cos.default": _float_unary(lambda e: native("cos", e)),
     "gelu.default": _gelu,
     "softplus.default": _softplus,
     "silu.default": _silu,
@@ -292,18 +288,10 @@ MATH_LOWERINGS: dict[str, Lowering] = {
     "arange.start_step": _arange,
     "tril.default": _triangle(lower=True),
     "triu.default": _triangle(lower=False),
-    "eq.Tensor": compare(Op.EQ),
-    "eq.Scalar": compare(Op.EQ),
-    "ne.Tensor": compare(Op.NE),
-    "ne.Scalar": compare(Op.NE),
     "masked_fill.Scalar": _masked_fill,
     "masked_fill.Tensor": _masked_fill,
-    "logical_not.default": _logical(None),
-    "logical_and.default": _logical(Op.AND),
-    "logical_or.default": _logical(Op.OR),
+    "logical_not.default": logical(None),
     "bitwise_not.default": _bitwise_not,
-    "bitwise_and.Tensor": _bitwise(Op.AND),
-    "bitwise_or.Tensor": _bitwise(Op.OR),
     "diagonal.default": _diagonal,
     "flip.default": _flip,
 }

@@ -44,6 +44,7 @@ from frontends.aten import Call, Lowering, Unsupported
 from frontends.aten_composite import COMPOSITE_LOWERINGS
 from frontends.aten_index import INDEX_LOWERINGS
 from frontends.aten_math import MATH_LOWERINGS, NATIVE_FUNCTIONS, native_callee
+from frontends.aten_ops import VALUE_OP_LOWERINGS
 from frontends.aten_several import ARG_LOWERINGS, SEVERAL, Results
 from frontends.check import FLOAT32_TOLERANCE, TOLERANCE, Compiler, check_def, fresh_inputs
 from frontends.dispatch import TraceError, trace
@@ -54,12 +55,13 @@ from knossos import expr as E
 from knossos.callee import CalleeKind
 from knossos.errors import KsError, KsUsageError, Pos, one_line
 from knossos.expr import Expr
-from knossos.ops import KEYWORDS, Op
+from knossos.op_table import KEYWORDS
+from knossos.ops import Op
 from knossos.program import Def, Edef, Param, Program, def_callee
 from knossos.types import BOOL, FLOAT, INTEGER, Type
 
 #: The tables of the ops with one result, looked up in this order (each read when an op is lowered).
-TABLES = (CORE_LOWERINGS, MATH_LOWERINGS, INDEX_LOWERINGS, COMPOSITE_LOWERINGS, ARG_LOWERINGS)
+TABLES = (VALUE_OP_LOWERINGS, CORE_LOWERINGS, MATH_LOWERINGS, INDEX_LOWERINGS, COMPOSITE_LOWERINGS, ARG_LOWERINGS)
 #: The element type of each dtype translated: floats are computed in double (float32 results are
 #: checked against torch with :data:`frontends.check.FLOAT32_TOLERANCE`), integers are 64-bit.
 ELEMENTS: dict[Any, Type] = {

@@ -28,6 +28,38 @@ def checked(value: int) -> int:
     return value
 
 
+def fadd(a: float, b: float) -> float:
+    return a + b
+
+
+def fsub(a: float, b: float) -> float:
+    return a - b
+
+
+def fmul(a: float, b: float) -> float:
+    return a * b
+
+
+def iadd(a: int, b: int) -> int:
+    return checked(a + b)
+
+
+def isub(a: int, b: int) -> int:
+    return checked(a - b)
+
+
+def imul(a: int, b: int) -> int:
+    return checked(a * b)
+
+
+def ineg(a: int) -> int:
+    return checked(-a)
+
+
+def iabs(a: int) -> int:
+    return checked(abs(a))
+
+
 def fdiv(a: float, b: float) -> float:
     try:
         return a / b

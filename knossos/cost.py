@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from knossos.op_table import ROWS, OpKind
 from knossos.ops import Op
 from knossos.types import Type
 
@@ -28,24 +29,10 @@ DEFAULT_EDEF_COST = 7.0  # an edef without a cost$ def
 IF_SELECTION_COST = 1.0
 IF_EPSILON = 0.0001  # weight of the cheaper branch of an if
 
-#: Own cost of ops charged "constant + children".  Arithmetic is scaled by element count below.
+#: Own cost of ops charged "constant + children" (a value op's is in its row of op_table).
+#: Arithmetic is scaled by element count below.
 OWN_COST: dict[Op, float] = {
-    Op.ADD: 1.0,
-    Op.SUB: 1.0,
-    Op.NEG: 1.0,
-    Op.MUL: 2.0,
-    Op.DIV: 2.0,
-    Op.EXP: 4.0,
-    Op.LOG: 4.0,
-    Op.EQ: 1.0,
-    Op.NE: 1.0,
-    Op.GT: 1.0,
-    Op.GTE: 1.0,
-    Op.LT: 1.0,
-    Op.LTE: 1.0,
-    Op.OR: 1.0,
-    Op.AND: 1.0,
-    Op.TO_FLOAT: 1.0,
+    **{row.op: row.cost for row in ROWS},
     Op.INDEX: 1.0,
     Op.SIZE: 1.0,
     Op.SUM: ASSUMED_VECTOR_SIZE - 1.0,
@@ -53,12 +40,6 @@ OWN_COST: dict[Op, float] = {
     Op.DELTAVEC: MALLOC_COST,
     Op.ASSERT: 1.0,
     Op.GET: 0.0,
-    # Not in the reference; charged like the cost$ declarations its programs give these edefs.
-    Op.ABS: 2.0,
-    Op.MAX: 2.0,
-    Op.POW: 10.0,
-    Op.TANH: 8.0,
-    Op.SQRT: 4.0,
 }
 
 CostRule = Callable[[tuple["Expr", ...], Any, Type], float]
@@ -158,7 +139,7 @@ CHILD_WEIGHT: dict[tuple[Op, int], float] = {
 
 
 COST_RULES: dict[Op, CostRule] = {op: _flat(own) for op, own in OWN_COST.items()}
-COST_RULES.update({op: _arith(op) for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG)})
+COST_RULES.update({row.op: _arith(row.op) for row in ROWS if row.kind in (OpKind.ARITHMETIC, OpKind.NEGATION)})
 COST_RULES.update(
     {
         Op.CONST: _leaf,

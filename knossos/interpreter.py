@@ -12,7 +12,6 @@ strictly nested.  A ``lam`` value captures a copy.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +21,11 @@ from knossos.callee import CalleeKind
 from knossos.errors import KsEvalError, KsUsageError
 from knossos.expr import Expr
 from knossos.natives import NATIVES
+from knossos.op_table import ROWS, OpKind, OpRow
 from knossos.ops import Op
 from knossos.program import Def, SizeTree, TupleSizes, VecSizes
 from knossos.types import FLOAT, INTEGER, Kind, Type
-from knossos.values import SCALAR_ARITHMETIC, Value, add, elementwise, from_python, zero_like, zero_of
+from knossos.values import Value, add, elementwise, from_python, zero_like, zero_of
 
 #: The most vector elements one evaluation allocates in all (build, sumbuild, constVec, deltaVec) by
 #: default: about 3 GiB of Python floats, and minutes of interpretation.
@@ -45,25 +45,27 @@ class Closure:
     env: Env
 
 
-def _unary_float(fn: Any) -> Any:
-    return lambda node, v: fn(v[0])
-
-
-def _neg(node: Expr, v: list[Value]) -> Value:
-    return _negate(node.type, v[0])
-
-
-def _negate(t: Type, v: Value) -> Value:
+def _lifted(row: OpRow, t: Type, v: Value) -> Value:
+    """A one-operand op over a structure of numbers, element by element."""
     if t.kind is Kind.VEC:
-        return [_negate(t.elem, x) for x in v]
+        return [_lifted(row, t.elem, x) for x in v]
     if t.kind is Kind.TUPLE:
-        return tuple(_negate(c, x) for c, x in zip(t.children, v, strict=True))
-    return arith.checked(-v) if t is INTEGER else -v
+        return tuple(_lifted(row, c, x) for c, x in zip(t.children, v, strict=True))
+    return _scalar_meaning(row, t)(v)
 
 
-def _arith(name: str) -> Any:
-    f_float, f_int = SCALAR_ARITHMETIC[name]
-    return lambda node, v: elementwise(f_float, f_int, node.args[0].type, node.args[1].type, v[0], v[1])
+def _scalar_meaning(row: OpRow, t: Type) -> Any:
+    return row.integer_meaning if t is INTEGER and row.integer_meaning is not None else row.meaning
+
+
+def _strict_rule(row: OpRow) -> Any:
+    """The evaluation of a value op, from its row (op_table): f(node, argument values)."""
+    if row.kind is OpKind.ARITHMETIC:
+        on_ints = row.integer_meaning or row.meaning
+        return lambda node, v: elementwise(row.meaning, on_ints, node.args[0].type, node.args[1].type, v[0], v[1])
+    if row.kind is OpKind.NEGATION:
+        return lambda node, v: _lifted(row, node.type, v[0])
+    return lambda node, v: _scalar_meaning(row, node.args[0].type)(*v)
 
 
 def _index(node: Expr, v: list[Value]) -> Value:
@@ -110,31 +112,9 @@ def _get(node: Expr, v: list[Value]) -> Value:
     return v[0][node.data[0] - 1]
 
 
-def _cmp(fn: Any) -> Any:
-    return lambda node, v: fn(v[0], v[1])
-
-
 #: Ops whose arguments are all evaluated first: op -> f(node, argument values).
 STRICT: dict[Op, Any] = {
-    Op.ADD: _arith("add"),
-    Op.SUB: _arith("sub"),
-    Op.MUL: _arith("mul"),
-    Op.DIV: _arith("div"),
-    Op.MAX: _arith("max"),
-    Op.NEG: _neg,
-    Op.EXP: _unary_float(arith.fexp),
-    Op.LOG: _unary_float(arith.flog),
-    Op.TANH: _unary_float(math.tanh),
-    Op.SQRT: _unary_float(arith.fsqrt),
-    Op.ABS: lambda node, v: arith.checked(abs(v[0])) if node.type is INTEGER else abs(v[0]),
-    Op.POW: lambda node, v: arith.fpow(v[0], v[1]),
-    Op.EQ: _cmp(lambda a, b: a == b),
-    Op.NE: _cmp(lambda a, b: a != b),
-    Op.GT: _cmp(lambda a, b: a > b),
-    Op.GTE: _cmp(lambda a, b: a >= b),
-    Op.LT: _cmp(lambda a, b: a < b),
-    Op.LTE: _cmp(lambda a, b: a <= b),
-    Op.TO_FLOAT: lambda node, v: float(v[0]),
+    **{row.op: _strict_rule(row) for row in ROWS if row.kind is not OpKind.LOGIC},
     Op.INDEX: _index,
     Op.SIZE: lambda node, v: len(v[0]),
     Op.SUM: _sum,
@@ -143,6 +123,9 @@ STRICT: dict[Op, Any] = {
     Op.TUPLE: lambda node, v: tuple(v),
     Op.GET: _get,
 }
+
+
+_LOGIC = {row.op: row.meaning for row in ROWS if row.kind is OpKind.LOGIC}
 
 
 class Interpreter:
@@ -242,13 +225,15 @@ class Interpreter:
         cond = yield node.args[0], env
         return (yield node.args[1] if cond else node.args[2], env)
 
-    def _and(self, node: Expr, env: Env) -> _Eval:
+    def _logic(self, node: Expr, env: Env) -> _Eval:
+        """``and``/``or``: the right operand is computed only when the left does not decide."""
+        meaning = _LOGIC[node.op]
         left = yield node.args[0], env
-        return (yield node.args[1], env) if left else False
+        if meaning(left, False) == meaning(left, True):
+            return bool(meaning(left, False))
+        return (yield node.args[1], env)
 
-    def _or(self, node: Expr, env: Env) -> _Eval:
-        left = yield node.args[0], env
-        return True if left else (yield node.args[1], env)
+    _and = _or = _logic
 
     def _assert(self, node: Expr, env: Env) -> _Eval:
         if not (yield node.args[0], env):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from knossos import arith
 from knossos.errors import KsEvalError
+from knossos.op_table import FUNCTIONS
 from knossos.types import FLOAT, vec
 from knossos.values import Value, add
 
@@ -84,14 +85,9 @@ NATIVES: dict[str, Native] = {
     "max": arith.cmax,
     "pow": arith.fpow,
     "tanh": math.tanh,
-    "cosh": arith.fcosh,
     "exp": arith.fexp,
     "log": arith.flog,
-    "erf": math.erf,
-    "log1p": arith.flog1p,
-    "expm1": arith.fexpm1,
-    "sin": arith.fsin,
-    "cos": arith.fcos,
+    **{f.name: f.meaning for f in FUNCTIONS},
     "lgamma": arith.flgamma,
     STOP_GRADIENT: lambda x: x,
     "fwd$lgamma": lambda x, dx: digamma(x) * dx,

@@ -61,29 +61,9 @@ class Op(enum.IntEnum):
     SQRT = 38
 
 
-#: Ops written ``(name arg...)`` with a fixed number of arguments, by their name in the text.
-PRIMITIVES: dict[str, tuple[Op, int]] = {
-    "add": (Op.ADD, 2),
-    "sub": (Op.SUB, 2),
-    "mul": (Op.MUL, 2),
-    "div": (Op.DIV, 2),
-    "neg": (Op.NEG, 1),
-    "exp": (Op.EXP, 1),
-    "log": (Op.LOG, 1),
-    "eq": (Op.EQ, 2),
-    "ne": (Op.NE, 2),
-    "gt": (Op.GT, 2),
-    "gte": (Op.GTE, 2),
-    "lt": (Op.LT, 2),
-    "lte": (Op.LTE, 2),
-    "or": (Op.OR, 2),
-    "and": (Op.AND, 2),
-    "to_float": (Op.TO_FLOAT, 1),
-    "abs": (Op.ABS, 1),
-    "max": (Op.MAX, 2),
-    "pow": (Op.POW, 2),
-    "sqrt": (Op.SQRT, 1),
-    "tanh": (Op.TANH, 1),
+#: The structural ops written ``(name arg...)`` with a fixed number of arguments, by their name in
+#: the text (the value ops' names are in :mod:`knossos.op_table`).
+STRUCTURE: dict[str, tuple[Op, int]] = {
     "index": (Op.INDEX, 2),
     "size": (Op.SIZE, 1),
     "sum": (Op.SUM, 1),
@@ -93,24 +73,6 @@ PRIMITIVES: dict[str, tuple[Op, int]] = {
     "assert": (Op.ASSERT, 2),
 }
 
-#: Text name of every op that has one (``CONST``, ``VAR``, ``CALL`` and ``APPLY`` have none).
-NAMES: dict[Op, str] = {op: name for name, (op, _) in PRIMITIVES.items()}
-NAMES.update(
-    {
-        Op.LET: "let",
-        Op.LAM: "lam",
-        Op.BUILD: "build",
-        Op.SUMBUILD: "sumbuild",
-        Op.TUPLE: "tuple",
-        Op.GET: "get",
-    }
-)
-
-#: Words that cannot be used as variable or function names.
-KEYWORDS: frozenset[str] = frozenset(
-    [*PRIMITIVES, "let", "lam", "build", "sumbuild", "tuple", "select", "def", "edef", "true", "false"]
-)
-
 #: For binding ops: (index of the bound VAR child, index of the child it scopes over).
 BINDERS: dict[Op, tuple[int, int]] = {
     Op.LET: (0, 2),
@@ -118,6 +80,3 @@ BINDERS: dict[Op, tuple[int, int]] = {
     Op.BUILD: (1, 2),
     Op.SUMBUILD: (1, 2),
 }
-
-ARITHMETIC = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV})
-COMPARISONS = frozenset({Op.EQ, Op.NE, Op.GT, Op.GTE, Op.LT, Op.LTE})

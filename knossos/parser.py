@@ -21,7 +21,8 @@ from knossos.callee import Callee, edef_callee
 from knossos.cost import DEFAULT_EDEF_COST
 from knossos.errors import KsError, KsSyntaxError, KsTypeError, Pos
 from knossos.expr import Expr
-from knossos.ops import KEYWORDS, PRIMITIVES, Op
+from knossos.op_table import KEYWORDS, PRIMITIVES
+from knossos.ops import Op
 from knossos.prelude import PRELUDE
 from knossos.program import (
     COST_PREFIX,

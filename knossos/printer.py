@@ -21,7 +21,8 @@ from sexpdata import Symbol as _SexpSymbol
 
 from knossos import trampoline
 from knossos.node import Expr
-from knossos.ops import BINDERS, NAMES, Op
+from knossos.op_table import NAMES
+from knossos.ops import BINDERS, Op
 from knossos.program import Def, Edef, Param, Program, SizeTree, TupleSizes, VecSizes
 from knossos.types import Kind, Type
 from knossos.walk import names_in

@@ -28,7 +28,8 @@ from knossos.cost import (
 )
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
-from knossos.ops import ARITHMETIC, Op
+from knossos.op_table import ARITHMETIC
+from knossos.ops import Op
 from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
 from knossos.types import INTEGER, Kind, Type
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from knossos.errors import KsTypeError
-from knossos.ops import NAMES, Op
+from knossos.op_table import NAMES, ROWS, OpKind, OpRow
+from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, lam, tuple_of, vec
 
 if TYPE_CHECKING:
@@ -68,18 +69,16 @@ def _float_fn(name: str) -> TypeRule:
     return rule
 
 
-def _abs(args: tuple[Expr, ...], data: Any) -> Type:
-    t = args[0].type
-    if not t.is_number:
-        raise _fail(f"'abs' needs an Integer or Float, not {t}")
-    return t
+def _number(name: str) -> TypeRule:
+    def rule(args: tuple[Expr, ...], data: Any) -> Type:
+        first = args[0].type
+        if not first.is_number or any(a.type is not first for a in args):
+            kinds = " and ".join(str(a.type) for a in args)
+            wanted = "an Integer or Float" if len(args) == 1 else "two Integers or two Floats"
+            raise _fail(f"'{name}' needs {wanted}, not {kinds}")
+        return first
 
-
-def _max(args: tuple[Expr, ...], data: Any) -> Type:
-    a, b = args[0].type, args[1].type
-    if a is not b or not a.is_number:
-        raise _fail(f"'max' needs two Integers or two Floats, not {a} and {b}")
-    return a
+    return rule
 
 
 def _compare(name: str, allow_bool: bool) -> TypeRule:
@@ -102,10 +101,31 @@ def _logic(name: str) -> TypeRule:
     return rule
 
 
-def _to_float(args: tuple[Expr, ...], data: Any) -> Type:
-    if args[0].type is not INTEGER:
-        raise _fail(f"'to_float' needs an Integer, not {args[0].type}")
-    return FLOAT
+def _to_float(name: str) -> TypeRule:
+    def rule(args: tuple[Expr, ...], data: Any) -> Type:
+        if args[0].type is not INTEGER:
+            raise _fail(f"'{name}' needs an Integer, not {args[0].type}")
+        return FLOAT
+
+    return rule
+
+
+def _value_op_rule(row: OpRow) -> TypeRule:
+    """The type rule of a value op, by its kind (op_table)."""
+    kind = row.kind
+    if kind is OpKind.ARITHMETIC:
+        return _arith(row.op)
+    if kind is OpKind.NEGATION:
+        return _neg
+    if kind is OpKind.FLOAT_FUNCTION:
+        return _float_fn(row.name)
+    if kind is OpKind.NUMBER:
+        return _number(row.name)
+    if kind is OpKind.COMPARISON:
+        return _compare(row.name, allow_bool=row.allows_bool)
+    if kind is OpKind.LOGIC:
+        return _logic(row.name)
+    return _to_float(row.name)
 
 
 def _need_integer(what: str, t: Type) -> None:
@@ -223,27 +243,7 @@ def _apply(args: tuple[Expr, ...], data: Any) -> Type:
 
 
 TYPE_RULES: dict[Op, TypeRule] = {
-    Op.ADD: _arith(Op.ADD),
-    Op.SUB: _arith(Op.SUB),
-    Op.MUL: _arith(Op.MUL),
-    Op.DIV: _arith(Op.DIV),
-    Op.NEG: _neg,
-    Op.EXP: _float_fn("exp"),
-    Op.LOG: _float_fn("log"),
-    Op.TANH: _float_fn("tanh"),
-    Op.SQRT: _float_fn("sqrt"),
-    Op.POW: _float_fn("pow"),
-    Op.ABS: _abs,
-    Op.MAX: _max,
-    Op.EQ: _compare("eq", allow_bool=True),
-    Op.NE: _compare("ne", allow_bool=True),
-    Op.GT: _compare("gt", allow_bool=False),
-    Op.GTE: _compare("gte", allow_bool=False),
-    Op.LT: _compare("lt", allow_bool=False),
-    Op.LTE: _compare("lte", allow_bool=False),
-    Op.OR: _logic("or"),
-    Op.AND: _logic("and"),
-    Op.TO_FLOAT: _to_float,
+    **{row.op: _value_op_rule(row) for row in ROWS},
     Op.INDEX: _index,
     Op.SIZE: _size,
     Op.SUM: _sum,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from knossos.arith import INT_MAX, INT_MIN, checked, cmax, fdiv, idiv
+from knossos.arith import INT_MAX, INT_MIN, fadd, iadd
 from knossos.errors import KsEvalError, KsUsageError
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
 
@@ -133,40 +133,7 @@ def _broadcast(f: Callable[[Any], Any], t: Type, v: Value) -> Value:
 
 
 def add(t: Type, a: Value, b: Value) -> Value:
-    return _zip_with(_fadd, _iadd, t, a, b)
-
-
-def _fadd(a: float, b: float) -> float:
-    return a + b
-
-
-def _iadd(a: int, b: int) -> int:
-    return checked(a + b)
-
-
-def _fsub(a: float, b: float) -> float:
-    return a - b
-
-
-def _isub(a: int, b: int) -> int:
-    return checked(a - b)
-
-
-def _fmul(a: float, b: float) -> float:
-    return a * b
-
-
-def _imul(a: int, b: int) -> int:
-    return checked(a * b)
-
-
-SCALAR_ARITHMETIC: dict[str, tuple[ScalarFn, ScalarFn]] = {
-    "add": (_fadd, _iadd),
-    "sub": (_fsub, _isub),
-    "mul": (_fmul, _imul),
-    "div": (fdiv, idiv),
-    "max": (cmax, cmax),
-}
+    return _zip_with(fadd, iadd, t, a, b)
 
 
 def zero_like(v: Value) -> Value:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import json
 import math
@@ -115,6 +116,31 @@ def search(label: str, start: Expr, plan: Plan, value: ValueFunction | None = No
     seconds = "no limit" if plan.seconds is None else f"{plan.seconds:g} s"
     print(f"{indent}searching: {label} ({s.algorithm}, {plan.rules}, depth {s.depth}, {seconds})...", flush=True)
     return run(start, plan, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Contender:
+    """One search of a benchmark: its label, the settings it ran with (a results row's fields) and
+    what it found."""
+
+    label: str
+    settings: Row
+    result: SearchResult
+
+    @property
+    def rules_used(self) -> list[str]:
+        return list(dict.fromkeys(s.rule for s in self.result.steps))
+
+    def to_json(self) -> Row:
+        return {**self.settings, **search_row(self.result), "rules_used": self.rules_used}
+
+    def describe(self, cost: str = "cost") -> str:
+        r = self.result
+        rules = ", ".join(self.rules_used) or "none"
+        return (
+            f"{self.label}: {cost} {r.start_cost:.6g} -> {r.best_cost:.6g} in {len(r.steps)} steps ({rules}); "
+            f"{r.evaluations} evaluations, {r.seconds:.1f} s"
+        )
 
 
 def search_row(result: SearchResult) -> Row:

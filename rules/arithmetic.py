@@ -13,15 +13,10 @@ Rules marked ``strict`` change no value on any input.  The division rules hold f
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from typing import ClassVar
-
-from knossos.arith import INT_MAX, INT_MIN, fdiv, idiv
-from knossos.errors import KsEvalError
 from knossos.ops import Op
-from knossos.types import FLOAT, INTEGER, Kind
-from rules.rule import Condition, FoldRule, Rule, Site, TableRule, condition, rule
+from knossos.types import Kind
+from rules.folds import fold
+from rules.rule import Condition, Rule, TableRule, condition, rule
 from rules.zeros import LITERAL_ZERO, is_zero
 
 #: Reordering or factoring: where every step is finite, only rounding differs.
@@ -89,51 +84,11 @@ FLOAT_ONLY: list[TableRule] = [
 ]
 
 
-class ConstantFold(FoldRule):
-    """``(op c1 c2)`` with literal operands becomes the literal result (when it is a finite value)."""
-
-    _FLOAT: ClassVar[dict[Op, Callable[[float, float], float]]] = {
-        Op.ADD: lambda a, b: a + b,
-        Op.SUB: lambda a, b: a - b,
-        Op.MUL: lambda a, b: a * b,
-        Op.DIV: fdiv,
-    }
-    _INTEGER: ClassVar[dict[Op, Callable[[int, int], int]]] = {
-        Op.ADD: lambda a, b: a + b,
-        Op.SUB: lambda a, b: a - b,
-        Op.MUL: lambda a, b: a * b,
-        Op.DIV: idiv,
-    }
-
-    def __init__(self, name: str, op: Op) -> None:
-        self.name = name
-        self.op = op
-        self.heads = frozenset({op})
-        self.lhs_text = f"({op.name.lower()} c1 c2)"
-        self.rhs_text = "the value"
-        self.conditions_text = ("is_constant(c1)", "is_constant(c2)", "the value is finite and in range")
-
-    def match(self, site: Site) -> bool | int | float | None:
-        a, b = site.node.args
-        if a.op is not Op.CONST or b.op is not Op.CONST or a.type is not b.type:
-            return None
-        try:
-            if a.type is FLOAT:
-                value = self._FLOAT[self.op](a.data, b.data)
-                return value if math.isfinite(value) else None
-            if a.type is INTEGER:
-                ivalue = self._INTEGER[self.op](a.data, b.data)
-                return ivalue if INT_MIN <= ivalue <= INT_MAX else None
-        except KsEvalError:  # Integer division by zero: leave it to run time
-            return None
-        return None
-
-
 CONSTANT_FOLDING: list[Rule] = [
-    ConstantFold("cprop_add", Op.ADD),
-    ConstantFold("cprop_sub", Op.SUB),
-    ConstantFold("cprop_mul", Op.MUL),
-    ConstantFold("cprop_div", Op.DIV),
+    fold(Op.ADD),
+    fold(Op.SUB),
+    fold(Op.MUL),
+    fold(Op.DIV),
 ]
 
 DIV_BY_SELF = rule(

@@ -47,19 +47,17 @@ Everything is iterative (explicit stacks), so expressions thousands of levels de
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Generator
 from typing import Any, Final
 
 from knossos import expr as E
 from knossos import trampoline
-from knossos.arith import INT_MAX, INT_MIN
 from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, Op
 from knossos.program import Def, Program
-from knossos.types import INTEGER, Kind
-from rules.conditionals import CompareConstants
-from rules.rule import FoldRule, Rule, Site, builds, condition, rule
+from knossos.types import Kind
+from rules.folds import fold
+from rules.rule import Rule, builds, condition, rule
 from rules.rule_set import RuleSet, rewrite_to_fixed_point
 from rules.sets import ml_rules
 from rules.substitution import fresh_name, substitute
@@ -72,33 +70,6 @@ class BaselineError(RuntimeError):
 
 
 # -- local rules: a rule set, rewritten to a fixed point at each rebuilt node -------------------------
-class _Negate(FoldRule):
-    """``(neg c)`` of a number literal: its negation, when an Integer's is in range."""
-
-    name = "cprop_neg"
-    heads = frozenset({Op.NEG})
-    lhs_text, rhs_text, conditions_text = "(neg c)", "the value", ("is_constant(c)", "the value is in range")
-
-    def match(self, site: Site) -> int | float | None:
-        a = site.node.args[0]
-        if a.op is not Op.CONST or not a.type.is_number:
-            return None
-        value: int | float = -a.data
-        return None if a.type is INTEGER and not INT_MIN <= value <= INT_MAX else value
-
-
-class _ToFloat(FoldRule):
-    """``(to_float c)`` of a literal: its value as a Float."""
-
-    name = "cprop_to_float"
-    heads = frozenset({Op.TO_FLOAT})
-    lhs_text, rhs_text, conditions_text = "(to_float c)", "the value", ("is_constant(c)",)
-
-    def match(self, site: Site) -> float | None:
-        a = site.node.args[0]
-        return float(a.data) if a.op is Op.CONST else None
-
-
 _LEAVES: Final = (Op.VAR, Op.CONST)
 _LOOPS: Final = frozenset({Op.BUILD, Op.SUMBUILD, Op.LAM})
 
@@ -126,11 +97,11 @@ LOCAL_RULES: Final = RuleSet(
         _ml("cprop_div"),
         _ml("div_one"),
         _ml("cprop_eq"),
-        CompareConstants("cprop_ne", Op.NE, operator.ne),
+        fold(Op.NE),
         _ml("cprop_gt"),
         _ml("cprop_gteq"),
-        CompareConstants("cprop_lt", Op.LT, operator.lt),
-        CompareConstants("cprop_lte", Op.LTE, operator.le),
+        fold(Op.LT),
+        fold(Op.LTE),
         _ml("if_true"),
         _ml("if_false"),
         _ml("index_of_build"),
@@ -150,8 +121,8 @@ LOCAL_RULES: Final = RuleSet(
             builds("?b[?x := ?v]", lambda site, b: substitute(b["b"], b["x"].data, b["v"])),
             condition("variable_or_literal", lambda v: v.op in _LEAVES, "?v"),
         ),
-        _Negate(),
-        _ToFloat(),
+        fold(Op.NEG),
+        fold(Op.TO_FLOAT),
         # the right operand is only evaluated when the left does not decide
         rule("and_true", "(and true ?b)", "?b"),
         rule("and_false", "(and false ?b)", "false"),

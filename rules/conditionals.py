@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable
-from typing import Any
-
 from knossos import expr as E
 from knossos.ops import Op
-from rules.rule import FoldRule, Rewrite, Rule, Site, can_leave_parent, rule, with_child
+from rules.folds import fold
+from rules.rule import Rewrite, Rule, Site, can_leave_parent, rule, with_child
 
 IF_TABLE = [
     rule("if_true", "(if true ?a ?b)", "?a", strict=True),
@@ -18,24 +15,6 @@ IF_TABLE = [
     rule("if_both_same", "(if ?p ?a ?a)", "?a", domain="evaluating p does not fail", strict=True),
     rule("eq_self", "(eq ?a ?a)", "true", domain="a is not NaN (NaN equals nothing)"),
 ]
-
-
-class CompareConstants(FoldRule):
-    """A comparison of two literals becomes its Bool value."""
-
-    def __init__(self, name: str, op: Op, test: Callable[[Any, Any], Any]) -> None:
-        self.name = name
-        self.heads = frozenset({op})
-        self.test = test
-        self.lhs_text = f"({op.name.lower()} c1 c2)"
-        self.rhs_text = "true or false"
-        self.conditions_text = ("is_constant(c1)", "is_constant(c2)")
-
-    def match(self, site: Site) -> bool | None:
-        a, b = site.node.args
-        if a.op is not Op.CONST or b.op is not Op.CONST:
-            return None
-        return bool(self.test(a.data, b.data))
 
 
 class LiftIf(Rule):
@@ -61,8 +40,8 @@ class LiftIf(Rule):
 
 IF_RULES: list[Rule] = [
     *IF_TABLE,
-    CompareConstants("cprop_eq", Op.EQ, operator.eq),
-    CompareConstants("cprop_gt", Op.GT, operator.gt),
-    CompareConstants("cprop_gteq", Op.GTE, operator.ge),
+    fold(Op.EQ),
+    fold(Op.GT),
+    fold(Op.GTE),
     LiftIf(),
 ]

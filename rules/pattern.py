@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from knossos import expr as E
 from knossos.errors import KsSyntaxError
 from knossos.expr import Expr
-from knossos.ops import PRIMITIVES, Op
+from knossos.op_table import PRIMITIVES
+from knossos.ops import Op
 from knossos.reader import Form, Literal, SList, Symbol, read_forms
 from knossos.types import FLOAT, INTEGER, Type
 

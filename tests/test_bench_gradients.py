@@ -4,6 +4,7 @@ whole script's quick mode (slow)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -93,7 +94,7 @@ def test_path_variants_replay_the_best_path(conv1d: tuple[Program, Def]) -> None
     settings = bg.Settings("astar", "ml_rules_no_bind+zero_tensor_rules", 40, 30.0, budget=2000)
     result = astar(d.body, settings.plan().spec())
     assert len(result.steps) >= 5
-    contender = bg.Contender("astar", settings, result)
+    contender = bg.Contender("astar", dataclasses.asdict(settings), result)
     states = bg.replay(d.body, result.steps, get_rule_set(settings.rules))
     assert states[0] is d.body and states[-1] == result.best
     path = bg.path_variants(program, d, contender, 4)

@@ -88,4 +88,4 @@ def test_each_child_matches_its_rule_once(monkeypatch: pytest.MonkeyPatch) -> No
     tried = sum(len(rule_set.by_op[node.op]) for root in roots for node in preorder(root))
     found = [a for root in roots for a, _ in children(root, rule_set)]
     assert calls == {"match": tried, "rewrite": len(found)}
-    assert {"TableRule", "ConstantFold", "InlineLet"} <= {type(a.rule).__name__ for a in found}  # each kind
+    assert {"TableRule", "FoldValueOp", "InlineLet"} <= {type(a.rule).__name__ for a in found}  # each kind

@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from frontends import aten  # noqa: E402
+from frontends import aten, aten_ops  # noqa: E402
 from frontends import check as check_module  # noqa: E402
 from frontends.check import fresh_inputs  # noqa: E402
 from frontends.torch import translate  # noqa: E402
@@ -241,7 +241,9 @@ def test_import_refuses_numpy_made_constants(cells: Path, capsys: pytest.Capture
 @pytest.fixture
 def wrong_exp(monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong lowering, as a bug would make one: exp as tanh."""
-    monkeypatch.setitem(aten.LOWERINGS, "exp.default", lambda c: aten.unary(c.args[0], lambda e: E.op(Op.TANH, e)))
+    monkeypatch.setitem(
+        aten_ops.VALUE_OP_LOWERINGS, "exp.default", lambda c: aten.unary(c.args[0], lambda e: E.op(Op.TANH, e))
+    )
 
 
 @pytest.mark.usefixtures("wrong_exp")

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from app.torch_import import compiled  # noqa: E402
-from frontends import aten  # noqa: E402
+from frontends import aten, aten_ops  # noqa: E402
 from frontends import check as check_module  # noqa: E402
 from frontends.torch import translate  # noqa: E402
 from knossos import expr as E  # noqa: E402
@@ -52,7 +52,9 @@ def test_a_def_over_the_budget_is_checked_compiled(capsys: pytest.CaptureFixture
 
 @pytest.mark.usefixtures("small_budget")
 def test_a_wrong_translation_is_refused_by_the_compiled_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(aten.LOWERINGS, "exp.default", lambda c: aten.unary(c.args[0], lambda e: E.op(Op.TANH, e)))
+    monkeypatch.setitem(
+        aten_ops.VALUE_OP_LOWERINGS, "exp.default", lambda c: aten.unary(c.args[0], lambda e: E.op(Op.TANH, e))
+    )
     w, x = examples([(4, 3), (5, 4)])
     with pytest.raises(KsUsageError, match="the translation disagrees with torch on other inputs"):
         translate(loss, w, x, torch.tensor([0, 2, 1, 1, 0]), compiler=compiled)

@@ -23,7 +23,8 @@ from typing import Any
 from knossos import expr as E
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
-from knossos.ops import NAMES, Op
+from knossos.op_table import NAMES
+from knossos.ops import Op
 from knossos.types import Type
 from search.limits import Stop, check
 

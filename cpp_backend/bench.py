@@ -97,7 +97,7 @@ class Variant:
     """One version of the def: its label and a program holding it under the benchmarked name.
 
     With ``cpp``, the def's C++ function is that text instead of the emitted one (a hand-written
-    version: it must define the function the emitter would, :func:`cpp_backend.emit.def_symbol` of
+    version: it must define the function the emitter would, :func:`cpp_backend.cpp_text.def_symbol` of
     the name, with the same signature; the driver's inputs are always dense vectors).
     """
 

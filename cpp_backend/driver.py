@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpp_backend.compile import KsCompileError, compile_cpp
-from cpp_backend.emit import cpp_type, def_symbol, emit_program, selected_defs
+from cpp_backend.cpp_text import cpp_type, def_symbol
+from cpp_backend.emit import emit_program, selected_defs
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.program import Def, Program
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type

@@ -40,7 +40,7 @@ comparisons                ``ks::eq``, ``ks::lt``... (C++ comparisons, as functi
                            is no compiler warning)
 ``assert``                 ``if (!c) ks::fail("assertion failed")``
 calls                      defs: the mangled C++ function; edefs and prelude functions: the C++ meaning
-                           of :mod:`knossos.natives` (:data:`NATIVE_CPP`)
+                           of :mod:`knossos.natives` (:data:`cpp_backend.native_cpp.NATIVE_CPP`)
 =========================  ===============================================================================
 
 Loops.  What every iteration of a ``build`` or ``sumbuild`` computes alike (a subexpression that
@@ -66,205 +66,40 @@ to the bit; interchanges of a sum of vectors with its builds, which are not done
 ``KS_EXACT_ORDER``: a sum of terms all -0.0 becomes +0.0).  Errors: the same calls fail, possibly with
 another of their errors first.
 
-Identifiers.  No text of the input ever reaches the C++ source: a def ``f`` becomes ``ks_`` followed by
-:func:`escape_name` of ``f`` (ASCII letters but ``Z``, digits and single underscores kept, every other
-character ``c`` written ``Z<hex code of c>Z``: ``rev$conv1d`` is ``ks_revZ24Zconv1d``), which is
-injective, never a keyword and never contains ``__``; parameters are ``p<k>_<escape>``, other
-variables ``v<n>_<escape>``, size variables ``z<k>_<escape>``, temporaries ``t<n>``, and nothing
-else the code declares has one of these forms.  Literals are written from their values: Floats as
-exact hexadecimal literals (``0x1.8p+1``), Integers as ``std::int64_t(...LL)``, Bools as
-``true``/``false``.
+Identifiers and literals: :mod:`cpp_backend.cpp_text`; edefs and prelude functions:
+:mod:`cpp_backend.native_cpp`.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Generator, Iterable
-from pathlib import Path
 
 from cpp_backend.block_terms import inline_term_lets
+from cpp_backend.cpp_text import (
+    c_string,
+    cpp_type,
+    def_symbol,
+    escape_name,
+    literal,
+    param_decl,
+    runtime_source,
+)
+from cpp_backend.native_cpp import NATIVE_CPP, native_template
 from cpp_backend.products import canonical_products
 from cpp_backend.zeros import zero_shaped
 from knossos import trampoline
-from knossos.arith import INT_MIN
 from knossos.callee import Callee, CalleeKind
 from knossos.errors import KsUsageError
 from knossos.expr import Expr
-from knossos.op_table import FUNCTION, FUNCTIONS, ROW, ROWS, OpKind
+from knossos.op_table import FUNCTION, ROW, ROWS, OpKind
 from knossos.ops import BINDERS, Op
 from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
-from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, tuple_of, vec
+from knossos.types import BOOL, FLOAT, INTEGER, Type
 from knossos.walk import distinct_nodes
-
-RUNTIME_HEADER = Path(__file__).resolve().parent / "runtime.h"
 
 #: Indentation stops growing here, so that very deep programs stay linear in size.
 MAX_INDENT = 40
-
-_KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYabcdefghijklmnopqrstuvwxyz0123456789")  # not 'Z': it escapes
-
-
-def escape_name(name: str) -> str:
-    """``name`` as ``[A-Za-z0-9_]`` text to follow a prefix ending in ``_``.
-
-    ASCII letters other than ``Z`` and digits are kept, and so is ``_`` unless the text so far ends
-    in ``_``; every other character ``c`` is written ``Z<lower-case hex of ord(c)>Z``.  Escapes are
-    self-delimiting and everything else stands for itself, so the name can be read back: the map is
-    injective.  The result never contains ``__`` (so, after the prefix, the identifier is not one
-    reserved to the implementation) and is never a keyword.
-    """
-    out: list[str] = []
-    previous = "_"
-    for c in name:
-        if c in _KEPT or (c == "_" and previous != "_"):
-            out.append(c)
-            previous = c
-        else:
-            out.append(f"Z{ord(c):x}Z")
-            previous = "Z"
-    return "".join(out)
-
-
-def unescape_name(text: str) -> str:
-    """The inverse of :func:`escape_name`."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        if text[i] == "Z":
-            end = text.index("Z", i + 1)
-            out.append(chr(int(text[i + 1 : end], 16)))
-            i = end + 1
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def def_symbol(name: str) -> str:
-    """The C++ function of the def ``name``."""
-    return "ks_" + escape_name(name)
-
-
-@functools.cache
-def runtime_source() -> str:
-    """The text of ``runtime.h``."""
-    return RUNTIME_HEADER.read_text(encoding="utf-8")
-
-
-# -- types -----------------------------------------------------------------------------------------
-_type_cache: dict[Type, str] = {}
-
-
-def cpp_type(t: Type) -> str:
-    """The C++ type of values of ``t``."""
-    found = _type_cache.get(t)
-    if found is not None:
-        return found
-    if t is FLOAT:
-        text = "double"
-    elif t is INTEGER:
-        text = "std::int64_t"
-    elif t is BOOL:
-        text = "bool"
-    elif t.kind is Kind.VEC:
-        if Kind.LAM in t.elem.leaves:
-            raise KsUsageError(f"the C++ backend does not support vectors of functions ({t})")
-        text = f"ks::Vec<{cpp_type(t.elem)}>"
-    elif t.kind is Kind.TUPLE:
-        text = f"std::tuple<{', '.join(cpp_type(c) for c in t.children)}>"
-    else:
-        text = f"std::function<{cpp_type(t.lam_ret)}(const {cpp_type(t.lam_arg)}&)>"
-    _type_cache[t] = text
-    return text
-
-
-def _param_decl(t: Type, name: str) -> str:
-    return f"{cpp_type(t)} {name}" if t.is_scalar else f"const {cpp_type(t)}& {name}"
-
-
-def c_string(text: str) -> str:
-    """A C++ string literal of ``text`` (every character outside a small safe set escaped in octal)."""
-    out = []
-    for b in text.encode("utf-8"):
-        c = chr(b)
-        out.append(c if c.isascii() and (c.isalnum() or c in " ()") else f"\\{b:03o}")
-    return '"' + "".join(out) + '"'
-
-
-# -- literals --------------------------------------------------------------------------------------
-def float_literal(x: float) -> str:
-    """An exact C++ literal of a finite double."""
-    text = float(x).hex()  # e.g. 0x1.8000000000000p+1
-    return f"({text})" if text.startswith("-") else text
-
-
-def int_literal(v: int) -> str:
-    if v == INT_MIN:
-        return f"(std::int64_t({v + 1}LL) - 1)"
-    return f"std::int64_t({v}LL)"
-
-
-def literal(node: Expr) -> str:
-    if node.type is BOOL:
-        return "true" if node.data else "false"
-    if node.type is INTEGER:
-        return int_literal(int(node.data))
-    return float_literal(float(node.data))
-
-
-# -- edefs and prelude functions -----------------------------------------------------------------------
-_F, _I, _B = FLOAT, INTEGER, BOOL
-_VF = vec(FLOAT)
-_VVF = vec(_VF)
-
-#: name -> [(parameter types, return type, C++ expression with {0}, {1}... for the arguments)]: the
-#: C++ meaning of each function of :data:`knossos.natives.NATIVES`, for the signatures it supports.
-NATIVE_CPP: dict[str, list[tuple[tuple[Type, ...], Type, str]]] = {
-    "abs": [((_F,), _F, "std::fabs({0})"), ((_I,), _I, "ks::abs_i({0})")],
-    "max": [((_F, _F), _F, "ks::max_f({0}, {1})"), ((_I, _I), _I, "ks::max_i({0}, {1})")],
-    "pow": [((_F, _F), _F, "ks::math::pow({0}, {1})")],
-    "tanh": [((_F,), _F, "ks::math::tanh({0})")],
-    "exp": [((_F,), _F, "ks::math::exp({0})")],
-    "log": [((_F,), _F, "ks::math::log({0})")],
-    **{f.name: [((_F,), _F, f.cpp)] for f in FUNCTIONS},
-    "lgamma": [((_F,), _F, "ks::lgamma_f({0})")],
-    "stop_gradient": [((_F,), _F, "({0})")],
-    "fwd$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
-    "rev$lgamma": [((_F, _F), _F, "(ks::digamma({0}) * {1})")],
-    "dotv": [((_VF, _VF), _F, "ks::dotv({0}, {1})")],
-    "mul$Mat$Vec": [((_VVF, _VF), _VF, "ks::mul_mat_vec({0}, {1})")],
-    "rev$mul$Mat$Vec": [((_VVF, _VF, _VF), tuple_of(_VVF, _VF), "ks::rev_mul_mat_vec({0}, {1}, {2})")],
-    "add$ii": [((_I, _I), _I, "ks::add_i({0}, {1})")],
-    "add$ff": [((_F, _F), _F, "({0} + {1})")],
-    "add$vfvf": [((_VF, _VF), _VF, "ks::add({0}, {1})")],
-    "sub$ii": [((_I, _I), _I, "ks::sub_i({0}, {1})")],
-    "sub$ff": [((_F, _F), _F, "({0} - {1})")],
-    "mul$ii": [((_I, _I), _I, "ks::mul_i({0}, {1})")],
-    "mul$ff": [((_F, _F), _F, "({0} * {1})")],
-    "div$ii": [((_I, _I), _I, "ks::div_i({0}, {1})")],
-    "div$ff": [((_F, _F), _F, "({0} / {1})")],
-    "exp$f": [((_F,), _F, "ks::math::exp({0})")],
-    "log$f": [((_F,), _F, "ks::math::log({0})")],
-    "eq$ii": [((_I, _I), _B, "ks::eq({0}, {1})")],
-    "eq$ff": [((_F, _F), _B, "ks::eq({0}, {1})")],
-    "gt$ii": [((_I, _I), _B, "ks::gt({0}, {1})")],
-    "gt$ff": [((_F, _F), _B, "ks::gt({0}, {1})")],
-    "gte$ii": [((_I, _I), _B, "ks::gte({0}, {1})")],
-    "gte$ff": [((_F, _F), _B, "ks::gte({0}, {1})")],
-    "$ranhashdoub": [((_I,), _F, "ks::ranhashdoub({0})")],
-}
-
-
-def native_template(callee: Callee) -> str:
-    """The C++ expression template of an edef or prelude function, or a KsUsageError."""
-    for params, ret, template in NATIVE_CPP.get(callee.name, []):
-        if params == callee.param_types and ret is callee.ret_type:
-            return template
-    sig = " ".join(str(t) for t in callee.param_types)
-    raise KsUsageError(
-        f"the C++ backend has no implementation of edef '{callee.name}' taking ({sig}) and returning {callee.ret_type}"
-    )
-
 
 # -- expressions -----------------------------------------------------------------------------------
 _COMPARE = frozenset(row.op for row in ROWS if row.kind is OpKind.COMPARISON)
@@ -1611,7 +1446,7 @@ assert not set(_STRICT_CPP) & set(_LAZY)
 
 # -- defs ------------------------------------------------------------------------------------------
 def _signature(d: Def) -> str:
-    params = ", ".join(_param_decl(p.type, f"p{k}_{escape_name(p.name)}") for k, p in enumerate(d.params))
+    params = ", ".join(param_decl(p.type, f"p{k}_{escape_name(p.name)}") for k, p in enumerate(d.params))
     return f"{cpp_type(d.ret_type)} {def_symbol(d.name)}({params})"
 
 
@@ -1723,17 +1558,4 @@ def emit_program(
     return "\n".join(parts)
 
 
-__all__ = [
-    "NATIVE_CPP",
-    "c_string",
-    "cpp_type",
-    "def_symbol",
-    "emit_def",
-    "emit_program",
-    "escape_name",
-    "float_literal",
-    "int_literal",
-    "runtime_source",
-    "selected_defs",
-    "unescape_name",
-]
+__all__ = ["emit_def", "emit_program", "selected_defs"]

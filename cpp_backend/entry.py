@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpp_backend.emit import cpp_type, def_symbol, emit_program
+from cpp_backend.cpp_text import cpp_type, def_symbol
+from cpp_backend.emit import emit_program
 from knossos.program import Def, Program
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
 

@@ -12,7 +12,7 @@ import math
 import pytest
 
 from cpp_backend.bench import Size, Variant, bench, format_seconds, make_inputs, time_python, values_close
-from cpp_backend.emit import def_symbol
+from cpp_backend.cpp_text import def_symbol
 from knossos.errors import KsEvalError, KsUsageError
 from knossos.interpreter import Interpreter
 from knossos.parser import parse_program

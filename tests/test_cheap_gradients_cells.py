@@ -20,7 +20,8 @@ from torch import nn
 
 from autodiff import grad_program
 from cpp_backend.callable import compile_def
-from cpp_backend.emit import def_symbol, emit_program
+from cpp_backend.cpp_text import def_symbol
+from cpp_backend.emit import emit_program
 from frontends.dispatch import results
 from frontends.torch import translate
 from knossos.interpreter import Interpreter

@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 
 from cpp_backend import compile as cpp_compile
 from cpp_backend.compile import KsCompileError, compile_cpp
+from cpp_backend.cpp_text import def_symbol, escape_name, unescape_name
 from cpp_backend.driver import CompiledProgram, compile_program, run_def, serializable
-from cpp_backend.emit import def_symbol, emit_def, emit_program, escape_name, unescape_name
+from cpp_backend.emit import emit_def, emit_program
 from knossos.errors import KsError, KsEvalError, KsUsageError
 from knossos.interpreter import Interpreter
 from knossos.parser import load_program, parse_program

@@ -10,8 +10,9 @@ import struct
 import pytest
 
 from cpp_backend.bench import values_agree
+from cpp_backend.cpp_text import float_literal
 from cpp_backend.driver import compile_program, run_def
-from cpp_backend.emit import emit_program, float_literal
+from cpp_backend.emit import emit_program
 from knossos.errors import KsEvalError
 from knossos.interpreter import Interpreter
 from knossos.parser import parse_program

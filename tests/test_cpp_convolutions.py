@@ -16,7 +16,7 @@ from interpreted import interpreted, random_array
 from torch import nn
 
 from autodiff import grad_program
-from cpp_backend import emit
+from cpp_backend import cpp_text, emit
 from cpp_backend.bench import values_agree
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.driver import compile_program
@@ -55,7 +55,7 @@ def _program(name: str) -> tuple[Program, list[tuple[int, ...]]]:
 
 def _blocked(program: Program, name: str) -> int:
     cpp = emit.emit_program(program, [name], include_runtime=False)
-    return cpp.split(f"{emit.def_symbol(name)}(", 2)[-1].count("throw ks::Fallback();")
+    return cpp.split(f"{cpp_text.def_symbol(name)}(", 2)[-1].count("throw ks::Fallback();")
 
 
 Suite = tuple[Program, dict[str, list[tuple[int, ...]]]]

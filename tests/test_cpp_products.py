@@ -12,7 +12,7 @@ import pytest
 from interpreted import interpreted, random_array
 
 from autodiff import grad_program
-from cpp_backend import emit
+from cpp_backend import cpp_text, emit
 from cpp_backend.bench import values_agree
 from cpp_backend.driver import compile_program
 from cpp_backend.patterns import Bound, Cap, Where, alt, first, match, node
@@ -237,7 +237,7 @@ def test_gradients_products_reach_the_blocked_nest() -> None:
     for source, primal in ((layers, "matmul"), (blas, "matrix_matrix_multiply")):
         program = grad_program(source, defs=[primal], mode="rev")
         cpp = emit.emit_program(program, ["rev$" + primal], include_runtime=False)
-        body = cpp.split(f"{emit.def_symbol('rev$' + primal)}(", 2)[-1]
+        body = cpp.split(f"{cpp_text.def_symbol('rev$' + primal)}(", 2)[-1]
         assert body.count("throw ks::Fallback();") == 2, primal
         rng = random.Random(3)
         x, w, dr = random_array((5, 9), rng), random_array((9, 19), rng), random_array((5, 19), rng)

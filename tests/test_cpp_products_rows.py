@@ -12,7 +12,7 @@ import pytest
 from interpreted import interpreted, random_array
 
 from autodiff import grad_program
-from cpp_backend import emit, products
+from cpp_backend import cpp_text, emit, products
 from cpp_backend.bench import values_agree
 from cpp_backend.driver import compile_program
 from cpp_backend.products import canonical_products
@@ -133,7 +133,7 @@ def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest
 
     def blocked() -> int:
         cpp = emit.emit_program(program, [rev], include_runtime=False)
-        return cpp.split(f"{emit.def_symbol(rev)}(", 2)[-1].count("throw ks::Fallback();")
+        return cpp.split(f"{cpp_text.def_symbol(rev)}(", 2)[-1].count("throw ks::Fallback();")
 
     rng = random.Random(11)
     for size in [(1, 1, 1), (3, 5, 7), (9, 17, 20)]:

@@ -18,7 +18,7 @@ import pytest
 
 from app.optimize_cli import main, parse_bench
 from cpp_backend import compile as cpp_compile
-from cpp_backend.emit import def_symbol
+from cpp_backend.cpp_text import def_symbol
 from knossos.interpreter import Interpreter
 from knossos.parser import load_program
 from knossos.printer import format_def

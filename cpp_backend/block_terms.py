@@ -2,7 +2,7 @@
 
 A gradient often writes a product's term through lets: ``(let ((w (index j W)) (d (index j dy)))
 (mul d (index k w)))`` (the cotangent of a layer's input, ``dy W``).  The blocked nest
-(``cpp_backend.emit``'s ``_block_rows``) looks for ``(mul x y)`` (one fused multiply-add per term
+(``cpp_backend.emit_rows``' ``_block_rows``) looks for ``(mul x y)`` (one fused multiply-add per term
 where sums may be reassociated) and for reads ``(index k v)`` of a ``v`` that depends on the term
 only (the right-hand matrix's rows, packed into contiguous panels); through a let it sees neither,
 and the term runs as a separate multiplication and addition reading B's rows where they lie.

@@ -1,6 +1,6 @@
 """Matrix products in any of their written shapes, rewritten into the one the blocked loop nest computes.
 
-The emitter computes one shape of product with a register-blocked loop nest (``emit.py``, Loops):
+The emitter computes one shape of product with a register-blocked loop nest (:mod:`cpp_backend.emit_rows`; ``emit.py``, Loops):
 
     (build n (lam i (build m (lam k (sumbuild p (lam j (mul (index j (index i A)) (index k (index j B))))))))))
 

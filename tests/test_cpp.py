@@ -725,7 +725,7 @@ def test_cli_reports_unsupported_edefs(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_blocked_matrix_products_match_the_row_wise_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Matrices large enough for the register-blocked loop nest (emit._block_rows: rows 8 at a time,
+    """Matrices large enough for the register-blocked loop nest (emit_rows.RowProducts._block_rows: rows 8 at a time,
     16 columns, 256-row panels, a last short tile and rows left to the row-wise code): to the bit the
     interpreter's values under exact order, within the tolerance otherwise; an error, a short row or a
     lazy vector falls back to the row-wise code, with the same errors in the same order."""
@@ -766,7 +766,7 @@ def test_blocked_matrix_products_match_the_row_wise_code(monkeypatch: pytest.Mon
     assert "ks::Fallback" in emit_program(program, ["mm"], include_runtime=False)
     blocked = compile_program(program, extra_flags=TEST_FLAGS, exact_order=True).run(calls)
     fast = compile_program(program, extra_flags=TEST_FLAGS).run(calls)
-    monkeypatch.setattr(emit._FunctionEmitter, "_blockable", lambda self, node: None)  # the row-wise code
+    monkeypatch.setattr(emit.FunctionEmitter, "_blockable", lambda self, node: None)  # the row-wise code
     row_wise = compile_program(program, extra_flags=TEST_FLAGS, exact_order=True).run(calls)
     failures = 0
     for (name, _), w, have, quick, rows in zip(calls, want, blocked, fast, row_wise, strict=True):

@@ -11,7 +11,7 @@ import random
 
 from interpreted import interpreted, random_array
 
-from cpp_backend import emit
+from cpp_backend import emit, emit_rows
 from cpp_backend.bench import values_agree
 from cpp_backend.driver import compile_program
 from knossos.errors import KsError
@@ -59,10 +59,14 @@ PROGRAM = """
       (build (size (index 0 x)) (lam (q : Integer) (mul (index o (index n dy)) (index q (index n x))))))))))
 """
 
-EDGES = (1, emit.BLOCK_ROWS - 1, emit.BLOCK_ROWS, emit.BLOCK_ROWS + 1)
-COLUMNS = (1, emit.BLOCK_COLS - 1, emit.BLOCK_COLS, emit.BLOCK_COLS + 1, 2 * emit.BLOCK_COLS + 1)
+EDGES = (1, emit_rows.BLOCK_ROWS - 1, emit_rows.BLOCK_ROWS, emit_rows.BLOCK_ROWS + 1)
+COLUMNS = (1, emit_rows.BLOCK_COLS - 1, emit_rows.BLOCK_COLS, emit_rows.BLOCK_COLS + 1, 2 * emit_rows.BLOCK_COLS + 1)
 #: (rows, terms, columns): every edge, and rows into a second and third panel.
-SIZES = [*itertools.product(EDGES, EDGES, COLUMNS), (emit.BLOCK_PANEL + 9, 9, 17), (2 * emit.BLOCK_PANEL + 8, 3, 33)]
+SIZES = [
+    *itertools.product(EDGES, EDGES, COLUMNS),
+    (emit_rows.BLOCK_PANEL + 9, 9, 17),
+    (2 * emit_rows.BLOCK_PANEL + 8, 3, 33),
+]
 
 
 def _calls(rng: random.Random) -> list[tuple[str, list[object]]]:
@@ -102,14 +106,14 @@ def test_terms_written_through_lets_are_fused_and_packed() -> None:
 
     for name in ("mm", "mm_let", "mm_lets"):
         assert "= KS_MADD(" in nest(name) and "__restrict pack" in nest(name), name
-        assert nest(name).count("= KS_MADD(") == emit.BLOCK_ROWS, name  # one copy for every tile
+        assert nest(name).count("= KS_MADD(") == emit_rows.BLOCK_ROWS, name  # one copy for every tile
     assert "= KS_MADD(" not in nest("mm_dead")
 
 
 def test_a_dead_let_fails_in_the_nest_as_in_the_interpreter() -> None:
     program = parse_program(PROGRAM, "blocks.ks")
     rng = random.Random(3)
-    a, b = random_array((2 * emit.BLOCK_ROWS, 5), rng), random_array((5, 20), rng)
+    a, b = random_array((2 * emit_rows.BLOCK_ROWS, 5), rng), random_array((5, 20), rng)
     calls: list[tuple[str, list[object]]] = [("mm_dead", [a, b, 5]), ("mm_dead", [a, b, 4])]
     want = interpreted(program, calls)
     assert isinstance(want[0], KsError) and not isinstance(want[1], KsError)
@@ -125,7 +129,7 @@ def test_a_short_row_of_the_packed_matrix_fails_as_the_interpreter_does() -> Non
     error; in a later panel too (the packed copy is kept only when complete)."""
     program = parse_program(PROGRAM, "blocks.ks")
     rng = random.Random(7)
-    rows = emit.BLOCK_PANEL + emit.BLOCK_ROWS
+    rows = emit_rows.BLOCK_PANEL + emit_rows.BLOCK_ROWS
     a, b = random_array((rows, 5), rng), random_array((5, 20), rng)
     short = [row[:] for row in b]  # type: ignore[union-attr]
     short[3] = short[3][:11]

@@ -14,7 +14,7 @@ import torch
 
 from autodiff import primitives
 from autodiff.partials import check_templates, function_partial, partial
-from cpp_backend import emit, native_cpp
+from cpp_backend import emitter_core, native_cpp
 from frontends.aten_math import NATIVE_FUNCTIONS, native_callee
 from frontends.aten_ops import VALUE_OP_LOWERINGS
 from frontends.torch import TABLES
@@ -86,7 +86,7 @@ def test_every_pass_takes_its_entries_from_the_rows() -> None:
         assert row.op in TYPE_RULES and row.op in COST_RULES and OWN_COST[row.op] == row.cost
         logic = row.kind is OpKind.LOGIC
         assert (row.op in interpreter.STRICT) is not logic
-        assert (row.op in emit._STRICT_CPP) is not logic and (row.op in emit._LAZY) is logic
+        assert (row.op in emitter_core.STRICT_CPP) is not logic and (row.op in emitter_core.LAZY_METHODS) is logic
         for name in row.torch:
             assert name in VALUE_OP_LOWERINGS
             assert all(name not in table for table in TABLES if table is not VALUE_OP_LOWERINGS), (
@@ -170,9 +170,9 @@ def test_a_fold_gives_what_the_interpreter_computes(row: OpRow) -> None:
 
 def test_structures_take_the_structure_form_of_the_cpp() -> None:
     v = E.var("v", vec(FLOAT))
-    assert emit._value_op_template(E.op(Op.ADD, v, E.const(1.0))) == ROW[Op.ADD].cpp.structure
-    assert emit._value_op_template(E.op(Op.NEG, v)) == ROW[Op.NEG].cpp.structure
-    assert emit._value_op_template(E.op(Op.EQ, E.const(True), E.const(False))) == ROW[Op.EQ].cpp.boolean
+    assert emitter_core.value_op_template(E.op(Op.ADD, v, E.const(1.0))) == ROW[Op.ADD].cpp.structure
+    assert emitter_core.value_op_template(E.op(Op.NEG, v)) == ROW[Op.NEG].cpp.structure
+    assert emitter_core.value_op_template(E.op(Op.EQ, E.const(True), E.const(False))) == ROW[Op.EQ].cpp.boolean
 
 
 def _all_ops_program() -> tuple[str, list[str]]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from cpp_backend.block_terms import inline_term_lets
 from cpp_backend.cpp_text import cpp_type
-from cpp_backend.emitter_core import EmitterCore, Hoisted, Step, is_identifier
+from cpp_backend.emitter_core import EmitStep, EmitterCore, Hoisted, is_identifier
 from cpp_backend.loop_facts import cannot_fail, has_loop, loop_invariants, only_read, walk_evaluated, walks_column
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -60,7 +60,7 @@ class RowProducts(EmitterCore):
             and not walks_column(e, j.data, k)
         )
 
-    def _sum_rows(self, n: str, result: str, k: str, sums: Expr) -> Step:
+    def _sum_rows(self, n: str, result: str, k: str, sums: Expr) -> EmitStep:
         """``result[k] = (sumbuild m (lam j e))`` for ``k`` in [0, ``n``), written as ``result[k] += e``
         in a ``k`` loop inside the ``j`` loop: the same additions in the same order per element."""
         size, j, e = sums.args
@@ -72,12 +72,12 @@ class RowProducts(EmitterCore):
         self.line(f"for (std::int64_t {kk} = 0; {kk} < {n}; ++{kk}) {result}.data[{kk}] = 0.0;")
         jj = self.fresh_var(j.data)
 
-        def add_term() -> Step:
+        def add_term() -> EmitStep:
             value = yield from self._in_scope(k, kk, e)
             self.line(f"{result}.data[{kk}] += {value};")
             return value
 
-        def row() -> Step:
+        def row() -> EmitStep:
             saved = self._push(j.data, jj)
             yield from self._loop(n, kk, k, e, frozenset({k}), add_term, nonempty=True, independent=True)
             self._pop(j.data, saved)
@@ -88,7 +88,7 @@ class RowProducts(EmitterCore):
         self.line("}")
         return result
 
-    def _rows_or_block(self, key: int, n: str, result: str, k: str, sums: Expr) -> Step:
+    def _rows_or_block(self, key: int, n: str, result: str, k: str, sums: Expr) -> EmitStep:
         """``result[k]`` = the row sums of :meth:`_sum_rows`, copied from the block that an enclosing
         blocked loop nest computed for this build (``key``) where it did."""
         block = self._row_blocks.get(key)
@@ -122,13 +122,15 @@ class RowProducts(EmitterCore):
             return None
         return inner, sums
 
-    def _hoist(self, exprs: list[Expr]) -> Step:
+    def _hoist(self, exprs: list[Expr]) -> EmitStep:
         for h in exprs:
             atom = yield h
             self._hoisted[id(h)] = (h, atom, self._bindings(h))
         return ""
 
-    def _block_rows(self, n: str, i: str, ivar: str, sums: Expr, block: tuple[str, str, str, str], inner: Expr) -> Step:
+    def _block_rows(
+        self, n: str, i: str, ivar: str, sums: Expr, block: tuple[str, str, str, str], inner: Expr
+    ) -> EmitStep:
         """At every ``i`` that is a multiple of BLOCK_PANEL, the row sums of :meth:`_row_sum` for the
         next ``count`` rows (BLOCK_PANEL, or fewer at the end, a multiple of BLOCK_ROWS) into ``blk``
         (row after row, ``w`` columns each); the rows past ``count`` compute their own.
@@ -228,7 +230,7 @@ class RowProducts(EmitterCore):
         acc = self.fresh("acc")
         self.line(f"double {acc}[{rows}][{cols}] = {{}};")
 
-        def accumulate(r: int, vectors: list[str], jj: str, bound: str) -> Step:
+        def accumulate(r: int, vectors: list[str], jj: str, bound: str) -> EmitStep:
             u, ku = self.fresh("u"), self.fresh_var(k)
             for x, v in zip(direct, vectors, strict=True):
                 if is_identifier(v):
@@ -279,7 +281,7 @@ class RowProducts(EmitterCore):
         self._hoisted, self._dense, self._reads = saved_hoisted, saved_dense, saved_reads
         return count
 
-    def _pack(self, packed: list[Expr], panels: str, sizes: tuple[str, str, str, str], base: Hoisted) -> Step:
+    def _pack(self, packed: list[Expr], panels: str, sizes: tuple[str, str, str, str], base: Hoisted) -> EmitStep:
         """Unless an earlier panel of rows did (they all read the same), copy the vectors of ``packed``
         (``(index k v)`` with ``v`` depending on the term ``j`` only: the right-hand matrix's rows) into
         ``panels``: for each vector and each tile of BLOCK_COLS columns, its ``p`` x BLOCK_COLS
@@ -314,7 +316,7 @@ class RowProducts(EmitterCore):
         self.line("}")
         return panels
 
-    def _require(self, m: str, vectors: list[str]) -> Step:
+    def _require(self, m: str, vectors: list[str]) -> EmitStep:
         for v in vectors:
             self.line(f"ks::require_dense({m}, {v});")
         return ""
@@ -329,8 +331,8 @@ class RowProducts(EmitterCore):
         per_row_term: list[Expr],
         direct: list[Expr],
         packed: list[tuple[Expr, str]],
-        body: Callable[[int, list[str], str], Step],
-    ) -> Step:
+        body: Callable[[int, list[str], str], EmitStep],
+    ) -> EmitStep:
         """``for j`` in [0, ``p``): for each row (``rows``: its index atom, what was computed for it, what
         was computed before, its vectors checked to be read at ``j``), what depends on the row and ``j`` (the vectors of ``packed`` are their
         panels, not computed), the vectors of ``direct``, then ``body(r, vectors, j's atom)``."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cpp_backend.cpp_text import c_string, cpp_type
 from cpp_backend.emit_rows import BLOCK_PANEL, RowProducts
-from cpp_backend.emitter_core import Step, is_identifier
+from cpp_backend.emitter_core import EmitStep, is_identifier
 from cpp_backend.loop_facts import copy_source, has_loop
 from cpp_backend.zeros import zero_shaped
 from knossos.expr import Expr
@@ -15,7 +15,7 @@ from knossos.types import FLOAT, INTEGER, Type
 class LoopConstructs(RowProducts):
     """``build`` and ``sumbuild``: filled and accumulated in place, part by part where the body has loops."""
 
-    def _build(self, node: Expr) -> Step:
+    def _build(self, node: Expr) -> EmitStep:
         size, var, body = node.args
         n = yield size
         self.line(f'ks::check_size({n}, "build");')
@@ -52,7 +52,7 @@ class LoopConstructs(RowProducts):
             self.line(f"std::int64_t {width} = 0;")
             self.line(f"ks::Vec<double> {panels};  // packed once, for every panel of rows")
 
-        def store() -> Step:
+        def store() -> EmitStep:
             saved = self._push(var.data, i)
             if blocked is not None:
                 yield from self._block_rows(n, i, var.data, blocked[1], (count, blk, width, panels), blocked[0])
@@ -79,7 +79,7 @@ class LoopConstructs(RowProducts):
         )
         return result
 
-    def _sumbuild(self, node: Expr) -> Step:
+    def _sumbuild(self, node: Expr) -> EmitStep:
         size, var, body = node.args
         t = node.type
         n = yield size
@@ -101,7 +101,7 @@ class LoopConstructs(RowProducts):
         # associate otherwise.
         direct = not scalar and not self.exact_order and has_loop(body)
 
-        def accumulate() -> Step:
+        def accumulate() -> EmitStep:
             if reset:
                 self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
             if direct:
@@ -144,7 +144,7 @@ class LoopConstructs(RowProducts):
             self.line(f"if ({skipped}) ks::normalise_zeros({acc});")
         return acc
 
-    def _accumulate(self, dest: str, e: Expr, skipped: str, deferred: dict[str, Expr], first: str | None) -> Step:
+    def _accumulate(self, dest: str, e: Expr, skipped: str, deferred: dict[str, Expr], first: str | None) -> EmitStep:
         """``dest += e`` for a dense ``dest`` (a sumbuild's accumulator or a part of it), without making
         ``e``'s value where it is a loop: a ``build`` adds each element into its element of ``dest``, a
         ``sumbuild`` each term into ``dest``, a ``deltaVec`` its element into one element, a ``tuple``
@@ -223,7 +223,7 @@ class LoopConstructs(RowProducts):
         self._add_into(dest, e.type, value, skipped, first)
         return dest
 
-    def _accumulate_loop(self, dest: str, e: Expr, skipped: str, first: str | None) -> Step:
+    def _accumulate_loop(self, dest: str, e: Expr, skipped: str, first: str | None) -> EmitStep:
         """:meth:`_accumulate` of a ``build`` (element by element) or a ``sumbuild`` (term by term)."""
         size, var, body = e.args
         n = yield size
@@ -256,7 +256,7 @@ class LoopConstructs(RowProducts):
         mark = self.fresh("m")
         part = f"{dest}.data[{i}]" if build else dest
 
-        def each() -> Step:
+        def each() -> EmitStep:
             if reset:
                 self.line(f"const ks::Arena::Mark {mark} = ks::arena().mark();")
             inner = first if build else None

@@ -3,7 +3,7 @@ constructs, the loop driver (plain, parallel, hoisted invariants) and the C++ of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 
 from cpp_backend.cpp_text import c_string, cpp_type, def_symbol, escape_name, literal
 from cpp_backend.loop_facts import (
@@ -32,7 +32,8 @@ MAX_INDENT = 40
 ALLOCATING = frozenset({Op.BUILD, Op.CONSTVEC, Op.DELTAVEC, Op.CALL, Op.LAM, Op.APPLY})
 
 
-Step = Generator[Expr, str, str]
+#: A step of the emitter's walk (knossos.trampoline): yields a child, is sent its C++ atom.
+EmitStep = trampoline.Step[Expr, str]
 
 
 def is_identifier(atom: str) -> bool:
@@ -146,7 +147,7 @@ class EmitterCore:
             memo[id(node)] = own or any(memo[id(a)] for a in node.args)
         return memo[id(root)]
 
-    def _start(self, node: Expr) -> str | Step:
+    def _start(self, node: Expr) -> str | EmitStep:
         op = node.op
         if op is Op.CONST:
             return literal(node)
@@ -160,14 +161,14 @@ class EmitterCore:
             return found[1]  # computed before the loop, where its variables meant the same
         method = LAZY_METHODS.get(op)
         if method is not None:
-            step: str | Step = getattr(self, method)(node)
+            step: str | EmitStep = getattr(self, method)(node)
             return step
         return self._strict(node)
 
     def _bindings(self, node: Expr) -> tuple[tuple[str, str | None], ...]:
         return tuple((x, self.env.get(x)) for x in sorted(node.free))
 
-    def _strict(self, node: Expr) -> Step:
+    def _strict(self, node: Expr) -> EmitStep:
         atoms: list[str] = []
         for a in node.args:
             atoms.append((yield a))
@@ -180,7 +181,7 @@ class EmitterCore:
             raise KsUsageError(f"the C++ backend cannot emit {node.op.name}") from None
         return write(self, node, a)
 
-    def _if(self, node: Expr) -> Step:
+    def _if(self, node: Expr) -> EmitStep:
         cond = yield node.args[0]
         if speculable(node):
             then = yield node.args[1]
@@ -195,7 +196,7 @@ class EmitterCore:
         self.line("}")
         return result
 
-    def _logic(self, node: Expr) -> Step:
+    def _logic(self, node: Expr) -> EmitStep:
         left = yield node.args[0]
         if node.args[1].size <= SPECULATE_MOST and cannot_fail(node.args[1], set()):
             # both sides computed, as a select's: a loop with (or (lt x 0.0) (ne x x)) stays branch-free
@@ -208,7 +209,7 @@ class EmitterCore:
         self.line("}")
         return result
 
-    def _assign_indented(self, result: str, child: Expr) -> Step:
+    def _assign_indented(self, result: str, child: Expr) -> EmitStep:
         """``result = child;`` inside a block the caller opens and closes (a lazy branch)."""
         self.depth += 1
         value = yield child
@@ -216,7 +217,7 @@ class EmitterCore:
         self.depth -= 1
         return result
 
-    def _assert(self, node: Expr) -> Step:
+    def _assert(self, node: Expr) -> EmitStep:
         cond = yield node.args[0]
         self.line(f'if (!({cond})) ks::fail("assertion failed");')
         return (yield node.args[1])
@@ -233,14 +234,14 @@ class EmitterCore:
         else:
             self.env[name] = saved
 
-    def _in_scope(self, name: str, atom: str, body: Expr) -> Step:
+    def _in_scope(self, name: str, atom: str, body: Expr) -> EmitStep:
         """Emit ``body`` with the variable ``name`` bound to the C++ expression ``atom``."""
         saved = self._push(name, atom)
         value = yield body
         self._pop(name, saved)
         return value
 
-    def _let(self, node: Expr) -> Step:
+    def _let(self, node: Expr) -> EmitStep:
         var, rhs, body = node.args
         if self.loop_depth == 0 and rhs.op in (Op.BUILD, Op.SUMBUILD) and has_loop(rhs.args[2]):
             value = yield from self._outlined(rhs)
@@ -251,7 +252,7 @@ class EmitterCore:
         result = yield from self._in_scope(var.data, value, body)
         return result
 
-    def _outlined(self, rhs: Expr) -> Step:
+    def _outlined(self, rhs: Expr) -> EmitStep:
         """``rhs`` (a loop nest outside any loop) computed in a lambda that g++ keeps a function of its
         own: its optimisation and code generation, superlinear in a function's size (data-flow of
         live registers), then work on one nest at a time rather than on the whole def (Llama attention's
@@ -282,7 +283,7 @@ class EmitterCore:
         self.line(f"const {cpp_type(ty)} {copy} = {self.env[name]};")
         return copy
 
-    def _lam(self, node: Expr) -> Step:
+    def _lam(self, node: Expr) -> EmitStep:
         var, body = node.args
         result = self.fresh("f")
         param = self.fresh_var(var.data)
@@ -304,7 +305,7 @@ class EmitterCore:
         var: str,
         body: Expr,
         varying: frozenset[str],
-        emit: Callable[[], Step],
+        emit: Callable[[], EmitStep],
         nonempty: bool = False,
         done: Expr | None = None,
         *,
@@ -312,7 +313,7 @@ class EmitterCore:
         independent: bool = False,
         reduce: str | None = None,
         split: bool = False,
-    ) -> Step:
+    ) -> EmitStep:
         """``for`` ``i`` in [0, ``n``) around ``emit()``, which evaluates ``body`` with ``var`` bound to ``i``
         (and ``varying``, ``var`` among them, changing between iterations); what every iteration would
         compute alike is computed once before the loop (see :func:`loop_invariants`; ``done`` is
@@ -406,7 +407,7 @@ class EmitterCore:
         self._hoisted, self._in_range, self._strided = saved
         return i
 
-    def _plain_for(self, n: str, i: str, emit: Callable[[], Step]) -> Step:
+    def _plain_for(self, n: str, i: str, emit: Callable[[], EmitStep]) -> EmitStep:
         self.line(f"for (std::int64_t {i} = 0; {i} < {n}; ++{i}) {{")
         self.depth += 1
         yield from emit()
@@ -415,8 +416,8 @@ class EmitterCore:
         return i
 
     def _parallel_for(
-        self, n: str, i: str, body: Expr, emit: Callable[[], Step], cond: str, reduce: str | None
-    ) -> Step:
+        self, n: str, i: str, body: Expr, emit: Callable[[], EmitStep], cond: str, reduce: str | None
+    ) -> EmitStep:
         """A loop on threads (when ``cond`` holds) whose iterations may fail or allocate: each thread's
         arena is released after each iteration, and the error of the first failing iteration is
         rethrown after the loop."""

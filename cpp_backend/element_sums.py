@@ -27,9 +27,6 @@ from knossos.op_table import FLOAT_OPS
 from knossos.ops import Op
 from knossos.types import FLOAT, vec
 
-#: The operations that evaluate every operand whatever the values (the value ops of Floats).
-STRICT = FLOAT_OPS
-
 
 def operand_sums(elem: Expr) -> list[Expr]:
     """The distinct Float sums that evaluating ``elem`` evaluates whatever the values, through lets
@@ -44,7 +41,7 @@ def operand_sums(elem: Expr) -> list[Expr]:
                 found.append(x)
         elif x.op is Op.LET:
             stack += [(x.args[2], bound | {x.args[0].data}), (x.args[1], bound)]
-        elif x.op in STRICT:
+        elif x.op in FLOAT_OPS:  # (they evaluate every operand whatever the values)
             stack.extend((a, bound) for a in reversed(x.args))
     return found
 
@@ -54,7 +51,7 @@ def replace_operand(e: Expr, old: Expr, new: Expr) -> Expr:
     variables) replaced by ``new`` wherever :func:`operand_sums` walks."""
     if e is old:
         return new
-    if old.size > e.size or (e.op not in STRICT and e.op is not Op.LET):
+    if old.size > e.size or (e.op not in FLOAT_OPS and e.op is not Op.LET):
         return e
     return e.replace_args(tuple(replace_operand(a, old, new) for a in e.args))
 
@@ -91,4 +88,4 @@ def hoist_element_sums(
     return out
 
 
-__all__ = ["STRICT", "hoist_element_sums", "operand_sums", "replace_operand"]
+__all__ = ["hoist_element_sums", "operand_sums", "replace_operand"]

@@ -141,7 +141,7 @@ def walks_column(e: Expr, j: str, k: str) -> bool:
     return False
 
 
-LOOPS = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM})
+LOOP_OPS = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM})
 
 
 def has_loop(body: Expr, done: Expr | None = None) -> bool:
@@ -154,7 +154,7 @@ def has_loop(body: Expr, done: Expr | None = None) -> bool:
         if id(node) in seen or node is done:
             continue
         seen.add(id(node))
-        if node.op in LOOPS and not (node.op is Op.CALL and node.type is FLOAT and native_cannot_fail(node)):
+        if node.op in LOOP_OPS and not (node.op is Op.CALL and node.type is FLOAT and native_cannot_fail(node)):
             return True
         if node.op in ELEMENTWISE and not node.type.is_scalar:
             return True

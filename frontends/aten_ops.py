@@ -19,7 +19,7 @@ def _float_binary(row: OpRow) -> Lowering:
     return lambda c: elementwise(c.block, c.shape, [c.args[0], c.args[1]], apply, FLOAT, FLOAT)
 
 
-def lowering(row: OpRow, style: TorchStyle) -> Lowering:
+def row_lowering(row: OpRow, style: TorchStyle) -> Lowering:
     """How an aten op of this ``style`` becomes ``row``'s op."""
     if style is TorchStyle.BINARY:
         return binary(row.op)
@@ -42,6 +42,6 @@ def function_lowering(f: FunctionRow) -> Lowering:
 
 
 VALUE_OP_LOWERINGS: dict[str, Lowering] = {
-    **{name: lowering(row, style) for row in ROWS for name, style in row.torch.items()},
+    **{name: row_lowering(row, style) for row in ROWS for name, style in row.torch.items()},
     **{name: function_lowering(f) for f in FUNCTIONS for name in f.torch},
 }

@@ -40,23 +40,23 @@ def fmul(a: float, b: float) -> float:
     return a * b
 
 
-def iadd(a: int, b: int) -> int:
+def checked_add(a: int, b: int) -> int:
     return checked(a + b)
 
 
-def isub(a: int, b: int) -> int:
+def checked_sub(a: int, b: int) -> int:
     return checked(a - b)
 
 
-def imul(a: int, b: int) -> int:
+def checked_mul(a: int, b: int) -> int:
     return checked(a * b)
 
 
-def ineg(a: int) -> int:
+def checked_neg(a: int) -> int:
     return checked(-a)
 
 
-def iabs(a: int) -> int:
+def checked_abs(a: int) -> int:
     return checked(abs(a))
 
 

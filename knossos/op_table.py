@@ -155,7 +155,7 @@ ROWS: tuple[OpRow, ...] = (
         partials=("seed", "seed"),
         torch=_binary_torch("add"),
         fold="cprop_add",
-        integer_meaning=arith.iadd,
+        integer_meaning=arith.checked_add,
     ),
     OpRow(
         op=Op.SUB,
@@ -168,7 +168,7 @@ ROWS: tuple[OpRow, ...] = (
         partials=("seed", "(neg seed)"),
         torch=_binary_torch("sub"),
         fold="cprop_sub",
-        integer_meaning=arith.isub,
+        integer_meaning=arith.checked_sub,
     ),
     OpRow(
         op=Op.MUL,
@@ -181,7 +181,7 @@ ROWS: tuple[OpRow, ...] = (
         partials=("(mul seed b)", "(mul seed a)"),
         torch=_binary_torch("mul"),
         fold="cprop_mul",
-        integer_meaning=arith.imul,
+        integer_meaning=arith.checked_mul,
     ),
     OpRow(
         op=Op.DIV,
@@ -207,7 +207,7 @@ ROWS: tuple[OpRow, ...] = (
         partials=("(neg seed)",),
         torch={"neg.default": TorchStyle.SIGNED},
         fold="cprop_neg",
-        integer_meaning=arith.ineg,
+        integer_meaning=arith.checked_neg,
     ),
     OpRow(
         op=Op.EXP,
@@ -280,7 +280,7 @@ ROWS: tuple[OpRow, ...] = (
         partials=("(if (lt a 0.0) (neg seed) seed)",),
         torch={"abs.default": TorchStyle.SIGNED},
         fold=None,
-        integer_meaning=arith.iabs,
+        integer_meaning=arith.checked_abs,
     ),
     OpRow(
         op=Op.MAX,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from knossos.arith import INT_MAX, INT_MIN, fadd, iadd
+from knossos.arith import INT_MAX, INT_MIN, checked_add, fadd
 from knossos.errors import KsEvalError, KsUsageError
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
 
@@ -133,7 +133,7 @@ def _broadcast(f: Callable[[Any], Any], t: Type, v: Value) -> Value:
 
 
 def add(t: Type, a: Value, b: Value) -> Value:
-    return _zip_with(fadd, iadd, t, a, b)
+    return _zip_with(fadd, checked_add, t, a, b)
 
 
 def zero_like(v: Value) -> Value:

@@ -101,7 +101,7 @@ def one_hot_rows(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
         rest = left
     for v, rhs in reversed(decoded):
         inner = E.let(v, rhs, inner)
-    rows = E.var(fresh("ks$rows"), vec(vec(FLOAT)))
+    rows = E.var(fresh("ks$hots"), vec(vec(FLOAT)))
     total = E.const(count)
     first = E.op(Op.SIZE, E.op(Op.INDEX, E.const(0), rows))
     u, w, z, k = (E.var(fresh(f"ks${s}"), INTEGER) for s in ("u", "w", "z", "k"))

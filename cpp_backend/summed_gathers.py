@@ -19,6 +19,10 @@ adds the same terms in the same order (a zero row adds +0.0 once instead of ``B`
 the sum of ``B`` +0.0s); the gather's own work (its tests, its reads of sizes) is done once instead
 of once per iteration.  Where the loop runs no iteration both fail alike (a sum of no vectors).
 
+Only a gather that reshapes ``C`` (chunks flattened into rows) is rewritten: a gather of ``C``'s own
+type (a gradient's padding of a bias to its vector's length) is left as it is, since moving the sum
+would change the lets of the row products it reads, which ``cpp_backend.row_lets`` hoists and shares.
+
 The shape of ``C`` must not depend on the loop (its builds' sizes and the tests that choose between
 vectors are invariant), so that the sums of ``C`` add what the sums of the gathers added.
 """
@@ -62,7 +66,7 @@ def sum_of_gathers(e: Expr) -> Expr | None:
         return None
     (c,) = read
     source = next(rhs for v, rhs in inside if v.data == c)
-    if source.type.kind is not Kind.VEC or not _linear(body, frozenset({c})):
+    if source.type.kind is not Kind.VEC or source.type is body.type or not _linear(body, frozenset({c})):
         return None
     if not _shape_invariant(source, varying, {v.data: rhs for v, rhs in inside}):
         return None

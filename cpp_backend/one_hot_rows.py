@@ -55,7 +55,7 @@ def one_hot_rows(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
         else:
             break
         body = body.args[2]
-    if body.op is not Op.DELTAVEC or body.args[2].type is not vec(FLOAT):
+    if body.op is not Op.DELTAVEC or body.args[2].type != vec(FLOAT):
         return None
     width, index, row = body.args
     bound = [x.data for kind, a, b in chain for x in ((b,) if kind == "sum" else (a,))]

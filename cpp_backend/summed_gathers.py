@@ -66,7 +66,7 @@ def sum_of_gathers(e: Expr) -> Expr | None:
         return None
     (c,) = read
     source = next(rhs for v, rhs in inside if v.data == c)
-    if source.type.kind is not Kind.VEC or source.type is body.type or not _linear(body, frozenset({c})):
+    if source.type.kind is not Kind.VEC or source.type == body.type or not _linear(body, frozenset({c})):
         return None
     if not _shape_invariant(source, varying, {v.data: rhs for v, rhs in inside}):
         return None

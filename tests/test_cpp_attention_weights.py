@@ -20,6 +20,7 @@ from torch import nn
 from autodiff import grad_program
 from cpp_backend import emit
 from cpp_backend.bench import values_agree
+from cpp_backend.convolutions import gathered_product
 from cpp_backend.driver import compile_program
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.products import canonical_products
@@ -59,6 +60,16 @@ ROWS = """
                  (build (size (index 0 w)) (lam (j : Integer) (mul (mul (index d (index h (index b dy))) 0.5) (index j xb))))))))))
       (build (size w) (lam (i : Integer)
         (if (lt i 6) (index (sub i (mul (div i 3) 3)) (index (div i 3) c)) (build (size (index i w)) (lam (k : Integer) 0.0)))))))))
+(def nested (Vec (Vec Float)) ((dy : Vec (Vec (Vec Float))) (x : Vec (Vec (Vec Float))))
+  (build (size (index 0 (index 0 dy))) (lam (i : Integer)
+    (build (size (index 0 (index 0 x))) (lam (j : Integer)
+      (sumbuild (size x) (lam (b : Integer)
+        (sumbuild (size (index b x)) (lam (t : Integer)
+          (mul (index i (index t (index b dy))) (index j (index t (index b x)))))))))))))
+(def padded (Vec Float) ((v : Vec Float) (x : Vec (Vec Float)))
+  (sumbuild (size x) (lam (b : Integer)
+    (let (c (build 3 (lam (k : Integer) (index k (index b x)))))
+      (if (eq 3 (size v)) c (build (size v) (lam (k : Integer) (if (lt k 3) (index k c) 0.0))))))))
 """
 
 
@@ -100,6 +111,12 @@ def _rows_cases(rng: random.Random) -> list[tuple[str, list[object]]]:
         ragged = random_array((2, 5), rng)
         ragged[1].pop()  # type: ignore[index]
         calls.append((name, [random_array((8, 5), rng), random_array((2, 2, 3), rng), ragged]))
+    for batch, steps, rows, cols in ((2, 3, 5, 17), (1, 1, 1, 1), (3, 2, 9, 4)):  # (b, t) one reduction
+        calls.append(("nested", [random_array((batch, steps, rows), rng), random_array((batch, steps, cols), rng)]))
+    short = random_array((2, 3, 4), rng)
+    short[1].pop()  # type: ignore[index]  # a ragged batch: fewer steps in the second example
+    calls.append(("nested", [random_array((2, 3, 5), rng), short]))
+    calls += [("padded", [random_array((n,), rng), random_array((2, 4), rng)]) for n in (3, 5)]
     return calls
 
 
@@ -167,6 +184,15 @@ def test_the_weights_sums_are_recognised(suite: tuple[Program, dict[str, list[tu
     assert one_hot_rows(program.defs["rows"].body, lambda base: base + "0") is not None
     assert one_hot_rows(program.defs["skewed"].body, lambda base: base + "0") is None  # (h 2 + d: not one row each)
     assert sum_of_gathers(program.defs["chunks"].body) is not None
+    assert sum_of_gathers(program.defs["padded"].body) is None  # (a padding of the same type: left)
+
+
+def test_a_product_over_a_nested_reduction_is_one_gathered_product(
+    suite: tuple[Program, dict[str, list[tuple[int, ...]]]],
+) -> None:
+    """dW = sum_b sum_t dy[b][t] x[b][t]^T: plain reads, but the (b, t) of a 3-D input as one reduction."""
+    assert gathered_product(suite[0].defs["nested"].body, lambda base: base + "0") is not None
+    assert _blocked(suite[0], "nested") >= 1
 
 
 def _blocked(program: Program, name: str) -> int:

@@ -18,8 +18,9 @@ the matrix whose row ``a0 + r`` is the sum, over the other loops, of the rows at
 blocked product.  Every term is computed as before (the same reads, the lets of the loops in their
 order), and each row adds its terms in the loops' order, but without the +0.0s of the other terms'
 one-hots (a row whose terms are all -0.0 ends -0.0 where it ended +0.0), so the pass runs only where
-the order is free.  The original computes where a loop runs no iteration (a sum of no vectors fails) or
-where the rows' lengths differ (their one-hots fail to add).
+the order is free.  Where a loop runs no iteration (a sum of no vectors) or the rows' lengths differ
+(their one-hots do not add) the sum fails, and so does the gather: an assertion, so that the sum as
+written is not compiled again beside it (its error's message is another).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ _LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, 
 
 def one_hot_rows(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     """``e``, a sum of one-hot rows at a mixed-radix index of its summed variables (module docstring), as
-    the gather of the rows' sums, computing ``e`` as written where a loop runs no iteration or the rows'
-    lengths differ; None where ``e`` is no such sum.  ``fresh`` gives unused variable names."""
+    the gather of the rows' sums, failing (an assertion) where ``e`` fails for a loop that runs no
+    iteration or rows of different lengths; None where ``e`` is no such sum.  ``fresh`` gives unused variable names."""
     if e.op is not Op.SUMBUILD or e.type.kind is not Kind.VEC:
         return None
     chain: list[tuple[str, Expr, Expr]] = []  # ("sum", size, var) | ("let", var, rhs)
@@ -110,8 +111,8 @@ def one_hot_rows(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     gathered = E.build(width, u, E.let(w, E.op(Op.SUB, u, a0), E.op(Op.IF, inside, E.op(Op.INDEX, w, rows), zeros)))
     differ = E.sumbuild(total, k, E.op(Op.IF, E.op(Op.EQ, E.op(Op.SIZE, E.op(Op.INDEX, k, rows)), first), _i(0), _i(1)))
     runs = _all([E.op(Op.GT, n, _i(0)) for n, _ in sums])
-    fast = E.let(rows, E.build(total, r, inner), E.op(Op.IF, E.op(Op.EQ, differ, _i(0)), gathered, e))
-    return E.op(Op.IF, runs, fast, e)
+    same = E.op(Op.ASSERT, E.op(Op.EQ, differ, _i(0)), gathered)
+    return E.op(Op.ASSERT, runs, E.let(rows, E.build(total, r, inner), same))
 
 
 def _i(n: int) -> Expr:

@@ -79,8 +79,21 @@ def _pure(e: Expr) -> bool:
 
 
 def _read(e: Expr, loop_vars: frozenset[str]) -> _Read | None:
-    x, shifted = e, False
+    """``e`` as an operand: a read, or a read scaled by loop-invariant factors (a gradient's
+    ``(mul (index ...) 0.5)``), which the copy computes as it is; None otherwise."""
+    x = e
+    while x.type is FLOAT and x.op in (Op.MUL, Op.DIV, Op.NEG):
+        if x.op is Op.NEG:
+            x = x.args[0]
+            continue
+        a, c = x.args
+        if x.op is Op.MUL and not a.free & loop_vars:
+            a, c = c, a
+        if c.free & loop_vars:
+            return None
+        x = a
     used: set[str] = set()
+    shifted = False
     while x.op is Op.INDEX and x.args[0].free & loop_vars:
         if not _index_term(x.args[0]):
             return None
@@ -415,8 +428,8 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     g = _and(tests) if tests else None
     assert isinstance(x, Expr) and isinstance(y, Expr) and (g is None or isinstance(g, Expr))
     rx, ry = _read(x, loop_vars), _read(y, loop_vars)
-    if rx is None or ry is None or not (rx.shifted or ry.shifted):
-        return None  # (reads of rows and columns: products.py's transposes)
+    if rx is None or ry is None or not (rx.shifted or ry.shifted or len(sums) > 1):
+        return None  # (reads of rows and columns over one sum: products.py's transposes)
     sum_vars = frozenset(v.data for _, v in sums)
     out_vars = loop_vars - sum_vars
     if not (sum_vars <= rx.loops and sum_vars <= ry.loops) or rx.loops & ry.loops & out_vars:

@@ -35,10 +35,12 @@ from collections.abc import Callable
 from cpp_backend.col2im import factor_plain_sums
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.element_sums import hoist_element_sums, operand_sums, replace_operand
+from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
 from cpp_backend.shared_terms import share_repeats
+from cpp_backend.summed_gathers import sum_of_gathers
 from cpp_backend.tuple_lets import split_tuple_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes, names_in
@@ -646,6 +648,11 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
                 return found
             found = transpose(e, names)
             if found is not None:
+                return found
+        if not exact_order and e.op is Op.SUMBUILD and e.type.kind is Kind.VEC:
+            found = sum_of_gathers(e) or one_hot_rows(e, names.fresh)
+            if found is not None:
+                names.fallbacks[id(e)] = e
                 return found
         if not exact_order and e.op in (Op.BUILD, Op.SUMBUILD) and e.type.kind is Kind.VEC:
             found = interchange(e, names, lambda x: canonical_products_in(x, here))

@@ -37,6 +37,7 @@ code makes too, sizes of them and integer arithmetic.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,8 +57,9 @@ Form = dict[str, int]
 
 @dataclass(frozen=True)
 class _Loop:
-    """A loop of the nest: its variable, its count (loop-invariant), and whether it builds (an output
-    index) or sums (of vectors: ``vector``, which fails when empty)."""
+    """A loop of the nest: its variable, its count (as written; in the product, its value at the first
+    iteration of the loops around), and whether it builds (an output index) or sums (of vectors:
+    ``vector``, which fails when empty)."""
 
     var: str
     size: Expr
@@ -124,7 +126,7 @@ def _read_nest(e: Expr) -> _Nest | None:
         if e.op in (Op.BUILD, Op.SUMBUILD):
             size = _resolve(e.args[0], lets)
             v = e.args[1].data
-            if loop_vars & size.free or v in loop_vars or v in lets or not _binder_free(size):
+            if v in loop_vars or v in lets or not _binder_free(size):
                 return None
             builds = e.op is Op.BUILD
             loops.append(_Loop(v, size, builds, not builds and e.type.kind is Kind.VEC))
@@ -273,6 +275,11 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     nest = _read_nest(e)
     if nest is None:
         return None
+    # A count that an outer loop variable chooses (a row's length) is taken at the first iteration,
+    # checked the same at every other (below).
+    written = nest.loops
+    zeros = {lp.var: E.const(0) for lp in written}
+    nest.loops = [dataclasses.replace(lp, size=_substitute(lp.size, zeros)) for lp in written]
     nv = _Vars(nest, fresh)
     if not nv.ok:
         return None
@@ -376,6 +383,10 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     for lp in nest.loops:  # every loop runs (outermost first: a count is evaluated where the original does)
         if not (lp.size.op is Op.CONST and isinstance(lp.size.data, int) and lp.size.data > 0):
             checks.append(E.op(Op.GT, lp.size, E.const(0)))
+    for lp, as_written in zip(nest.loops, written, strict=True):
+        if as_written.size is not lp.size:
+            around = [x for x in nest.loops if x.var in as_written.size.free]
+            checks.append(_all_hold(around, E.op(Op.EQ, as_written.size, lp.size)))
     for length, v in deltas:  # a one-hot's length is its variable's count wherever it is evaluated
         want = nv.count[v]
         if length is want:

@@ -15,15 +15,20 @@ This pass reads such a nest as what it computes, a sum of products of two reads:
 (its builds and one-hots give the output's indexes, its sums the summed variables, every index an
 affine function of the loop variables; a loop read through ``(div v D)`` is split into
 ``v = D vh + vl``), and where that is a batched product, every variable of the output read by both
-operands (the batch), one read by X only (the rows), one by Y only (the columns) and one summed
-variable read by both, writes it as the blocked nest inside the batch loops, on operands laid out
+operands (the batch), those read by X only (the rows), by Y only (the columns), and the summed ones,
+read by both, writes it as the blocked nest inside the batch loops, on operands laid out
 ``[batch][row][term]`` and ``[batch][term][column]`` (copies made once where the operand is laid
-out otherwise: O(n^2) against the product's O(n^3)), then the output read from it through the
-permutation:
+out otherwise: O(n^2) against the product's O(n^3); several rows, columns or terms are one loop of
+their product's count in the copies), then the output read from it through the permutation:
 
     (let ((C (build B (lam b (build I (lam i (build K (lam k (sumbuild J (lam j
                   (mul (index j (index i (index b A))) (index k (index j (index b B)))))))))))))))
       (build .. output's loops .. (index k (index i (index b C)))))
+
+A product with no batch is left to :mod:`cpp_backend.products` (a linear layer's, a weight's
+gradient) unless its output interleaves rows and columns (a projection to heads, ``[b][h][t][d]``);
+so is a nest already in the blocked nest's loop order (an operand read down a column is transposed
+per batch there, under exact order too).
 
 Meaning.  Each element adds the same products, in another order (a vector sum's terms are added
 element-wise, from +0.0): so, like the interchange of :mod:`cpp_backend.products`, not under
@@ -313,10 +318,15 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     outs = set(out)
     batch_set, rows, cols = outs & xv & yv, (outs & xv) - yv, (outs & yv) - xv
     summed = set(nv.count) - outs
-    if not batch_set or len(rows) != 1 or len(cols) != 1 or len(summed) != 1 or outs - xv - yv:
+    if not rows or not cols or not summed or outs - xv - yv or summed - (xv & yv):
         return None
-    (row,), (col,), (j,) = rows, cols, summed
-    if j not in xv & yv:
+    row_vars, col_vars = [v for v in out if v in rows], [v for v in out if v in cols]
+    by_x = [v for f in forms[0] for v, _ in sorted(f.items(), key=lambda kv: -kv[1]) if v in summed]
+    sum_vars = list(dict.fromkeys(by_x))
+    plain = (
+        deltas or any(nv.origin[v].vector for v in summed) or out in ([*row_vars, *col_vars], [*col_vars, *row_vars])
+    )
+    if not batch_set and plain:  # a plain product only where its output is laid out otherwise (heads)
         return None
     # The batch in the order of the first operand's indexes where they are its variables, else the output's.
     order = [next(iter(f)) for f in forms[0] if len(f) == 1 and "" not in f and next(iter(f)) in batch_set]
@@ -324,19 +334,23 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     reads_ids = {id(x) for x in distinct_nodes(nest.term)} | {id(x) for _, n, _ in nest.dims for x in distinct_nodes(n)}
     if not all(_safe(r, reads_ids) for r in nest.dropped):
         return None
+    decode: dict[str, Expr] = {}  # a variable of a group of rows, columns or terms, from the group's
+    row, col, j = (_group(vs, nv.count, decode, fresh) for vs in (row_vars, col_vars, sum_vars))
     direct_a = _layout(forms[0], batch, row, j)
     direct_b = _layout(forms[1], batch, j, col)
     identity = all(len(d) == 1 for d in dims) and out == [*batch, row, col]
-    if direct_a and direct_b and identity and not deltas:
-        return None  # the blocked nest's shape already (inside the batch loops)
+    if identity and not deltas:
+        return None  # the blocked nest's loops already: an operand read down a column is transposed per batch
+
     lets: list[tuple[Expr, Expr]] = []
+    values = {v: _substitute(x, decode) for v, x in nv.value.items()}
 
     def operand(k: int, layout: list[str], direct: bool) -> Expr:
         matrix, _ = nest.reads[k]
         if direct:
             return matrix
         copy = E.var(fresh("ks$bop"), _vec_type(len(layout)))
-        body = _substitute(nest.term.args[k], nv.value)
+        body = _substitute(nest.term.args[k], values)
         for v in reversed(layout):
             body = E.build(nv.count[v], E.var(v, INTEGER), body)
         lets.append((copy, body))
@@ -366,15 +380,19 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
                 value[hi], value[lo] = q, E.op(Op.SUB, dv, E.op(Op.MUL, q, E.const(w)))
             else:
                 return None
+        for grouped, vs in ((row, row_vars), (col, col_vars)):
+            if grouped not in value:
+                at = value[vs[0]]
+                for v in vs[1:]:
+                    at = E.op(Op.ADD, E.op(Op.MUL, at, nv.count[v]), value[v])
+                value[grouped] = at
         body = c
         for v in [*batch, row, col]:
             body = E.op(Op.INDEX, value[v], body)
         for d, dv in reversed(list(zip(dims, dvars, strict=True))):
             size = nv.count[d[0][0]]
             for v, _ in d[1:]:
-                n = nv.count[v]
-                whole = size.op is Op.CONST and n.op is Op.CONST
-                size = E.const(size.data * n.data) if whole else E.op(Op.MUL, size, n)
+                size = _times(size, nv.count[v])
             body = E.build(size, dv, body)
         fast = body
     for lv, rhs in reversed(lets):
@@ -400,6 +418,28 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     for x in checks[1:]:
         cond = E.op(Op.AND, cond, x)
     return E.op(Op.IF, cond, fast, e), product
+
+
+def _times(a: Expr, b: Expr) -> Expr:
+    whole = a.op is Op.CONST and b.op is Op.CONST
+    return E.const(a.data * b.data) if whole else E.op(Op.MUL, a, b)
+
+
+def _group(vs: list[str], count: dict[str, Expr], decode: dict[str, Expr], fresh: Callable[[str], str]) -> str:
+    """One variable for the variables ``vs`` (rows, columns or terms: the first varying slowest), its
+    count added to ``count`` and each member's value from it to ``decode``; the variable itself if one."""
+    if len(vs) == 1:
+        return vs[0]
+    g = fresh("ks$bg")
+    gv = E.var(g, INTEGER)
+    stride: Expr = E.const(1)
+    for k in range(len(vs) - 1, -1, -1):
+        n = count[vs[k]]
+        at = gv if stride.op is Op.CONST and stride.data == 1 else E.op(Op.DIV, gv, stride)
+        decode[vs[k]] = at if k == 0 else E.op(Op.SUB, at, E.op(Op.MUL, E.op(Op.DIV, at, n), n))
+        stride = _times(stride, n)
+    count[g] = stride
+    return g
 
 
 def _vec_type(depth: int) -> Type:

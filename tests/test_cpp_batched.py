@@ -1,5 +1,6 @@
 """Batched products in attention's loop orders (cpp_backend.batched): ``attn V`` written ``[t][b][h*D+d]``,
-``dV = P^T dO`` and ``dP = dO V^T`` accumulated as one-hots, reach the blocked nest; the rewritten
+``dV = P^T dO`` and ``dP = dO V^T`` accumulated as one-hots, and a projection laid out per head
+``[b][h][t][d]`` reach the blocked nest (a linear layer's product is left as it is); the rewritten
 code means what the code as written meant (the interpreter's values, or its failure) on random
 inputs, with one head, a batch of one, sizes that are no multiple of the block, one-hots longer than
 their loops (the nest as written runs) and ragged rows; compiled, it equals the interpreter."""
@@ -55,6 +56,23 @@ PROGRAM = """
             (deltaVec (size g) t
               (build (size vh) (lam (s : Integer)
                 (mul (index k (index b (index t g))) (index (sub k (mul (div k 3) 3)) (index s vh)))))))))))))))
+
+; a projection to heads: x [B][T][I] times w [H*D][I], laid out [B][H][T][D] (no batch: rows b t, columns h d)
+(def heads (Vec (Vec (Vec (Vec Float)))) ((x : Vec (Vec (Vec Float))) (w : Vec (Vec Float)))
+  (build (size x) (lam (b : Integer)
+    (build 2 (lam (h : Integer)
+      (build (size (index b x)) (lam (t : Integer)
+        (build 3 (lam (d : Integer)
+          (sumbuild (size (index t (index b x))) (lam (i : Integer)
+            (mul (index i (index t (index b x))) (index i (index (add (mul h 3) d) w))))))))))))))
+
+; the same product laid out [B][T][H*D], as a linear layer's: the blocked nest per b as it stands
+(def linear (Vec (Vec (Vec Float))) ((x : Vec (Vec (Vec Float))) (w : Vec (Vec Float)))
+  (build (size x) (lam (b : Integer)
+    (build (size (index b x)) (lam (t : Integer)
+      (build 6 (lam (o : Integer)
+        (sumbuild (size (index t (index b x))) (lam (i : Integer)
+          (mul (index i (index t (index b x))) (index i (index o w))))))))))))
 """
 
 #: Each def's arguments as shapes, from (B, H, T, S).
@@ -62,6 +80,7 @@ SHAPES = {
     "av": lambda b, h, t, s: [(b, h, t, s), (b, h, s, 3)],
     "dv": lambda b, h, t, s: [(b, h, t, s), (t, b, 6)],
     "dp": lambda b, h, t, s: [(b, h, s, 3), (t, b, 6)],
+    "heads": lambda b, h, t, s: [(b, t, s), (6, s)],
 }
 #: (B, H, T, S): one batch, the block's sizes and none of its multiples; H = 3 > 6 / 3: the one-hots of
 #: dv over the heads are longer than the loop that writes them (the nest as written runs, padded).
@@ -81,6 +100,7 @@ def test_attention_products_reach_the_blocked_nest() -> None:
         assert any(n.startswith("ks$b") for n in names_in(canonical_products(program.defs[name].body)))
         exact = emit.emit_program(program, [name], include_runtime=False, exact_order=True)
         assert "ks$bmm" not in exact  # the sums change order: not under exact order
+    assert not any(n.startswith("ks$b") for n in names_in(canonical_products(program.defs["linear"].body)))
 
 
 def test_rewritten_products_equal_the_interpreter() -> None:
@@ -105,15 +125,17 @@ def test_compiled_products_equal_the_interpreter() -> None:
     narrow = [list(r) for r in g]  # type: ignore[union-attr]
     narrow[4] = [list(r) for r in narrow[4]]
     narrow[4][1] = narrow[4][1][:5]  # a cotangent row shorter than H*D
-    calls += [("av", [short, v]), ("dv", [short, g]), ("dv", [p, narrow]), ("dp", [v, narrow])]
+    x, w = random_array((2, 9, 17), rng), random_array((6, 17), rng)
+    few = [list(r) for r in w[:4]]  # type: ignore[index]
+    calls += [("av", [short, v]), ("dv", [short, g]), ("dv", [p, narrow]), ("dp", [v, narrow]), ("heads", [x, few])]
     want = interpreted(program, calls)
-    assert sum(isinstance(w, KsError) for w in want) >= 3
+    assert sum(isinstance(w, KsError) for w in want) >= 4
     have = compile_program(program, list(SHAPES), threads=1).run(calls)
-    for (name, _), w, h in zip(calls, want, have, strict=True):
-        if isinstance(w, KsError):
+    for (name, _), w_, h in zip(calls, want, have, strict=True):
+        if isinstance(w_, KsError):
             assert isinstance(h, KsError), (name, h)
         else:
-            assert values_agree(w, h), name  # type: ignore[arg-type]
+            assert values_agree(w_, h), name  # type: ignore[arg-type]
 
 
 def _attention(e: int, heads: int, batch: int, t: int) -> tuple[Program, list[tuple[int, ...]]]:

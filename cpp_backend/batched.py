@@ -25,7 +25,9 @@ their product's count in the copies), then the output read from it through the p
                   (mul (index j (index i (index b A))) (index k (index j (index b B)))))))))))))))
       (build .. output's loops .. (index k (index i (index b C)))))
 
-A product with no batch is left to :mod:`cpp_backend.products` (a linear layer's, a weight's
+An element that is a function of one such sum (``(mul (add (sumbuild ..) bias) 0.5)``, a projection
+with its bias and scale) is the product's, applied where the output reads it.  A product with no
+batch is left to :mod:`cpp_backend.products` (a linear layer's, a weight's
 gradient) unless its output interleaves rows and columns (a projection to heads, ``[b][h][t][d]``);
 so is a nest already in the blocked nest's loop order (an operand read down a column is transposed
 per batch there, under exact order too).
@@ -46,6 +48,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cpp_backend.element_sums import operand_sums, replace_operand
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes
 from knossos.ops import Op
@@ -82,14 +85,16 @@ class _Nest:
     term: Expr
     reads: tuple[tuple[Expr, list[Expr]], tuple[Expr, list[Expr]]]  # (matrix, indexes outermost first)
     dropped: list[Expr]  # the lets' right-hand sides, resolved
+    elem: Expr | None  # the element, a function of the product (the variable ``operand``), if not the product
+    operand: str
 
 
 def _resolve(e: Expr, lets: dict[str, Expr]) -> Expr:
     """The binder-free ``e`` with the variables of ``lets`` replaced by their right-hand sides."""
     if e.op is Op.VAR:
         return lets.get(e.data, e)
-    if not e.args:
-        return e
+    if not e.args or e.size > _TERM_MOST:
+        return e  # (too large to walk recursively: left as it is, and so refused by the size guards)
     return e.replace_args(tuple(_resolve(a, lets) for a in e.args))
 
 
@@ -100,8 +105,18 @@ def _binder_free(e: Expr) -> bool:
 _SCALAR = frozenset({Op.MUL, Op.ADD, Op.SUB, Op.DIV, Op.NEG, Op.EXP, Op.LOG, Op.MAX, Op.TO_FLOAT, Op.ABS})
 
 
+#: Stands for the sum in an element that is a function of one (no program names a variable ``ks$...``).
+OPERAND = E.var("ks$bsum", FLOAT)
+
+
+def _two_reads(e: Expr) -> bool:
+    """Whether ``e`` is ``(mul X Y)`` of two reads (the term of a product)."""
+    return e.op is Op.MUL and all(x.op is Op.INDEX for x in e.args)
+
+
 def _read_nest(e: Expr) -> _Nest | None:
-    """``e`` as a nest of builds, sums and one-hots around ``(mul X Y)`` (through lets of reads), or None."""
+    """``e`` as a nest of builds, sums and one-hots around ``(mul X Y)`` (through lets of reads), or
+    around an element that is a function of one such sum; None otherwise."""
     loops: list[_Loop] = []
     dims: list[tuple[str, Expr, Expr]] = []
     lets: dict[str, Expr] = {}
@@ -109,6 +124,8 @@ def _read_nest(e: Expr) -> _Nest | None:
     loop_vars: set[str] = set()
     followed: set[str] = set()
     steps: dict[str, Expr] = {}  # lets of the nest's next step, ``(let (x (build ..)) x)``: followed
+    elem: Expr | None = None
+    operand = OPERAND.data
     while True:
         while e.op is Op.LET or (e.op is Op.VAR and e.data in steps):
             if e.op is Op.VAR:
@@ -121,7 +138,7 @@ def _read_nest(e: Expr) -> _Nest | None:
                 steps[v.data] = rhs
                 followed.add(v.data)
                 continue
-            if not _binder_free(rhs) or any(x.op not in _READS for x in distinct_nodes(rhs)):
+            if not _binder_free(rhs) or any(x.op not in _READS and x.op not in _SCALAR for x in distinct_nodes(rhs)):
                 return None
             resolved = _resolve(rhs, lets)
             if resolved.size > _TERM_MOST:
@@ -145,6 +162,29 @@ def _read_nest(e: Expr) -> _Nest | None:
                 return None
             dims.append(("delta", length, index))
             e = e.args[2]
+        elif (
+            elem is None
+            and e.type is FLOAT
+            and e.size <= _TERM_MOST
+            and not _two_reads(_resolve(e, lets))
+            and loops
+            and loops[-1].builds
+        ):
+            # An element that is a function of one sum (``(mul (add (sumbuild ..) bias) 0.5)``): the sum
+            # is the product, the element is applied to it.
+            inline = operand_sums(e)
+            here = _resolve(e, lets).free
+            sums = [n for n, x in steps.items() if x.op is Op.SUMBUILD and x.type is FLOAT and n in here]
+            if len(sums) == 1 and len(steps) == 1 and not inline:
+                operand = sums[0]
+                e, elem = steps.pop(operand), _resolve(e, lets)
+            elif len(inline) == 1 and not steps:
+                operand = OPERAND.data
+                e, elem = inline[0], _resolve(replace_operand(e, inline[0], OPERAND), lets)
+            else:
+                return None
+            if not _binder_free(elem) or operand not in elem.free:
+                return None
         else:
             break
     if e.type is not FLOAT or not _binder_free(e):
@@ -162,9 +202,11 @@ def _read_nest(e: Expr) -> _Nest | None:
             return None
         reads.append((x, indexes[::-1]))
     used = set(term.free).union(*(x.free for _, n, i in dims for x in (n, i)), *(lp.size.free for lp in loops))
-    if followed & used:
+    if elem is not None:
+        used |= set(elem.free) - {operand}
+    if followed & used or operand in term.free:
         return None  # (a step's value read elsewhere too)
-    return _Nest(loops, dims, term, (reads[0], reads[1]), dropped)
+    return _Nest(loops, dims, term, (reads[0], reads[1]), dropped, elem, operand)
 
 
 class _Vars:
@@ -331,7 +373,8 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     # The batch in the order of the first operand's indexes where they are its variables, else the output's.
     order = [next(iter(f)) for f in forms[0] if len(f) == 1 and "" not in f and next(iter(f)) in batch_set]
     batch = order if sorted(order) == sorted(batch_set) else [v for v in out if v in batch_set]
-    reads_ids = {id(x) for x in distinct_nodes(nest.term)} | {id(x) for _, n, _ in nest.dims for x in distinct_nodes(n)}
+    evaluated = [nest.term, *(n for _, n, _ in nest.dims), *([nest.elem] if nest.elem is not None else [])]
+    reads_ids = {id(x) for y in evaluated for x in distinct_nodes(y)}
     if not all(_safe(r, reads_ids) for r in nest.dropped):
         return None
     decode: dict[str, Expr] = {}  # a variable of a group of rows, columns or terms, from the group's
@@ -362,7 +405,7 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     product: Expr = E.sumbuild(nv.count[j], E.var(j, INTEGER), term)
     for v in reversed([*batch, row, col]):
         product = E.build(nv.count[v], E.var(v, INTEGER), product)
-    if identity:
+    if identity and nest.elem is None:
         fast: Expr = product
     else:
         c = E.var(fresh("ks$bmm"), _vec_type(len(batch) + 2))
@@ -389,6 +432,9 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
         body = c
         for v in [*batch, row, col]:
             body = E.op(Op.INDEX, value[v], body)
+        if nest.elem is not None:  # the element around the sum, its loop variables the output's
+            loop_values = {v: _substitute(x, value) for v, x in nv.value.items()}
+            body = _substitute(nest.elem, {**loop_values, nest.operand: body})
         for d, dv in reversed(list(zip(dims, dvars, strict=True))):
             size = nv.count[d[0][0]]
             for v, _ in d[1:]:

@@ -1,6 +1,6 @@
 """Batched products in attention's loop orders (cpp_backend.batched): ``attn V`` written ``[t][b][h*D+d]``,
 ``dV = P^T dO`` and ``dP = dO V^T`` accumulated as one-hots, and a projection laid out per head
-``[b][h][t][d]`` reach the blocked nest (a linear layer's product is left as it is); the rewritten
+``[b][h][t][d]`` (with a bias around its sum) reach the blocked nest (a linear layer's product is left as it is); the rewritten
 code means what the code as written meant (the interpreter's values, or its failure) on random
 inputs, with one head, a batch of one, sizes that are no multiple of the block, one-hots longer than
 their loops (the nest as written runs) and ragged rows; compiled, it equals the interpreter."""
@@ -66,6 +66,17 @@ PROGRAM = """
           (sumbuild (size (index t (index b x))) (lam (i : Integer)
             (mul (index i (index t (index b x))) (index i (index (add (mul h 3) d) w))))))))))))))
 
+; the same with a bias and a scale around the sum (MultiheadAttention's query): the element of the product
+(def heads_bias (Vec (Vec (Vec (Vec Float)))) ((x : Vec (Vec (Vec Float))) (w : Vec (Vec Float)) (c : Vec Float))
+  (build (size x) (lam (b : Integer)
+    (build 2 (lam (h : Integer)
+      (build (size (index b x)) (lam (t : Integer)
+        (build 3 (lam (d : Integer)
+          (mul (add (sumbuild (size (index t (index b x))) (lam (i : Integer)
+                      (mul (index i (index t (index b x))) (index i (index (add (mul h 3) d) w)))))
+                    (index (add (mul h 3) d) c))
+               0.5))))))))))
+
 ; the same product laid out [B][T][H*D], as a linear layer's: the blocked nest per b as it stands
 (def linear (Vec (Vec (Vec Float))) ((x : Vec (Vec (Vec Float))) (w : Vec (Vec Float)))
   (build (size x) (lam (b : Integer)
@@ -81,6 +92,7 @@ SHAPES = {
     "dv": lambda b, h, t, s: [(b, h, t, s), (t, b, 6)],
     "dp": lambda b, h, t, s: [(b, h, s, 3), (t, b, 6)],
     "heads": lambda b, h, t, s: [(b, t, s), (6, s)],
+    "heads_bias": lambda b, h, t, s: [(b, t, s), (6, s), (6,)],
 }
 #: (B, H, T, S): one batch, the block's sizes and none of its multiples; H = 3 > 6 / 3: the one-hots of
 #: dv over the heads are longer than the loop that writes them (the nest as written runs, padded).

@@ -365,10 +365,11 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     row_vars, col_vars = [v for v in out if v in rows], [v for v in out if v in cols]
     by_x = [v for f in forms[0] for v, _ in sorted(f.items(), key=lambda kv: -kv[1]) if v in summed]
     sum_vars = list(dict.fromkeys(by_x))
-    plain = (
-        deltas or any(nv.origin[v].vector for v in summed) or out in ([*row_vars, *col_vars], [*col_vars, *row_vars])
-    )
-    if not batch_set and plain:  # a plain product only where its output is laid out otherwise (heads)
+    # A product with no batch only where its output is laid out otherwise (heads), its indexes not
+    # windows (an output's and a summed variable together: a convolution's, cpp_backend.convolutions).
+    window = any(set(f) & outs and set(f) & summed for fs in forms for f in fs)
+    in_rows = out in ([*row_vars, *col_vars], [*col_vars, *row_vars])
+    if not batch_set and (deltas or window or in_rows or any(nv.origin[v].vector for v in summed)):
         return None
     # The batch in the order of the first operand's indexes where they are its variables, else the output's.
     order = [next(iter(f)) for f in forms[0] if len(f) == 1 and "" not in f and next(iter(f)) in batch_set]

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from cpp_backend.element_sums import operand_sums, replace_operand
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes
+from knossos.op_table import FLOAT_OPS
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, Kind, Type, vec
 
@@ -59,6 +60,8 @@ _TERM_MOST = 200
 #: Operations a let's right-hand side may have to be inlined into the term (reads and index arithmetic).
 _READS = frozenset({Op.VAR, Op.CONST, Op.INDEX, Op.SIZE, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.GET})
 
+#: Scalar arithmetic an element may do around its sum (no branch, no loop).
+_SCALAR = FLOAT_OPS | {Op.TO_FLOAT}
 #: An affine index: variable -> coefficient ("" the constant).
 Form = dict[str, int]
 
@@ -100,9 +103,6 @@ def _resolve(e: Expr, lets: dict[str, Expr]) -> Expr:
 
 def _binder_free(e: Expr) -> bool:
     return e.size <= _TERM_MOST and all(x.op in _READS or x.op in _SCALAR for x in distinct_nodes(e))
-
-
-_SCALAR = frozenset({Op.MUL, Op.ADD, Op.SUB, Op.DIV, Op.NEG, Op.EXP, Op.LOG, Op.MAX, Op.TO_FLOAT, Op.ABS})
 
 
 #: Stands for the sum in an element that is a function of one (no program names a variable ``ks$...``).

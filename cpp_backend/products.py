@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cpp_backend.batched import batched_product
 from cpp_backend.col2im import factor_plain_sums
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.element_sums import hoist_element_sums, operand_sums, replace_operand
@@ -637,6 +638,11 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
     def here(e: Expr) -> Expr:
         if id(e) in names.fallbacks:
             return e
+        if not exact_order and e.type.kind is Kind.VEC:  # (before the rewrites of one product at a time)
+            batched = batched_product(e, names.fresh)
+            if batched is not None:
+                names.fallbacks[id(e)] = e
+                return batched[0]
         if not exact_order and e.op is Op.BUILD:
             found = gathered_product(e, names.fresh)
             if found is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from cpp_backend.products import canonical_products
+from cpp_backend.product_pass import canonical_products
 from knossos.expr import Expr, names_in
 from rules.actions import Action, apply
 from rules.rule_set import RuleSet

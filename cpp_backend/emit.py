@@ -76,7 +76,7 @@ from collections.abc import Iterable
 
 from cpp_backend.cpp_text import cpp_type, def_symbol, escape_name, param_decl, runtime_source
 from cpp_backend.emit_sums import LoopConstructs
-from cpp_backend.products import canonical_products
+from cpp_backend.product_pass import canonical_products
 from knossos.errors import KsUsageError
 from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
 
@@ -136,7 +136,7 @@ def _size_bindings(d: Def, em: FunctionEmitter) -> None:
 
 def emit_def(d: Def, *, exact_order: bool = False) -> str:
     """The C++ definition of one def (its products first put in the blocked nest's shape,
-    :func:`cpp_backend.products.canonical_products`; ``exact_order``: only where every sum stays the
+    :func:`cpp_backend.product_pass.canonical_products`; ``exact_order``: only where every sum stays the
     same to the bit)."""
     env = {p.name: f"p{k}_{escape_name(p.name)}" for k, p in enumerate(d.params)}
     em = FunctionEmitter(env, exact_order=exact_order)

@@ -32,17 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cpp_backend.batched import batched_product
 from cpp_backend.col2im import factor_plain_sums
-from cpp_backend.convolutions import gathered_product
-from cpp_backend.element_sums import hoist_element_sums, operand_sums, replace_operand
-from cpp_backend.one_hot_rows import one_hot_rows
+from cpp_backend.element_sums import operand_sums, replace_operand
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
-from cpp_backend.row_lets import hoist_row_let, share_hoisted
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
 from cpp_backend.shared_terms import share_repeats
-from cpp_backend.summed_gathers import sum_of_gathers
-from cpp_backend.tuple_lets import split_tuple_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes, names_in
 from knossos.ops import Op
@@ -68,7 +62,7 @@ def _loop_free(e: Expr) -> bool:
     return True
 
 
-def _small(e: Expr) -> bool:
+def small(e: Expr) -> bool:
     return e.size <= _SMALL and _loop_free(e)
 
 
@@ -125,7 +119,7 @@ def _nest_guard(b: Bindings) -> bool:
     i, k, j = b["i"], b["k"], b["j"]
     n, m, p = (b[x] for x in "nmp")
     assert isinstance(n, Expr) and isinstance(m, Expr) and isinstance(p, Expr)
-    return len({i, j, k}) == 3 and k not in p.free and j not in m.free and all(_small(x) for x in (n, m, p))
+    return len({i, j, k}) == 3 and k not in p.free and j not in m.free and all(small(x) for x in (n, m, p))
 
 
 #: The loop nest of a product: rows i, columns k, terms j; the term ``e`` (checked by :data:`TERM`).
@@ -183,7 +177,7 @@ def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
     ``(build b (lam k (if (lt k a) t 0.0)))`` (a gradient's cotangent of a vector that a loop of
     ``a`` reads: equal to ``X`` when a = b).  None otherwise."""
     cond, x, y = e.args
-    if cond.op is not Op.EQ or not all(_small(a) for a in cond.args):
+    if cond.op is not Op.EQ or not all(small(a) for a in cond.args):
         return None  # (atoms, or small terms where a search inlined a size: ``(eq 768 (size t))``)
     ra, rb = (_resolve(a, resolved) for a in cond.args)
     if ra is rb:
@@ -229,10 +223,10 @@ def _branch_checked(e: Expr, resolved: dict[str, Expr], loops: list[tuple[Expr, 
     then ``X`` is the branch taken throughout; the caller runs the original where it fails.  A
     gradient's padded branch whose else is a zero vector (a row of a weight matrix) is this case."""
     cond = e.args[0]
-    if cond.op is not Op.EQ or not all(_small(a) for a in cond.args) or e.args[1].type.kind is not Kind.VEC:
+    if cond.op is not Op.EQ or not all(small(a) for a in cond.args) or e.args[1].type.kind is not Kind.VEC:
         return None
     test = E.op(Op.EQ, *(_resolve(a, resolved) for a in cond.args))
-    if not _small(test):
+    if not small(test):
         return None
     bound = {v.data for _, v in loops}
     return (_all_hold(loops, test) if bound & test.free else test), e.args[1]
@@ -279,7 +273,7 @@ def _subterms(e: Expr) -> set[int]:
     return {id(x) for x in distinct_nodes(e)}
 
 
-class _Names:
+class ProductNames:
     """Fresh variable names for the copies, none of them used anywhere in the def; the fallbacks."""
 
     def __init__(self, root: Expr) -> None:
@@ -334,7 +328,7 @@ class _Rectangular:
         return E.op(Op.IF, cond, fast, original)
 
 
-def transpose(e: Expr, names: _Names) -> Expr | None:
+def transpose(e: Expr, names: ProductNames) -> Expr | None:
     """``e`` (a :data:`NEST`) with every operand that its term reads down a column read from a
     transposed copy, or None where it is no product or already in the blocked nest's shape.
 
@@ -461,7 +455,7 @@ def _all_hold(loops: list[tuple[Expr, Expr]], cond: Expr) -> Expr:
     return E.op(Op.EQ, count, _i(0))
 
 
-def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr | None:
+def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -> Expr | None:
     """A sum of vectors as a vector of sums: ``(sumbuild p (lam j LETS (build m (lam k LETS t))))``,
     ``t`` a Float term, as ``(build m (lam k (sumbuild p (lam j LETS t))))``; through lets, nested
     builds and nested sums of vectors, and where a ``build`` (and lets) encloses the sum.  A sum
@@ -510,7 +504,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
             if body.args[0].size > _TERM_MAX:
                 return None
             size = _resolve(body.args[0], resolved)
-            if not _small(size):
+            if not small(size):
                 return None
             chain.append(("build" if body.op is Op.BUILD else "sum", size, body.args[1]))
             body = body.args[2]
@@ -525,7 +519,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
     if body.op is Op.DELTAVEC and body.args[1] is sums[-1][1]:  # one-hots at the innermost sum's index
         q, kv = sums.pop()
         width = _resolve(body.args[0], resolved)
-        if not _small(width):
+        if not small(width):
             return None
         checks.append(_all_hold(list(builds), E.op(Op.LTE, q, width)))
         builds.append((width, kv))
@@ -544,7 +538,7 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         if gathered is None:
             return None
         gather, body, probed = gathered
-        if not all(_small(n) for n, _ in gather):
+        if not all(small(n) for n, _ in gather):
             return None
         sums = [(n, v) for n, v in sums if v.data in body.free or v.data not in names_in(body)]
         builds += gather
@@ -559,11 +553,11 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         return None
     let_names = {v.data for v, _ in lets_all}
     sum_names = {v.data for _, v in sums}
-    if any(not _small(size) or (let_names | {v.data for _, v in builds}) & size.free for size, _ in sums):
+    if any(not small(size) or (let_names | {v.data for _, v in builds}) & size.free for size, _ in sums):
         return None
     if any((let_names | sum_names) & size.free for size, _ in builds):
         return None  # a length that a term decides
-    if outer is not None and (outer[1].data in sums[0][0].free or not _small(outer[0])):
+    if outer is not None and (outer[1].data in sums[0][0].free or not small(outer[0])):
         return None
     # A let moves inside the loops after it: none of their variables may be free in it.
     later: set[str] = set()
@@ -594,13 +588,13 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         new = E.build(n, iv, new)
         positive = E.op(Op.AND, E.op(Op.GT, n, _i(0)), positive)
     new = rewrite(_wrap_lets(product_lets, new))
-    if not _has_product(new):
+    if not has_product(new):
         names.fallbacks.pop(id(e), None)
         return None  # a vector of sums is no faster than the sum of vectors added in place
     return E.op(Op.IF, positive, new, fallback)
 
 
-def _has_product(e: Expr) -> bool:
+def has_product(e: Expr) -> bool:
     """Whether ``e`` has a product in the blocked nest's shape (both operands walked along rows)."""
     for x in distinct_nodes(e):
         if x.op is Op.BUILD:
@@ -625,81 +619,4 @@ def _has_product(e: Expr) -> bool:
     return False
 
 
-# -- the pass ----------------------------------------------------------------------------------------
-def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
-    """``root`` with every product recognised rewritten into the blocked nest's shape (see the module
-    docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
-    names = _Names(root)
-
-    def reaches(x: Expr) -> bool:
-        """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
-        return _has_product(canonical_products(x, exact_order=exact_order))
-
-    def here(e: Expr) -> Expr:
-        if id(e) in names.fallbacks:
-            return e
-        if not exact_order and e.type.kind is Kind.VEC:  # (before the rewrites of one product at a time)
-            batched = batched_product(e, names.fresh)
-            if batched is not None:
-                names.fallbacks[id(e)] = e
-                return batched[0]
-        if not exact_order and e.op is Op.BUILD:
-            found = gathered_product(e, names.fresh)
-            if found is not None:
-                names.fallbacks[id(e)] = e
-                return found
-        if e.op is Op.BUILD:
-            found = hoist_element_sums(e, lambda: names.fresh(ROWS_PREFIX), _small, reaches)
-            if found is not None:
-                return found
-            found = transpose(e, names)
-            if found is not None:
-                return found
-        if not exact_order and e.op is Op.SUMBUILD and e.type.kind is Kind.VEC:
-            found = sum_of_gathers(e) or one_hot_rows(e, names.fresh)
-            if found is not None:
-                names.fallbacks[id(e)] = e
-                return found
-        if not exact_order and e.op in (Op.BUILD, Op.SUMBUILD) and e.type.kind is Kind.VEC:
-            found = interchange(e, names, lambda x: canonical_products_in(x, here))
-            if found is not None:
-                return found
-        # Only where the rewrites above do not apply: a sum of vectors under a row's lets that the
-        # interchange already makes a product needs no hoist (nor the copy of its rows after it).
-        if e.op is Op.BUILD or (e.op is Op.SUMBUILD and e.type.kind is Kind.VEC):
-            found = hoist_row_let(e, lambda: names.fresh(ROWS_PREFIX), _small, reaches)
-            if found is not None:
-                return found
-        return e
-
-    if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)
-        root = split_tuple_lets(root)
-    return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)
-
-
-def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:
-    """``root`` rebuilt top-down with ``here`` applied at every node before its children (on an
-    explicit stack: deep let chains need no recursion)."""
-    top: dict[int, Expr] = {}
-    done: dict[int, Expr] = {}
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    keep: list[Expr] = []  # the originals stay alive while their ids are keys
-    while stack:
-        e, ready = stack.pop()
-        if ready:
-            new = top[id(e)]
-            args = tuple(done.get(id(a), a) for a in new.args)  # the original kept as a fallback: as it is
-            changed = any(a is not b for a, b in zip(args, new.args, strict=True))
-            done[id(e)] = new.replace_args(args) if changed else new
-            continue
-        if id(e) in done or id(e) in top:
-            continue
-        keep.append(e)
-        new = here(e) if e.op in (Op.BUILD, Op.SUMBUILD) else e
-        top[id(e)] = new
-        stack.append((e, True))
-        stack.extend((a, False) for a in new.args)
-    return done[id(root)]
-
-
-__all__ = ["NEST", "TERM", "canonical_products", "interchange", "transpose"]
+__all__ = ["NEST", "TERM", "ProductNames", "has_product", "interchange", "small", "transpose"]

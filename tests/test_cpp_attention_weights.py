@@ -23,7 +23,7 @@ from cpp_backend.bench import values_agree
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.driver import compile_program
 from cpp_backend.one_hot_rows import one_hot_rows
-from cpp_backend.products import canonical_products
+from cpp_backend.product_pass import canonical_products
 from cpp_backend.summed_gathers import sum_of_gathers
 from frontends.torch import translate
 from knossos.errors import KsError

@@ -19,7 +19,7 @@ from autodiff import grad_program
 from cpp_backend import emit
 from cpp_backend.bench import values_agree
 from cpp_backend.driver import compile_program
-from cpp_backend.products import canonical_products
+from cpp_backend.product_pass import canonical_products
 from frontends.torch import translate
 from knossos.errors import KsError
 from knossos.expr import names_in

@@ -16,7 +16,7 @@ from cpp_backend import cpp_text, emit
 from cpp_backend.bench import values_agree
 from cpp_backend.driver import compile_program
 from cpp_backend.patterns import Bound, Cap, Where, alt, first, match, node
-from cpp_backend.products import canonical_products
+from cpp_backend.product_pass import canonical_products
 from knossos import expr as E
 from knossos.errors import KsError
 from knossos.expr import Expr, names_in

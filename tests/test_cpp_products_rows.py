@@ -12,10 +12,10 @@ import pytest
 from interpreted import interpreted, random_array
 
 from autodiff import grad_program
-from cpp_backend import cpp_text, emit, products
+from cpp_backend import cpp_text, emit, product_pass
 from cpp_backend.bench import values_agree
 from cpp_backend.driver import compile_program
-from cpp_backend.products import canonical_products
+from cpp_backend.product_pass import canonical_products
 from knossos.errors import KsError
 from knossos.expr import names_in
 from knossos.interpreter import Interpreter
@@ -109,7 +109,7 @@ def test_row_products_reach_the_blocked_nest(name: str, monkeypatch: pytest.Monk
     assert blocked(exact_order=True) == products_  # hoists and transposes keep every sum to the bit
     hoisted = {n for n in names_in(canonical_products(program.defs[name].body)) if n.startswith("ks$rows")}
     assert len(hoisted) == hoists
-    monkeypatch.setattr(products, "hoist_row_let", lambda *args: None)
+    monkeypatch.setattr(product_pass, "hoist_row_let", lambda *args: None)
     assert blocked() == 0  # without the hoist: each row's product computed on its own
 
 
@@ -148,5 +148,5 @@ def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest
     hoisted = {n for n in names_in(canonical_products(program.defs[rev].body)) if n.startswith("ks$rows")}
     assert len(hoisted) == hoists
     with_hoist = blocked()
-    monkeypatch.setattr(products, "hoist_row_let", lambda *args: None)
+    monkeypatch.setattr(product_pass, "hoist_row_let", lambda *args: None)
     assert with_hoist == blocked() + more

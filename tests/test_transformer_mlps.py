@@ -72,7 +72,7 @@ def test_a_searched_gpt2_gradient_keeps_its_products() -> None:
     differ), then tidies (a row's product no longer let-bound).  The product pass must still give the
     branch taken its blocked product (it went to the padded copy only, which shares the taken
     branch's terms: the optimised gradient ran 3x slower than as written)."""
-    from cpp_backend.products import canonical_products
+    from cpp_backend.product_pass import canonical_products
     from knossos.cost_models import get_cost_model
     from knossos.expr import Expr, names_in
     from ksdata.torch_suite import SUITE, available, function

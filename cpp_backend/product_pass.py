@@ -1,0 +1,97 @@
+"""The products pass: which rewrite of :mod:`cpp_backend.products` (and of the modules beside it)
+applies where, and in which order, over a def's body before emission."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cpp_backend.batched import batched_product
+from cpp_backend.convolutions import gathered_product
+from cpp_backend.element_sums import hoist_element_sums
+from cpp_backend.one_hot_rows import one_hot_rows
+from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interchange, small, transpose
+from cpp_backend.row_lets import hoist_row_let, share_hoisted
+from cpp_backend.summed_gathers import sum_of_gathers
+from cpp_backend.tuple_lets import split_tuple_lets
+from knossos.expr import Expr
+from knossos.ops import Op
+from knossos.types import Kind
+
+
+def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
+    """``root`` with every product recognised rewritten into the blocked nest's shape (see the module
+    docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
+    names = ProductNames(root)
+
+    def reaches(x: Expr) -> bool:
+        """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
+        return has_product(canonical_products(x, exact_order=exact_order))
+
+    def here(e: Expr) -> Expr:
+        if id(e) in names.fallbacks:
+            return e
+        if not exact_order and e.type.kind is Kind.VEC:  # (before the rewrites of one product at a time)
+            batched = batched_product(e, names.fresh)
+            if batched is not None:
+                names.fallbacks[id(e)] = e
+                return batched[0]
+        if not exact_order and e.op is Op.BUILD:
+            found = gathered_product(e, names.fresh)
+            if found is not None:
+                names.fallbacks[id(e)] = e
+                return found
+        if e.op is Op.BUILD:
+            found = hoist_element_sums(e, lambda: names.fresh(ROWS_PREFIX), small, reaches)
+            if found is not None:
+                return found
+            found = transpose(e, names)
+            if found is not None:
+                return found
+        if not exact_order and e.op is Op.SUMBUILD and e.type.kind is Kind.VEC:
+            found = sum_of_gathers(e) or one_hot_rows(e, names.fresh)
+            if found is not None:
+                names.fallbacks[id(e)] = e
+                return found
+        if not exact_order and e.op in (Op.BUILD, Op.SUMBUILD) and e.type.kind is Kind.VEC:
+            found = interchange(e, names, lambda x: canonical_products_in(x, here))
+            if found is not None:
+                return found
+        # Only where the rewrites above do not apply: a sum of vectors under a row's lets that the
+        # interchange already makes a product needs no hoist (nor the copy of its rows after it).
+        if e.op is Op.BUILD or (e.op is Op.SUMBUILD and e.type.kind is Kind.VEC):
+            found = hoist_row_let(e, lambda: names.fresh(ROWS_PREFIX), small, reaches)
+            if found is not None:
+                return found
+        return e
+
+    if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)
+        root = split_tuple_lets(root)
+    return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)
+
+
+def canonical_products_in(root: Expr, here: Callable[[Expr], Expr]) -> Expr:
+    """``root`` rebuilt top-down with ``here`` applied at every node before its children (on an
+    explicit stack: deep let chains need no recursion)."""
+    top: dict[int, Expr] = {}
+    done: dict[int, Expr] = {}
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    keep: list[Expr] = []  # the originals stay alive while their ids are keys
+    while stack:
+        e, ready = stack.pop()
+        if ready:
+            new = top[id(e)]
+            args = tuple(done.get(id(a), a) for a in new.args)  # the original kept as a fallback: as it is
+            changed = any(a is not b for a, b in zip(args, new.args, strict=True))
+            done[id(e)] = new.replace_args(args) if changed else new
+            continue
+        if id(e) in done or id(e) in top:
+            continue
+        keep.append(e)
+        new = here(e) if e.op in (Op.BUILD, Op.SUMBUILD) else e
+        top[id(e)] = new
+        stack.append((e, True))
+        stack.extend((a, False) for a in new.args)
+    return done[id(root)]
+
+
+__all__ = ["canonical_products", "canonical_products_in"]

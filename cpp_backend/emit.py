@@ -83,6 +83,7 @@ from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
 from cpp_backend.block_terms import inline_term_lets
+from cpp_backend.pch import RUNTIME_BEGIN, RUNTIME_END
 from cpp_backend.products import canonical_products
 from cpp_backend.zeros import zero_shaped
 from knossos import trampoline
@@ -1729,7 +1730,7 @@ def emit_program(
         parts += ["#define KS_EXACT_ORDER 1  // Float sums in index order, as the interpreter's", ""]
     if include_runtime:
         inlined = runtime_source().replace("#pragma once\n", "", 1)  # a main file must not say it
-        parts += ["// ---- runtime.h ----", inlined, "// ---- end of runtime.h ----", ""]
+        parts += [RUNTIME_BEGIN, inlined, RUNTIME_END, ""]
     else:
         parts += ['#include "runtime.h"', ""]
     parts += [_signature(d) + ";" for d in chosen]

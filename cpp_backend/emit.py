@@ -83,6 +83,7 @@ from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
 from cpp_backend.block_terms import inline_term_lets
+from cpp_backend.index_lets import inline_index_lets, strided
 from cpp_backend.pch import RUNTIME_BEGIN, RUNTIME_END
 from cpp_backend.products import canonical_products
 from cpp_backend.zeros import zero_shaped
@@ -360,26 +361,6 @@ def _loop_invariants(
 
     _walk_evaluated(body, bound, visit)
     return list(hoisted.values()), list(ranged.values())
-
-
-def strided(i: Expr, var: str) -> tuple[int, int] | None:
-    """(s, c) where the index ``i`` is ``s var + c`` for Integer literals ``s >= 1``, ``c >= 0``:
-    ``var``, ``(mul var s)``, ``(add X c)`` (either operand order); None otherwise.  The reads of a
-    loop at such an index (a pairwise fold's ``2 i`` and ``2 i + 1``) rise with ``var``: one check
-    of the last one's range before the loop serves every iteration."""
-    if i.op is Op.VAR:
-        return (1, 0) if i.data == var else None
-    if i.op not in (Op.MUL, Op.ADD):
-        return None
-    a, b = i.args if i.args[1].op is Op.CONST else i.args[::-1]
-    if b.op is not Op.CONST or type(b.data) is not int:
-        return None
-    inner = strided(a, var)
-    if inner is None:
-        return None
-    if i.op is Op.MUL:
-        return (inner[0] * b.data, inner[1] * b.data) if b.data >= 1 else None
-    return (inner[0], inner[1] + b.data) if b.data >= 0 else None
 
 
 def _copied(var: str, body: Expr) -> Expr | None:
@@ -1692,7 +1673,7 @@ def emit_def(d: Def, *, exact_order: bool = False) -> str:
     env = {p.name: f"p{k}_{escape_name(p.name)}" for k, p in enumerate(d.params)}
     em = _FunctionEmitter(env, exact_order=exact_order)
     _size_bindings(d, em)
-    result = em.body(canonical_products(d.body, exact_order=exact_order))
+    result = em.body(inline_index_lets(canonical_products(d.body, exact_order=exact_order)))
     em.line(f"return {result};")
     return "\n".join([_signature(d) + " {", *em.lines, "}"])
 

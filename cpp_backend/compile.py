@@ -5,7 +5,9 @@
 them) runs
 through :mod:`subprocess` with an argument list, never a shell.  Results are cached under
 ``$KNOSSOS_CPP_CACHE`` (default ``~/.cache/knossos-cpp``) in a folder named by the SHA-256 of the
-compiler, the flags and the source; the folder keeps ``source.cpp`` and ``compile.log`` too.  The
+compiler, the flags and the source; the folder keeps ``source.cpp`` and ``compile.log`` too.  A source
+that inlines the runtime is compiled from ``unit.cpp``, which includes it precompiled
+(:mod:`cpp_backend.pch`; built once per compiler and flags in a ``runtime-*`` folder of the cache).  The
 compiler is ``$KNOSSOS_CXX`` or ``g++``.  A missing compiler or a failed compilation raises
 :class:`KsCompileError`, one line naming the log file with the compiler's full output.
 """
@@ -22,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from cpp_backend.pch import precompiled_header, run_quietly, split_runtime, unit_source
 from knossos.atomic import atomic_output, atomic_write_text
 from knossos.errors import KsUsageError
 
@@ -191,6 +194,23 @@ def _first_error(output: str) -> str:
     return ""
 
 
+def _unit(source: str, folder: Path, flags: Sequence[str], cxx: str) -> Path | None:
+    """``folder/unit.cpp``: ``source`` including its runtime precompiled, or None where it does not
+    inline the runtime or the header cannot be precompiled (then the source is compiled as it is)."""
+    split = split_runtime(source)
+    if split is None:
+        return None
+    prefix, runtime, rest = split
+    header = precompiled_header(
+        cache_dir() / f"runtime-{cache_key(runtime, flags, cxx)}", runtime, cxx, flags, run_quietly
+    )
+    if header is None:
+        return None
+    unit = folder / "unit.cpp"
+    atomic_write_text(unit, unit_source(prefix, header, rest))
+    return unit
+
+
 def compile_cpp(
     source: str, extra_flags: Sequence[str] = (), *, shared: bool = False, exact_order: bool = False
 ) -> Path:
@@ -216,8 +236,9 @@ def compile_cpp(
         src = folder / "source.cpp"
         log = folder / "compile.log"
         atomic_write_text(src, source)
+        unit = _unit(source, folder, flags, cxx) or src
         with atomic_output(out) as tmp_out:  # the executable appears whole or not at all
-            cmd = [cxx, *flags, "-o", str(tmp_out), str(src), *link_libraries(flags)]
+            cmd = [cxx, *flags, "-o", str(tmp_out), str(unit), *link_libraries(flags)]
             command_line = " ".join(shlex.quote(c) for c in cmd)
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False)

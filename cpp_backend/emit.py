@@ -76,6 +76,8 @@ from collections.abc import Iterable
 
 from cpp_backend.cpp_text import cpp_type, def_symbol, escape_name, param_decl, runtime_source
 from cpp_backend.emit_sums import LoopConstructs
+from cpp_backend.index_lets import inline_index_lets
+from cpp_backend.pch import RUNTIME_BEGIN, RUNTIME_END
 from cpp_backend.product_pass import canonical_products
 from knossos.errors import KsUsageError
 from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
@@ -141,7 +143,7 @@ def emit_def(d: Def, *, exact_order: bool = False) -> str:
     env = {p.name: f"p{k}_{escape_name(p.name)}" for k, p in enumerate(d.params)}
     em = FunctionEmitter(env, exact_order=exact_order)
     _size_bindings(d, em)
-    result = em.body(canonical_products(d.body, exact_order=exact_order))
+    result = em.body(inline_index_lets(canonical_products(d.body, exact_order=exact_order)))
     em.line(f"return {result};")
     return "\n".join([_signature(d) + " {", *em.lines, "}"])
 
@@ -179,7 +181,7 @@ def emit_program(
         parts += ["#define KS_EXACT_ORDER 1  // Float sums in index order, as the interpreter's", ""]
     if include_runtime:
         inlined = runtime_source().replace("#pragma once\n", "", 1)  # a main file must not say it
-        parts += ["// ---- runtime.h ----", inlined, "// ---- end of runtime.h ----", ""]
+        parts += [RUNTIME_BEGIN, inlined, RUNTIME_END, ""]
     else:
         parts += ['#include "runtime.h"', ""]
     parts += [_signature(d) + ";" for d in chosen]

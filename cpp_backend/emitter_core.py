@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.cpp_text import c_string, cpp_type, def_symbol, escape_name, literal
+from cpp_backend.index_lets import strided
 from cpp_backend.loop_facts import (
     ELEMENTWISE,
     SPECULATE_MOST,
@@ -14,7 +15,6 @@ from cpp_backend.loop_facts import (
     literal_sum,
     loop_invariants,
     speculable,
-    strided,
 )
 from cpp_backend.native_cpp import NATIVE_CPP, native_template
 from knossos import trampoline

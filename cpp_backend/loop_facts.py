@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cpp_backend.index_lets import strided
 from knossos.callee import Callee, CalleeKind
 from knossos.expr import Expr
 from knossos.op_table import FUNCTION, ROWS, OpKind
@@ -92,26 +93,6 @@ def loop_invariants(
 
     walk_evaluated(body, bound, visit)
     return list(hoisted.values()), list(ranged.values())
-
-
-def strided(i: Expr, var: str) -> tuple[int, int] | None:
-    """(s, c) where the index ``i`` is ``s var + c`` for Integer literals ``s >= 1``, ``c >= 0``:
-    ``var``, ``(mul var s)``, ``(add X c)`` (either operand order); None otherwise.  The reads of a
-    loop at such an index (a pairwise fold's ``2 i`` and ``2 i + 1``) rise with ``var``: one check
-    of the last one's range before the loop serves every iteration."""
-    if i.op is Op.VAR:
-        return (1, 0) if i.data == var else None
-    if i.op not in (Op.MUL, Op.ADD):
-        return None
-    a, b = i.args if i.args[1].op is Op.CONST else i.args[::-1]
-    if b.op is not Op.CONST or type(b.data) is not int:
-        return None
-    inner = strided(a, var)
-    if inner is None:
-        return None
-    if i.op is Op.MUL:
-        return (inner[0] * b.data, inner[1] * b.data) if b.data >= 1 else None
-    return (inner[0], inner[1] + b.data) if b.data >= 0 else None
 
 
 def copy_source(var: str, body: Expr) -> Expr | None:

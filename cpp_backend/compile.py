@@ -7,7 +7,8 @@ through :mod:`subprocess` with an argument list, never a shell.  Results are cac
 ``$KNOSSOS_CPP_CACHE`` (default ``~/.cache/knossos-cpp``) in a folder named by the SHA-256 of the
 compiler, the flags and the source; the folder keeps ``source.cpp`` and ``compile.log`` too.  A source
 that inlines the runtime is compiled from ``unit.cpp``, which includes it precompiled
-(:mod:`cpp_backend.pch`; built once per compiler and flags in a ``runtime-*`` folder of the cache).  The
+(:mod:`cpp_backend.pch`; built once per compiler and flags in a ``runtime-*`` folder of the cache, or
+of ``$KNOSSOS_CPP_RUNTIME_CACHE``).  The
 compiler is ``$KNOSSOS_CXX`` or ``g++``.  A missing compiler or a failed compilation raises
 :class:`KsCompileError`, one line naming the log file with the compiler's full output.
 """
@@ -75,6 +76,13 @@ def cache_dir() -> Path:
         return Path(env).expanduser()
     base = os.environ.get("XDG_CACHE_HOME")
     return (Path(base).expanduser() if base else Path.home() / ".cache") / "knossos-cpp"
+
+
+def runtime_dir() -> Path:
+    """Where the precompiled runtime headers are kept: ``$KNOSSOS_CPP_RUNTIME_CACHE`` or the cache
+    folder (:func:`cache_dir`)."""
+    env = os.environ.get("KNOSSOS_CPP_RUNTIME_CACHE")
+    return Path(env).expanduser() if env else cache_dir()
 
 
 def compiler() -> str:
@@ -202,7 +210,7 @@ def _unit(source: str, folder: Path, flags: Sequence[str], cxx: str) -> Path | N
         return None
     prefix, runtime, rest = split
     header = precompiled_header(
-        cache_dir() / f"runtime-{cache_key(runtime, flags, cxx)}", runtime, cxx, flags, run_quietly
+        runtime_dir() / f"runtime-{cache_key(runtime, flags, cxx)}", runtime, cxx, flags, run_quietly
     )
     if header is None:
         return None

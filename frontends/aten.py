@@ -31,6 +31,7 @@ from frontends.tensor import (
     imul,
     in_range,
     literal,
+    reordered,
     reshape_index,
     scalar,
     view,
@@ -511,7 +512,7 @@ def _convolution(c: Call) -> Tensor:
 # -- views -------------------------------------------------------------------------------------------
 def _reshape(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
-    return view(x, c.shape, reshape_index(x.shape, c.shape))
+    return view(x, c.shape, reshape_index(x.shape, c.shape), onto=True)
 
 
 def _permute(c: Call) -> Tensor:
@@ -524,14 +525,15 @@ def _permute(c: Call) -> Tensor:
             out[d] = idx[k]
         return tuple(out)
 
-    return view(x, c.shape, in_index)
+    return reordered(x, c.shape, in_index, dims[-1] if dims else 0)
 
 
 def _expand(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
-    if broadcasts(x.shape, c.shape):
+    spread = broadcasts(x.shape, c.shape)
+    if spread:
         x = c.block.cheap(x)
-    return view(x, c.shape, broadcast_index(x.shape, c.shape))
+    return view(x, c.shape, broadcast_index(x.shape, c.shape), onto=not spread)
 
 
 def _slice(c: Call) -> Tensor:

@@ -26,12 +26,15 @@ Index = tuple[Expr, ...]
 @dataclass(frozen=True)
 class Tensor:
     """``shape`` and ``at(index) -> element``; ``cheap`` when reading an element costs only index
-    arithmetic (a variable or a literal read through a view), so that reading it many times is fine."""
+    arithmetic (a variable or a literal read through a view), so that reading it many times is fine.
+    ``laid_out``: the tensor and index map this one reads through, where it is best materialised as
+    that tensor, in that tensor's own layout, and read through the map (:func:`reordered`)."""
 
     shape: tuple[int, ...]
     at: Callable[[Index], Expr]
     cheap: bool
     elem: Type = FLOAT
+    laid_out: tuple[Tensor, Callable[[Index], Index]] | None = None
 
     @property
     def rank(self) -> int:
@@ -226,7 +229,11 @@ class Block:
         return v
 
     def materialise(self, t: Tensor, prefix: str = "t") -> Tensor:
-        """``t`` computed once into a let-bound variable, read from it after."""
+        """``t`` computed once into a let-bound variable, read from it after (a reordering view, the
+        tensor it reorders, read through the view's index map: see :func:`reordered`)."""
+        if t.laid_out is not None:
+            source, in_index = t.laid_out
+            return view(self.cheap(source, prefix), t.shape, in_index)
         return from_var(self.bind(self.whole(t), prefix), t.shape, t.elem)
 
     def cheap(self, t: Tensor, prefix: str = "t") -> Tensor:
@@ -249,9 +256,31 @@ class Block:
 
 
 # -- views: index maps -------------------------------------------------------------------------------
-def view(t: Tensor, shape: tuple[int, ...], in_index: Callable[[Index], Index]) -> Tensor:
-    """A tensor of ``shape`` whose element at an index is ``t``'s at ``in_index(index)``."""
-    return Tensor(shape, lambda idx: t.at(in_index(idx)), cheap=t.cheap, elem=t.elem)
+def view(t: Tensor, shape: tuple[int, ...], in_index: Callable[[Index], Index], onto: bool = False) -> Tensor:
+    """A tensor of ``shape`` whose element at an index is ``t``'s at ``in_index(index)``.  ``onto``: the
+    view reads each element of ``t`` once (a reshape), so a tensor ``t`` reorders (its ``laid_out``)
+    is still best materialised in its own layout and read through both maps."""
+    out = Tensor(shape, lambda idx: t.at(in_index(idx)), cheap=t.cheap, elem=t.elem)
+    if not onto or t.laid_out is None:
+        return out
+    source, inner = t.laid_out
+    return Tensor(shape, out.at, cheap=False, elem=t.elem, laid_out=(source, lambda idx: inner(in_index(idx))))
+
+
+def reordered(t: Tensor, shape: tuple[int, ...], in_index: Callable[[Index], Index], innermost: int) -> Tensor:
+    """The view of ``t`` by a reordering of its dimensions (a transpose or permute) whose innermost
+    dimension is ``t``'s dimension ``innermost``.  Where that is not ``t``'s own innermost dimension
+    and ``t`` is computed, the view stays a view when a consumer materialises it: ``t`` is computed in
+    its own layout and read through the index map.  A build of the reordered layout would read ``t``
+    down its columns, element by element, whose reverse pass gives each element read a one-hot into
+    ``t``'s cotangent; read through the view, a product over the moved dimension (``q k^T``) reads
+    ``t`` along its rows, the form the C++ backend's blocked products take, and its reverse pass is a
+    plain product.  A reordering that keeps the innermost dimension (moving a batch or head dimension)
+    reads whole rows and is materialised as written, which keeps each batch's matrix contiguous."""
+    out = view(t, shape, in_index)
+    if t.cheap or innermost == t.rank - 1:
+        return out
+    return Tensor(shape, out.at, cheap=False, elem=t.elem, laid_out=(t, in_index))
 
 
 def reshape_index(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Callable[[Index], Index]:

@@ -31,7 +31,6 @@ from frontends.tensor import (
     imul,
     in_range,
     literal,
-    reordered,
     reshape_index,
     scalar,
     view,
@@ -85,7 +84,7 @@ def dim_of(d: int, rank: int) -> int:
 
 # -- element-wise ------------------------------------------------------------------------------------
 def unary(x: Tensor, f: Callable[[Expr], Expr], elem: Type = FLOAT) -> Tensor:
-    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False, elem=elem)
+    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False, elem=elem, sums=x.sums)
 
 
 def elementwise(
@@ -108,7 +107,7 @@ def elementwise(
     def at(idx: Index) -> Expr:
         return f(*(t.at(m(idx)) for t, m in zip(ts, maps, strict=True)))
 
-    return Tensor(shape, at, cheap=False, elem=elem)
+    return Tensor(shape, at, cheap=False, elem=elem, sums=any(t.sums for t in ts))
 
 
 def _op(o: Op) -> Callable[..., Expr]:
@@ -256,7 +255,7 @@ def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tupl
             body = E.sumbuild(ic(x.shape[d]), js[d], body)
         return body
 
-    return Tensor(shape, at, cheap=False, elem=x.elem)
+    return Tensor(shape, at, cheap=False, elem=x.elem, sums=True)
 
 
 def count(x: Tensor, red: list[int]) -> int:
@@ -403,7 +402,7 @@ def _contract(block: Block, k: int, shape: tuple[int, ...], term: Callable[[Inde
         var = block.index_var()
         return E.sumbuild(ic(k), var, term(idx, var))
 
-    return Tensor(shape, at, cheap=False)
+    return Tensor(shape, at, cheap=False, sums=True)
 
 
 def _operands(c: Call, ranks: tuple[int, ...]) -> list[Tensor]:
@@ -502,11 +501,11 @@ def _convolution(c: Call) -> Tensor:
             body = E.sumbuild(ic(n_k), k, body)
         return E.sumbuild(ic(per_group_in), cc, body)
 
-    out = Tensor(c.shape, term, cheap=False)
+    out = Tensor(c.shape, term, cheap=False, sums=True)
     if bias is None:
         return out
     b = c.block.cheap(as_tensor(bias))
-    return Tensor(c.shape, lambda idx: E.op(Op.ADD, b.at((idx[1],)), out.at(idx)), cheap=False)
+    return Tensor(c.shape, lambda idx: E.op(Op.ADD, b.at((idx[1],)), out.at(idx)), cheap=False, sums=True)
 
 
 # -- views -------------------------------------------------------------------------------------------
@@ -525,7 +524,7 @@ def _permute(c: Call) -> Tensor:
             out[d] = idx[k]
         return tuple(out)
 
-    return reordered(x, c.shape, in_index, dims[-1] if dims else 0)
+    return view(x, c.shape, in_index, onto=True)
 
 
 def _expand(c: Call) -> Tensor:

@@ -1,7 +1,8 @@
-"""frontends: a transpose of a computed tensor that moves its innermost dimension is read through
-(an index swap), not built; the tensor is computed in its own layout.  Each case is translated
-(checked by the interpreter against torch on fresh inputs), then differentiated and compared with
-torch.autograd on other inputs."""
+"""frontends: views of computed tensors materialised in the tensor's own layout
+(frontends.tensor.own_layout_first): a transpose that moves the innermost dimension is read through
+(an index swap), not built; a product whose heads a reshape merges is computed as a product, then
+copied.  Each case is translated (checked by the interpreter against torch on fresh inputs), then
+differentiated and compared with torch.autograd on other inputs."""
 
 from __future__ import annotations
 
@@ -61,6 +62,11 @@ def heads_first(x: Any, w: Any) -> Any:
     return torch.matmul(torch.tanh(x).transpose(0, 1), w)
 
 
+def merged_heads(p: Any, v: Any, w: Any) -> Any:
+    """Attention's weighted sum of values, heads merged then projected (Llama, GPT-2)."""
+    return (torch.softmax(p, -1) @ v).transpose(1, 2).reshape(2, 5, -1) @ w
+
+
 def sliced(x: Any, w: Any) -> Any:
     """A slice of a transposed computed tensor (not every element read)."""
     return torch.exp(x).transpose(0, 1)[1:] @ w
@@ -87,3 +93,14 @@ def test_the_key_is_computed_once_in_its_own_layout() -> None:
     assert body.op is Op.LET
     built = body.args[1]
     assert built.op is Op.BUILD and built.args[0].data == 5  # rows of k, not its 4 columns
+
+
+def test_a_product_whose_heads_a_reshape_merges_reads_no_quotient() -> None:
+    """``(p v)`` is a product of plain reads, then copied into ``(b, t, heads * d)``: no sum reads its
+    operands at a quotient or remainder of its index (a one-hot per term in its reverse pass)."""
+    shapes: list[Shape] = [(2, 3, 5, 5), (2, 3, 5, 4), (12, 6)]
+    _gradient(merged_heads, shapes)
+    body = translate(merged_heads, *_examples(shapes, 0), name="f").defs["f"].body
+    sums = [e for e in E.preorder(body) if e.op is Op.SUMBUILD]
+    assert sums
+    assert not any(n.op is Op.DIV for s in sums for n in E.preorder(s.args[2]))

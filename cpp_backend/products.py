@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.col2im import factor_plain_sums
-from cpp_backend.convolutions import gathered_product
+from cpp_backend.convolutions import gathered_product, guarded
 from cpp_backend.element_sums import hoist_element_sums, operand_sums, replace_operand
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
@@ -575,9 +575,6 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
         new = E.sumbuild(size, v, new)
     for size, v in reversed(builds):
         new = E.build(size, v, new)
-    positive = checks[0]
-    for c in checks[1:]:
-        positive = E.op(Op.AND, positive, c)
     fallback = e
     if len(checks) == 1:  # only p > 0, and a sum of no vectors fails: any vector serves as the body
         p, jv = sums[0]
@@ -589,12 +586,15 @@ def interchange(e: Expr, names: _Names, rewrite: Callable[[Expr], Expr]) -> Expr
     if outer is not None:
         n, iv = outer
         new = E.build(n, iv, new)
-        positive = E.op(Op.AND, E.op(Op.GT, n, _i(0)), positive)
+        checks.insert(0, E.op(Op.GT, n, _i(0)))
     new = rewrite(_wrap_lets(product_lets, new))
     if not _has_product(new):
         names.fallbacks.pop(id(e), None)
         return None  # a vector of sums is no faster than the sum of vectors added in place
-    return E.op(Op.IF, positive, new, fallback)
+    out = guarded(checks, new, fallback)
+    if out.op is not Op.IF:
+        names.fallbacks.pop(id(e), None)
+    return out
 
 
 def _has_product(e: Expr) -> bool:

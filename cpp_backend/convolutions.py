@@ -229,6 +229,58 @@ def _i(n: int) -> Expr:
     return E.const(n)
 
 
+def guarded(checks: list[Expr], fast: Expr, original: Expr) -> Expr:
+    """``fast`` where the ``checks`` (in order) hold, else ``original``: ``(if checks fast original)``,
+    without the checks that comparisons of literals make true (``(gt 128 0)``), and as
+    ``(assert checks fast)`` where every check left is a probe (:func:`probes`), which holds or fails
+    with its read's error, never false: then ``original`` is never run, and is not emitted (a
+    product's whole loop nest again, g++'s time)."""
+    runtime = [c for c in checks if not _literal_true(c)]
+    if not runtime:
+        return fast
+    if all(_never_false(c) for c in runtime):
+        return E.op(Op.ASSERT, _and(runtime), fast)
+    return E.op(Op.IF, _and(runtime), fast, original)
+
+
+def _literal_true(c: Expr) -> bool:
+    if c.op is Op.AND:
+        return all(_literal_true(a) for a in c.args)
+    if c.op not in _COMPARE or not all(a.op is Op.CONST and a.type is INTEGER for a in c.args):
+        return False
+    return bool(_COMPARE[c.op](c.args[0].data, c.args[1].data))
+
+
+_COMPARE: dict[Op, Callable[[int, int], bool]] = {
+    Op.GT: lambda a, b: a > b,
+    Op.GTE: lambda a, b: a >= b,
+    Op.LT: lambda a, b: a < b,
+    Op.LTE: lambda a, b: a <= b,
+    Op.EQ: lambda a, b: a == b,
+}
+
+
+def _never_false(c: Expr) -> bool:
+    """Whether ``c`` is ``(eq N 0)`` where every value ``N`` can take is a literal 0 (through sums,
+    lets and tests), the one other being a branch never taken, ``(if (gt x x) 1 0)``: a probe."""
+    return c.op is Op.EQ and _is_zero(c.args[1]) and _zero_valued(c.args[0])
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.type is INTEGER and e.data == 0
+
+
+def _zero_valued(e: Expr) -> bool:
+    if e.op in (Op.SUMBUILD, Op.LET):
+        return _zero_valued(e.args[2])
+    if e.op is Op.IF:
+        cond, then, other = e.args
+        if cond.op is Op.GT and cond.args[0] is cond.args[1]:
+            return _zero_valued(other)  # (x > x is false, for a NaN too)
+        return _zero_valued(then) and _zero_valued(other)
+    return _is_zero(e)
+
+
 def _and(conds: list[Expr]) -> Expr:
     out = conds[0]
     for c in conds[1:]:
@@ -522,8 +574,7 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     checks += probed  # (after ``runs``: evaluated only where every loop runs)
     if not all(_pure(d) for d, _ in made):
         return None
-    guarded = E.op(Op.IF, _and(checks), E.let(cc, product, fast), e)
-    return E.let(ca, copy_a, E.let(cb, copy_b, guarded))
+    return E.let(ca, copy_a, E.let(cb, copy_b, guarded(checks, E.let(cc, product, fast), e)))
 
 
 __all__ = ["TERM", "Path", "decode", "flat", "gathered_product", "holds_everywhere", "inlined", "made_reads", "probes"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.col2im import factor_plain_sums
+from cpp_backend.convolutions import guarded
 from cpp_backend.element_sums import operand_sums, replace_operand
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
@@ -572,9 +573,6 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
         new = E.sumbuild(size, v, new)
     for size, v in reversed(builds):
         new = E.build(size, v, new)
-    positive = checks[0]
-    for c in checks[1:]:
-        positive = E.op(Op.AND, positive, c)
     fallback = e
     if len(checks) == 1:  # only p > 0, and a sum of no vectors fails: any vector serves as the body
         p, jv = sums[0]
@@ -586,12 +584,15 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
     if outer is not None:
         n, iv = outer
         new = E.build(n, iv, new)
-        positive = E.op(Op.AND, E.op(Op.GT, n, _i(0)), positive)
+        checks.insert(0, E.op(Op.GT, n, _i(0)))
     new = rewrite(_wrap_lets(product_lets, new))
     if not has_product(new):
         names.fallbacks.pop(id(e), None)
         return None  # a vector of sums is no faster than the sum of vectors added in place
-    return E.op(Op.IF, positive, new, fallback)
+    out = guarded(checks, new, fallback)
+    if out.op is not Op.IF:
+        names.fallbacks.pop(id(e), None)
+    return out
 
 
 def has_product(e: Expr) -> bool:

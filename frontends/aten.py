@@ -84,7 +84,7 @@ def dim_of(d: int, rank: int) -> int:
 
 # -- element-wise ------------------------------------------------------------------------------------
 def unary(x: Tensor, f: Callable[[Expr], Expr], elem: Type = FLOAT) -> Tensor:
-    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False, elem=elem)
+    return Tensor(x.shape, lambda idx: f(x.at(idx)), cheap=False, elem=elem, sums=x.sums)
 
 
 def elementwise(
@@ -107,7 +107,7 @@ def elementwise(
     def at(idx: Index) -> Expr:
         return f(*(t.at(m(idx)) for t, m in zip(ts, maps, strict=True)))
 
-    return Tensor(shape, at, cheap=False, elem=elem)
+    return Tensor(shape, at, cheap=False, elem=elem, sums=any(t.sums for t in ts))
 
 
 def _op(o: Op) -> Callable[..., Expr]:
@@ -255,7 +255,7 @@ def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tupl
             body = E.sumbuild(ic(x.shape[d]), js[d], body)
         return body
 
-    return Tensor(shape, at, cheap=False, elem=x.elem)
+    return Tensor(shape, at, cheap=False, elem=x.elem, sums=True)
 
 
 def count(x: Tensor, red: list[int]) -> int:
@@ -402,7 +402,7 @@ def _contract(block: Block, k: int, shape: tuple[int, ...], term: Callable[[Inde
         var = block.index_var()
         return E.sumbuild(ic(k), var, term(idx, var))
 
-    return Tensor(shape, at, cheap=False)
+    return Tensor(shape, at, cheap=False, sums=True)
 
 
 def _operands(c: Call, ranks: tuple[int, ...]) -> list[Tensor]:
@@ -501,17 +501,17 @@ def _convolution(c: Call) -> Tensor:
             body = E.sumbuild(ic(n_k), k, body)
         return E.sumbuild(ic(per_group_in), cc, body)
 
-    out = Tensor(c.shape, term, cheap=False)
+    out = Tensor(c.shape, term, cheap=False, sums=True)
     if bias is None:
         return out
     b = c.block.cheap(as_tensor(bias))
-    return Tensor(c.shape, lambda idx: E.op(Op.ADD, b.at((idx[1],)), out.at(idx)), cheap=False)
+    return Tensor(c.shape, lambda idx: E.op(Op.ADD, b.at((idx[1],)), out.at(idx)), cheap=False, sums=True)
 
 
 # -- views -------------------------------------------------------------------------------------------
 def _reshape(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
-    return view(x, c.shape, reshape_index(x.shape, c.shape))
+    return view(x, c.shape, reshape_index(x.shape, c.shape), onto=True)
 
 
 def _permute(c: Call) -> Tensor:
@@ -524,14 +524,15 @@ def _permute(c: Call) -> Tensor:
             out[d] = idx[k]
         return tuple(out)
 
-    return view(x, c.shape, in_index)
+    return view(x, c.shape, in_index, onto=True)
 
 
 def _expand(c: Call) -> Tensor:
     x = as_tensor(c.args[0])
-    if broadcasts(x.shape, c.shape):
+    spread = broadcasts(x.shape, c.shape)
+    if spread:
         x = c.block.cheap(x)
-    return view(x, c.shape, broadcast_index(x.shape, c.shape))
+    return view(x, c.shape, broadcast_index(x.shape, c.shape), onto=not spread)
 
 
 def _slice(c: Call) -> Tensor:

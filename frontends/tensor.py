@@ -26,12 +26,17 @@ Index = tuple[Expr, ...]
 @dataclass(frozen=True)
 class Tensor:
     """``shape`` and ``at(index) -> element``; ``cheap`` when reading an element costs only index
-    arithmetic (a variable or a literal read through a view), so that reading it many times is fine."""
+    arithmetic (a variable or a literal read through a view), so that reading it many times is fine.
+    ``sums``: an element's expression has a sum (a product's or a reduction's).  ``source``: for a
+    view that reads each element of a tensor once (a reshape, a permute), that tensor (itself no such
+    view) and the index map; :meth:`Block.materialise` may compute it in its own layout instead."""
 
     shape: tuple[int, ...]
     at: Callable[[Index], Expr]
     cheap: bool
     elem: Type = FLOAT
+    sums: bool = False
+    source: tuple[Tensor, Callable[[Index], Index]] | None = None
 
     @property
     def rank(self) -> int:
@@ -226,7 +231,15 @@ class Block:
         return v
 
     def materialise(self, t: Tensor, prefix: str = "t") -> Tensor:
-        """``t`` computed once into a let-bound variable, read from it after."""
+        """``t`` computed once into a let-bound variable, read from it after; a view of a computed
+        tensor that is best computed in its own layout (:func:`own_layout_first`), that tensor, read
+        through the view (copied where the view merges dimensions)."""
+        if t.source is not None and not t.source[0].cheap:
+            base, in_index = t.source
+            first = own_layout_first(base, in_index, t.rank)
+            if first is not None:
+                read = view(self.cheap(base, prefix), t.shape, in_index)
+                return self.materialise(read, prefix) if first == "copy" else read
         return from_var(self.bind(self.whole(t), prefix), t.shape, t.elem)
 
     def cheap(self, t: Tensor, prefix: str = "t") -> Tensor:
@@ -249,9 +262,41 @@ class Block:
 
 
 # -- views: index maps -------------------------------------------------------------------------------
-def view(t: Tensor, shape: tuple[int, ...], in_index: Callable[[Index], Index]) -> Tensor:
-    """A tensor of ``shape`` whose element at an index is ``t``'s at ``in_index(index)``."""
-    return Tensor(shape, lambda idx: t.at(in_index(idx)), cheap=t.cheap, elem=t.elem)
+def view(t: Tensor, shape: tuple[int, ...], in_index: Callable[[Index], Index], onto: bool = False) -> Tensor:
+    """A tensor of ``shape`` whose element at an index is ``t``'s at ``in_index(index)``.  ``onto``: the
+    view reads each element of ``t`` once (a reshape, a permute, an expand that repeats nothing)."""
+    at: Callable[[Index], Expr] = lambda idx: t.at(in_index(idx))  # noqa: E731
+    source = None
+    if onto:
+        base, inner = t.source if t.source is not None else (t, lambda idx: idx)
+        source = (base, lambda idx: inner(in_index(idx)))
+    return Tensor(shape, at, cheap=t.cheap, elem=t.elem, sums=t.sums, source=source)
+
+
+def own_layout_first(base: Tensor, in_index: Callable[[Index], Index], rank: int) -> str | None:
+    """How a view of rank ``rank`` that reads the computed tensor ``base`` once through ``in_index``
+    is best materialised, where not as written (None):
+
+    - ``"read"``: the view's innermost index does not index ``base``'s innermost dimension (a
+      transpose, ``k.transpose(2, 3)``).  A build of the view would read ``base``'s operands down
+      their columns, element by element, whose reverse pass gives each a one-hot into their
+      cotangent; ``base`` is computed in its own layout and read through the view, so that a product
+      over the moved dimension (``q k^T``) reads it along its rows (the C++ backend's blocked
+      products) and its reverse pass is a plain product.
+    - ``"copy"``: the view merges its innermost dimension (its index map divides it) of a tensor whose elements are
+      sums (attention's weighted sum of values, its heads merged: ``o.transpose(1, 2).reshape(b,
+      t, -1)``).  A build of the view would compute each sum with its operands read at quotients and
+      remainders, a one-hot in the reverse pass per term; ``base`` is computed in its own layout and
+      copied into the view's, one computed read per element.
+
+    A merge of element-wise results is left as written: :mod:`frontends.flat_loops` nests its loops."""
+    idx = tuple(E.var(f"view$probe{k}", INTEGER) for k in range(rank))
+    coords = in_index(idx)
+    if base.sums and rank and any(n.op is Op.DIV and idx[-1].data in n.free for c in coords for n in E.preorder(c)):
+        return "copy"
+    if rank and coords and coords[-1].op is Op.VAR and coords[-1] is not idx[-1]:
+        return "read"
+    return None
 
 
 def reshape_index(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Callable[[Index], Index]:

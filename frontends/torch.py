@@ -54,7 +54,7 @@ from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, lit
 from knossos import expr as E
 from knossos.callee import CalleeKind
 from knossos.errors import KsError, KsUsageError, Pos, one_line
-from knossos.expr import Expr
+from knossos.expr import Expr, distinct_nodes
 from knossos.op_table import KEYWORDS
 from knossos.ops import Op
 from knossos.program import Def, Edef, Param, Program, def_callee
@@ -355,6 +355,7 @@ def _lower(
     block = Block(names)
     values: dict[torch.fx.Node, Any] = {}
     param_vars: list[Param] = []
+    shapes: dict[str, tuple[int, ...]] = {}
     by_input = dict(zip(inputs, params, strict=True))
     output: Any = None
     for node in graph.nodes:
@@ -367,6 +368,7 @@ def _lower(
             v = E.var(by_input[node.name], tensor_type(len(shape), elem))
             param_vars.append(Param(v.data, v.type))
             values[node] = from_var(v, shape, elem)
+            shapes[v.data] = shape
         elif node.op == "call_function":
             if not node.users and _op_name(node).startswith("aten._assert"):
                 continue  # a check torch adds (of a dtype, say): shapes and dtypes are checked here anyway
@@ -381,7 +383,7 @@ def _lower(
         else:
             raise _node_error(node, f"a graph node of kind {node.op} ({node.target})")
     # a reshape and its inverse read rows plainly; a loop over a flattened index is two nested loops
-    body = nest_flat_loops(_result(block, output))
+    body = _copied_arguments(nest_flat_loops(_result(block, output)), param_vars, shapes, names)
     d = Def(def_name, body.type, tuple(param_vars), body)
     program = Program()
     called = {n.data.name for n in E.preorder(body) if n.op is Op.CALL and n.data.kind is CalleeKind.EDEF}
@@ -390,6 +392,47 @@ def _lower(
             program.add(Edef(fname, FLOAT, (FLOAT,)), native_callee(fname))
     program.add(d, def_callee(d))
     return program
+
+
+def _copied_arguments(body: Expr, params: list[Param], shapes: dict[str, tuple[int, ...]], names: Names) -> Expr:
+    """``body`` with each argument of rank 2 or more that a sum reads (a product's operand) read from
+    a copy, a build of its shape bound at the start.  The copy costs O(n), against the product's O(n k);
+    reverse mode then knows the rows' sizes (a def's parameter types do not say them) and gives the
+    products' cotangents as plain gathers, where it would otherwise test each row's size in the loops,
+    and the C++ backend emit each product twice, for rows of the size read and of others."""
+    summed = _free_in_sums(body)
+    copies: list[tuple[Expr, Expr]] = []
+    for p in params:
+        shape = shapes.get(p.name, ())
+        if len(shape) < 2 or p.name not in summed:
+            continue
+        v = E.var(p.name, p.type)
+        copy = E.var(names("arg"), p.type)
+        copies.append((copy, Block(names).whole(from_var(v, shape))))
+        body = _renamed(body, p.name, copy, {})
+    for copy, rhs in reversed(copies):
+        body = E.let(copy, rhs, body)
+    return body
+
+
+def _free_in_sums(e: Expr) -> set[str]:
+    """The names free in the body of some sumbuild of ``e``."""
+    found: set[str] = set()
+    for x in distinct_nodes(e):
+        if x.op is Op.SUMBUILD:
+            found |= x.args[2].free
+    return found
+
+
+def _renamed(e: Expr, name: str, new: Expr, done: dict[int, Expr]) -> Expr:
+    """``e`` with the variable ``name`` read as ``new`` (``name`` is a parameter: nothing rebinds it)."""
+    if name not in e.free:
+        return e
+    if id(e) in done:
+        return done[id(e)]
+    out = new if e.op is Op.VAR else e.replace_args(tuple(_renamed(a, name, new, done) for a in e.args))
+    done[id(e)] = out
+    return out
 
 
 def _element(node: torch.fx.Node, dtype: Any, what: str) -> Type:

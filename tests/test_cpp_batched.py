@@ -172,7 +172,9 @@ def test_multihead_attention_gradient_means_the_same(e: int, heads: int, batch: 
     program, shapes = _attention(e, heads, batch, t)
     d = program.defs["rev$mha"]
     body = canonical_products(d.body)
-    assert any(n.startswith("ks$bmm") for n in names_in(body))
+    # (one head of one example has no batch: its products are plain ones, read in their own layout)
+    batched = "ks$bmm" if heads > 1 or batch > 1 else "ks$"
+    assert any(n.startswith(batched) for n in names_in(body))
     rewritten = Program(defs={**program.defs, d.name: dataclasses.replace(d, body=body)})
     args = [random_array(s, random.Random(e + heads)) for s in shapes]
     ragged = list(args)

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from autodiff import grad_program  # noqa: E402
 from cpp_backend.callable import compile_def  # noqa: E402
 from cpp_backend.convolutions import guarded  # noqa: E402
-from cpp_backend.products import canonical_products  # noqa: E402
+from cpp_backend.product_pass import canonical_products  # noqa: E402
 from frontends.torch import translate  # noqa: E402
 from knossos import expr as E  # noqa: E402
 from knossos.expr import Expr  # noqa: E402

@@ -40,6 +40,8 @@ class Column:
     v: Expr
     at: Expr
     part: Expr
+    #: The gather's index over V's rows (fresh).
+    row: Expr
     loops: list[tuple[Loop, Block]] = field(default_factory=list)
 
 
@@ -97,24 +99,75 @@ def depth_to(stack: list[tuple[Block, Block]], enclosing: dict[int, Loop], i: Ex
 
 def gather(names: Names, out: Block, col: Column, loop: Loop, body: Block) -> Expr:
     """The cotangent of ``col.v`` (bound in ``out``): ``col`` gathered by ``loop`` (over ``col.at``),
-    whose reverse body is ``body`` (the structure in the module docstring)."""
+    whose reverse body is ``body`` (the structure in the module docstring).  The tests of range are
+    made where they cost least: ``j' < n_j`` once per row where ``n_j`` is known outside the nest, and
+    ``i < n_i`` not at all in a row as long as ``n_i`` (one test per row picks the plain loop), so that
+    the usual gather, every loop covering ``V``, is a plain nest of builds and sums."""
     v = col.v
     (first, first_body), *between = col.loops
-    jj = E.var(names.fresh(first.index.data), INTEGER)
+    jj = col.row
     zero = E.const(0.0)
-    # innermost: the loop over j's body at j = jj, where jj is in its range
-    core = Block([Bind(first.index, jj), *first_body.binds], col.part)
-    elem = Block()
-    elem.result = names.bind(elem, Branch(E.op(Op.LT, jj, first.n), core, Block([], zero)), "d$elem")
-    for mid, mid_body in between:  # the loops between, summed over
+    blocks = [body, *(b for _, b in between), first_body]
+    row_test = first.n.op is Op.CONST or not any(first.n.data in _bound(b) for b in blocks)
+    # innermost: the loop over j's body at j = jj (tested to be in its range here unless per row)
+    elem = Block([Bind(first.index, jj), *first_body.binds], col.part)
+    if not row_test:
+        tested = Block()
+        tested.result = names.bind(tested, Branch(E.op(Op.LT, jj, first.n), elem, Block([], zero)), "d$elem")
+        elem = tested
+    for mid, mid_body in between:  # the loops between, summed over (innermost first)
         summed = Block([*mid_body.binds, *elem.binds], elem.result)
         elem = Block()
         elem.result = names.bind(elem, Loop(Op.SUMBUILD, mid.n, mid.index, summed), f"d${v.data}")
     at_i = Block([*body.binds, *elem.binds], elem.result)
-    element = Block()
-    element.result = names.bind(element, Branch(E.op(Op.LT, loop.index, loop.n), at_i, Block([], zero)), "d$elem")
+    padded = Block()
+    padded.result = names.bind(padded, Branch(E.op(Op.LT, loop.index, loop.n), at_i, Block([], zero)), "d$elem")
     row = Block()
     width = names.bind(row, E.op(Op.SIZE, E.op(Op.INDEX, jj, v)), "t")
-    row.result = names.bind(row, Loop(Op.BUILD, width, loop.index, element), f"d${v.data}")
+    plain = _plain_row(names, col, loop, body, width, at_i) if row_test and not between else None
+    if plain is None:
+        plain = Block()
+        plain.result = names.bind(plain, Loop(Op.BUILD, width, loop.index, at_i), f"d${v.data}")
+    short = Block()
+    short.result = names.bind(short, Loop(Op.BUILD, width, loop.index, padded), f"d${v.data}")
+    row.result = names.bind(row, Branch(E.op(Op.EQ, width, loop.n), plain, short), f"d${v.data}")
+    if row_test:
+        zeros = Block()
+        i = E.var(names.fresh("i"), INTEGER)
+        zeros.result = names.bind(zeros, Loop(Op.BUILD, width, i, Block([], zero)), f"d${v.data}")
+        tested = Block(row.binds[:1])
+        tested.result = names.bind(
+            tested, Branch(E.op(Op.LT, jj, first.n), Block(row.binds[1:], row.result), zeros), f"d${v.data}"
+        )
+        row = tested
     size = names.bind(out, E.op(Op.SIZE, v), "t")
     return names.bind(out, Loop(Op.BUILD, size, jj, row), f"d${v.data}")
+
+
+def _plain_row(names: Names, col: Column, loop: Loop, body: Block, width: Expr, at_i: Block) -> Block | None:
+    """The row ``jj`` of a gather of two loops where it is as long as the loop over ``i``: what the
+    loop over j's body computes from ``jj`` alone (``(index jj t)``, a product with it) once per row,
+    before the loop over ``i`` (in a row of at least one element, where the forward pass computed
+    it too); None where it computes nothing so."""
+    first, first_body = col.loops[0]
+    inner = {loop.index.data} | _bound(body)
+    outer: list[Bind] = []
+    rest: list[Bind] = []
+    for x in [Bind(first.index, col.row), *first_body.binds]:
+        free = x.value.free if isinstance(x.value, Expr) else value_expr(x.value).free
+        if any(name in inner for name in free):
+            rest.append(x)
+            inner.add(x.var.data)
+        else:
+            outer.append(x)
+    if len(outer) < 2:  # only j = jj
+        return None
+    once = Block(outer)
+    once.result = names.bind(once, Loop(Op.BUILD, width, loop.index, Block([*body.binds, *rest], col.part)), "d$row")
+    empty = Block()
+    empty.result = names.bind(
+        empty, Loop(Op.BUILD, width, E.var(names.fresh("i"), INTEGER), Block([], E.const(0.0))), "d$row"
+    )
+    plain = Block()
+    plain.result = names.bind(plain, Branch(E.op(Op.GT, width, E.const(0)), once, empty), f"d${col.v.data}")
+    return plain

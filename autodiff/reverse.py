@@ -324,7 +324,8 @@ class Reverse:
         self.enclosing[id(loop.body)] = loop
         inner, inner_cot = self.block(loop.body, seed, self._stored(out, loop, v))
         for (name, at), part in inner_cot.nested.items():  # the loop over j: columns from here
-            inner_cot.columns.append(Column(self.vars[name], E.var(at, INTEGER), part))
+            row = E.var(self.names.fresh(f"{loop.index.data}"), INTEGER)
+            inner_cot.columns.append(Column(self.vars[name], E.var(at, INTEGER), part, row))
         for col in inner_cot.columns:
             if col.at.data == loop.index.data:  # the loop over i: the gather
                 self.give(out, cot, col.v, gather(self.names, out, col, loop, inner))

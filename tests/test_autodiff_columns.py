@@ -31,6 +31,9 @@ SOURCE = """
   (let ((n (size (index 0 x))) (m (size y)) (l (size (index 0 y))))
     (build n (lam (i : Integer) (build l (lam (k : Integer)
       (sumbuild m (lam (j : Integer) (mul (index i (index j x)) (index j (index k y)))))))))))
+(def gemm (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float)) (alpha : Float))
+  (build (size a) (lam (i : Integer) (build (size (index 0 b)) (lam (k : Integer)
+    (sumbuild (size b) (lam (j : Integer) (mul (mul alpha (index j (index i a))) (index k (index j b))))))))))
 (def tanhs (Vec (Vec Float)) ((x : Vec (Vec Float)) (w : Vec Float))
   (build (size w) (lam (i : Integer)
     (build (size x) (lam (j : Integer) (tanh (mul (index i w) (index i (index j x)))))))))
@@ -40,7 +43,7 @@ SOURCE = """
               (mul 2.0 (index c (index r x))))))))
       (build (size y) (lam (j : Integer) (index i (index j y))))))))
 """
-NAMES = ["scaled", "part", "product", "tanhs", "inside"]
+NAMES = ["scaled", "part", "product", "gemm", "tanhs", "inside"]
 
 
 def program() -> Program:
@@ -57,7 +60,7 @@ def one_hots(d: Def) -> int:
     return sum(n.op is Op.DELTAVEC and n.type is vec(FLOAT) for n in E.preorder(d.body))
 
 
-@pytest.mark.parametrize("name", ["scaled", "part", "product"])
+@pytest.mark.parametrize("name", ["scaled", "part", "product", "gemm"])
 def test_a_transposed_read_is_one_gather(name: str) -> None:
     """x's cotangent is a build over x's rows of builds over their elements: no one-hot row."""
     d = rev(name)

@@ -55,6 +55,8 @@ class Hoister:
         #: The sizes of the enclosing loops, by their index's name.
         self.loops: dict[str, Expr] = {}
         self.extents = Extents()
+        #: The variables of the bindings :meth:`_guarded` made (read only where their loop ran).
+        self.guarded: set[str] = set()
 
     def block(self, b: Block) -> None:
         """Move the invariant bindings of every loop in ``b`` (nested ones first) out of it, in place."""
@@ -111,12 +113,11 @@ class Hoister:
         same guard did), so the one value serves every iteration: a call of a def in a loop nest over
         a matrix's rows and columns is made once, and its derivative called once, not once per row."""
         value = bind.value
-        if not (isinstance(value, Branch) and len(value.then.binds) == 1 and not value.other.binds):
+        if bind.var.data not in self.guarded:  # (a branch of the def's may be read where m is 0)
             return None
+        assert isinstance(value, Branch) and len(value.then.binds) == 1
         cond, inner = value.cond, value.then.binds[0]
-        if not (cond.op is Op.GT and cond.args[1].op is Op.CONST and cond.args[1].data == 0):
-            return None
-        if cond.args[0].op is not Op.VAR or value.then.result is not inner.var:
+        if cond.args[0].op is not Op.VAR:
             return None
         local = {loop.index.data} | {b.var.data for b in kept}
         inner_free = inner.value.free if isinstance(inner.value, Expr) else value_expr(inner.value).free
@@ -176,6 +177,7 @@ class Hoister:
         inner = E.var(self.names.fresh(bind.var.data), bind.var.type)
         then = Block([Bind(inner, bind.value, bind.source)], inner)
         other = Block([], self._placeholder(bind.var.type))
+        self.guarded.add(bind.var.data)
         return Bind(bind.var, Branch(E.op(Op.GT, n, E.const(0)), then, other), bind.source)
 
     def _placeholder(self, t: Type) -> Expr:

@@ -59,3 +59,22 @@ def test_empty_rows_call_nothing(x: list[list[float]]) -> None:
     dr: list[list[float]] = [[] for _ in x]
     assert Interpreter().call(p.defs["nest"], [2.0, x]) == dr
     assert Interpreter().call(p.defs["rev$nest"], [2.0, x, dr]) == (0.0, dr)
+
+
+BRANCH = """
+(def total Float ((y : Vec Float)) (sumbuild (size y) (lam (q : Integer) (index q y))))
+(def rows (Vec Float) ((x : Vec (Vec Float)) (y : Vec Float))
+  (build (size x) (lam (i : Integer)
+    (let (m (size (index i x))) (if (gt m 0) (total y) 0.0)))))
+"""
+
+
+def test_a_branch_of_the_def_is_not_taken_for_a_guard() -> None:
+    """The def's own ``(if (gt m 0) (total y) 0.0)`` is read where m is 0 (the empty row's 0.0): it
+    stays per row, and y's cotangent counts only the rows that are not empty."""
+    p = grad_program(parse_program(BRANCH, "rows.ks"), ["rows"], "rev")
+    x = [[1.0], [], [2.0, 3.0]]
+    y = [1.0, 2.0]
+    assert Interpreter().call(p.defs["rows"], [x, y]) == [3.0, 0.0, 3.0]
+    d_x, d_y = Interpreter().call(p.defs["rev$rows"], [x, y, [1.0, 10.0, 100.0]])
+    assert d_y == [101.0, 101.0] and d_x == [[0.0], [], [0.0, 0.0]]

@@ -12,9 +12,9 @@ made once, where the record of ``t`` alone would be a one-hot row per iteration,
 matrix-sized accumulator at a stride (JAX transposes a gather so; Dex's "Getting to the point").
 The bodies are computed again in the gather, so a record goes this way only where what its
 element needs from them has no loop (a read, a product of two: a constant per element), and only
-where each loop of the nest binds the next one directly (no branch between) and ``V`` comes from
-outside the nest: then the record is consumed by the loop over ``i`` for certain
-(:func:`nest_path` checks it where the record is made).
+where each loop of the nest binds the next one directly (no branch between), the nest is in no
+other loop, and ``V`` comes from outside the nest: then the record is consumed by the loop over
+``i`` for certain (:func:`nest_path` checks it where the record is made).
 """
 
 from __future__ import annotations
@@ -60,12 +60,16 @@ def nest_path(stack: list[tuple[Block, Block]], enclosing: dict[int, Loop], v: E
     inner = enclosing.get(id(stack[-1][0])) if stack else None
     if inner is None or inner.index.data != j.data or v.data in _bound(stack[-1][0]):
         return False
-    for b, _ in reversed(stack[:-1]):
+    for k in range(len(stack) - 2, -1, -1):
+        b = stack[k][0]
         loop = enclosing.get(id(b))
         if loop is None or v.data in _bound(b) or not any(x.value is inner for x in b.binds):
             return False
         if loop.index.data == i.data:
-            return True
+            # only a nest in no other loop: in one, the gather would be made (and added) once per
+            # iteration of it, a sum of rank-1 updates that the C++ backend's products recognise
+            # in the one-hot form (cpp_backend/products.py), not in this one
+            return not any(id(outer) in enclosing for outer, _ in stack[:k])
         inner = loop
     return False
 

@@ -234,10 +234,21 @@ def with_derivatives(program: Program, maker: Differentiator) -> Program:
     return out
 
 
-def without_derivatives(program: Program) -> Program:
+def without_derivatives(program: Program, *, orphans: bool = False) -> Program:
     """``program`` without its ``fwd$``/``rev$`` defs of its defs, to make them anew (a derivative that
-    one of the defs kept calls is kept too)."""
+    one of the defs kept calls is kept too).  With ``orphans``, also without the derivatives of
+    functions the program neither defines nor declares (ksc's ``rev$logsumexp`` in gmm_test.kso, its
+    primal inlined away): they cannot be made anew, and kept they would keep the old derivatives of
+    the defs they call, which the new ones would then not replace."""
     derived = {m.name_of(n) for m in Mode for n in program.defs}
+    if orphans:
+        primals = {item.name for item in program.items}
+        derived |= {
+            item.name
+            for item in program.items
+            for m in Mode
+            if item.name.startswith(m.name_of("")) and item.name[len(m.name_of("")) :] not in primals
+        }
     keep = {item.name for item in program.items if item.name not in derived}
     stack = [n for n in keep if n in program.defs]
     while stack:

@@ -27,7 +27,7 @@ pieces' rows and computes ``(sub i c)`` outside the branch, and its reverse pass
 
 from __future__ import annotations
 
-from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, value_expr
+from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, rename, value_expr
 from autodiff.extents import Extents
 from knossos import expr as E
 from knossos.expr import Expr
@@ -55,6 +55,8 @@ class Hoister:
         #: The sizes of the enclosing loops, by their index's name.
         self.loops: dict[str, Expr] = {}
         self.extents = Extents()
+        #: The variables of the bindings :meth:`_guarded` made (read only where their loop ran).
+        self.guarded: set[str] = set()
 
     def block(self, b: Block) -> None:
         """Move the invariant bindings of every loop in ``b`` (nested ones first) out of it, in place."""
@@ -86,7 +88,10 @@ class Hoister:
         for bind in loop.body.binds:
             value = bind.value
             free = value.free if isinstance(value, Expr) else value_expr(value).free
-            if free & local:
+            lifted = self._lifted_guard(bind, loop, kept) if free & local else None
+            if lifted is not None:
+                moved += lifted
+            elif free & local:
                 kept.append(bind)
                 local.add(bind.var.data)
             elif _runs(n) or (isinstance(value, Expr) and self._safe(value)):
@@ -98,6 +103,45 @@ class Hoister:
                 local.add(bind.var.data)
         loop.body.binds = kept
         return moved
+
+    def _lifted_guard(self, bind: Bind, loop: Loop, kept: list[Bind]) -> list[Bind] | None:
+        """An invariant value guarded by a size computed in the loop, ``x = (if (gt m 0) V P)`` (moved
+        out of an inner loop of ``m`` iterations by :meth:`_guarded`), as ``x`` out of ``loop`` too,
+        evaluated if some iteration's ``m`` is positive: ``(if (gt (sumbuild n (lam i (if (gt m 0) 1
+        0))) 0) V P)``, where ``m``'s bindings in ``kept`` cannot fail and have no loop (a row's size).
+        Where ``m`` is 0 nothing reads ``x`` (only the inner loop and what moved out with it under the
+        same guard did), so the one value serves every iteration: a call of a def in a loop nest over
+        a matrix's rows and columns is made once, and its derivative called once, not once per row."""
+        value = bind.value
+        if bind.var.data not in self.guarded:  # (a branch of the def's may be read where m is 0)
+            return None
+        assert isinstance(value, Branch) and len(value.then.binds) == 1
+        cond, inner = value.cond, value.then.binds[0]
+        if cond.args[0].op is not Op.VAR:
+            return None
+        local = {loop.index.data} | {b.var.data for b in kept}
+        inner_free = inner.value.free if isinstance(inner.value, Expr) else value_expr(inner.value).free
+        if inner_free & local:
+            return None
+        needed = {cond.args[0].data}
+        chain: list[tuple[Expr, Expr]] = []  # (variable, value), last first
+        for b in reversed(kept):
+            if b.var.data not in needed:
+                continue
+            if not isinstance(b.value, Expr) or not self._safe(b.value):
+                return None
+            chain.append((b.var, b.value))
+            needed |= set(b.value.free)
+        mapping = {v.data: E.var(self.names.fresh(v.data), v.type) for v, _ in chain}
+        mapping[loop.index.data] = E.var(self.names.fresh(loop.index.data), INTEGER)
+        count = Block([Bind(mapping[v.data], rename(e, mapping)) for v, e in reversed(chain)])
+        one = Block([], E.const(1))
+        zero = Block([], E.const(0))
+        count.result = self.names.bind(count, Branch(rename(cond, mapping), one, zero), "t")
+        runs = E.var(self.names.fresh("t"), INTEGER)
+        total = Bind(runs, Loop(Op.SUMBUILD, loop.n, mapping[loop.index.data], count))
+        guard = Branch(E.op(Op.GT, runs, E.const(0)), value.then, value.other)
+        return [total, Bind(bind.var, guard, bind.source)]
 
     def _out_of_arm(self, arm: Block) -> list[Bind]:
         """The bindings moved out of a branch's ``arm`` (which keeps the others): see the docstring."""
@@ -133,6 +177,7 @@ class Hoister:
         inner = E.var(self.names.fresh(bind.var.data), bind.var.type)
         then = Block([Bind(inner, bind.value, bind.source)], inner)
         other = Block([], self._placeholder(bind.var.type))
+        self.guarded.add(bind.var.data)
         return Bind(bind.var, Branch(E.op(Op.GT, n, E.const(0)), then, other), bind.source)
 
     def _placeholder(self, t: Type) -> Expr:

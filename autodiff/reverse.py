@@ -36,6 +36,7 @@ from typing import Union
 
 from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, is_atom
 from autodiff.chunks import chunk_index, flatten
+from autodiff.columns import Column, cheap_element, depth_to, gather, nest_path
 from autodiff.extents import Extents
 from autodiff.primitives import as_op, known_callee, reverse_op
 from autodiff.tangent import Shapes
@@ -74,6 +75,11 @@ class Cotangents:
     def __init__(self) -> None:
         self.full: dict[str, list[Part]] = {}
         self.elems: dict[Key, Expr] = {}
+        #: Element records of a matrix from outside a loop nest read transposed (:mod:`.columns`):
+        #: made in the innermost loop's body (the element, by the matrix's name and the outer index's),
+        #: then, out of it, its columns.
+        self.nested: dict[tuple[str, str], Expr] = {}
+        self.columns: list[Column] = []
 
 
 class Reverse:
@@ -98,6 +104,10 @@ class Reverse:
         #: Vectors read in chunks (:mod:`.chunks`), by the name of the variable that stands for each
         #: as a vector of chunks in element records: the vector and the chunks' length.
         self.chunks: dict[str, tuple[Expr, int]] = {}
+        #: The blocks being reversed, outermost first: each forward block and its reverse block.
+        self.stack: list[tuple[Block, Block]] = []
+        #: The loop whose body each block is, by the block's id (for :func:`columns.nest_path`).
+        self.enclosing: dict[int, Loop] = {}
 
     def def_block(self, b: Block, seed: Expr) -> tuple[Block, Cotangents]:
         """:meth:`block` of a def's body, its loops' inner Float loops taped (:meth:`_pretape`)."""
@@ -141,13 +151,37 @@ class Reverse:
         assert b.result is not None
         if wants(b.result):
             self.give(out, cot, b.result, seed if is_atom(seed) else self.names.bind(out, seed, "d$r"))
+        self.stack.append((b, out))
         for bind in reversed(b.binds):
             name = bind.var.data
+            self._nest(cot, bind)
             self.flush(out, cot, lambda key, name=name: self._record_of(key[0]) == name)  # type: ignore[misc]
             dv = self.total(out, cot, name)
             if dv is not None:
                 self._bind(out, cot, bind, dv)
+        self.stack.pop()
         return out, cot
+
+    def _nest(self, cot: Cotangents, bind: Bind) -> None:
+        """The records of ``t = (index j V)`` at the index of an outer loop, as records of ``V``'s
+        elements where :mod:`.columns` gathers them (else :meth:`flush` makes them one-hot rows)."""
+        value = bind.value
+        if not isinstance(value, Expr) or value.op is not Op.INDEX or not wants(value.args[1]):
+            return
+        j, v = value.args
+        for key in [key for key in cot.elems if key[0] == bind.var.data]:
+            i = key[1]
+            part = cot.elems[key]
+            if not nest_path(self.stack, self.enclosing, v, j, i):
+                continue
+            if not cheap_element(self.stack, part, depth_to(self.stack, self.enclosing, i)):
+                continue
+            del cot.elems[key]
+            self.vars[v.data] = v
+            nested = (v.data, i.data)
+            prev = cot.nested.get(nested)
+            out = self.stack[-1][1]
+            cot.nested[nested] = part if prev is None else self.names.bind(out, E.op(Op.ADD, prev, part), f"d${v.data}")
 
     def give(self, out: Block, cot: Cotangents, atom: Expr, part: Expr, layout: Layout = None) -> None:
         """Add ``part`` (laid out as ``layout``) to the cotangent of ``atom`` (nothing for a literal or a
@@ -287,7 +321,17 @@ class Reverse:
     def _loop(self, out: Block, cot: Cotangents, loop: Loop, dv: Expr, v: Expr) -> None:
         seed = E.op(Op.INDEX, loop.index, dv) if loop.op is Op.BUILD else dv
         self.ranges[loop.index.data] = loop.n
+        self.enclosing[id(loop.body)] = loop
         inner, inner_cot = self.block(loop.body, seed, self._stored(out, loop, v))
+        for (name, at), part in inner_cot.nested.items():  # the loop over j: columns from here
+            row = E.var(self.names.fresh(f"{loop.index.data}"), INTEGER)
+            inner_cot.columns.append(Column(self.vars[name], E.var(at, INTEGER), part, row))
+        for col in inner_cot.columns:
+            if col.at.data == loop.index.data:  # the loop over i: the gather
+                self.give(out, cot, col.v, gather(self.names, out, col, loop, inner))
+            else:  # the loop over j, or one between: summed over
+                col.loops.append((loop, inner))
+                cot.columns.append(col)
         bound = {b.var.data for b in loop.body.binds}
         values = {b.var.data: b.value for b in loop.body.binds if isinstance(b.value, Expr)}
         gathers: dict[str, Expr] = {}

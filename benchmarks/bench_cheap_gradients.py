@@ -144,7 +144,7 @@ def check(program: Program, compiled: CompiledProgram, name: str, size: Size) ->
 
 
 def measure_file(case: Case, args: argparse.Namespace) -> list[dict[str, Any]]:
-    base = without_derivatives(load_program(case.path))  # the program's own rev$ (ksc's) made anew
+    base = without_derivatives(load_program(case.path), orphans=True)  # the program's own rev$ (ksc's) made anew
     names = [d.name for d in base.targets if not d.name.startswith(("rev$", "fwd$"))]
     if args.only:
         names = [n for n in names if f"{case.path.name}:{n}" in args.only or case.path.name in args.only]

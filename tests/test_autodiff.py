@@ -163,6 +163,19 @@ def test_generated_programs_read_back(path: Path) -> None:
         ]
 
 
+def test_orphan_derivatives_go_so_that_the_defs_derivatives_are_made_anew() -> None:
+    """gmm_test.kso's ksc derivatives of functions it no longer has (rev$logsumexp, ...) call its
+    rev$exp$VecR: kept, they keep it, and it is reused; with ``orphans`` they go, and rev$exp$VecR is
+    made anew.  rev$dotv, the derivative of a declared edef, stays either way."""
+    full = program(PROGRAMS / "gmm_test.kso")
+    kept = without_derivatives(full)
+    assert "rev$exp$VecR" in kept.defs and "rev$logsumexp" in kept.defs
+    assert "rev$exp$VecR" not in {d.name for d in derivative_defs(kept, ["exp$VecR"], "rev").new}
+    base = without_derivatives(full, orphans=True)
+    assert [n for n in base.defs if n.startswith(("rev$", "fwd$"))] == ["rev$dotv"]
+    assert "rev$exp$VecR" in {d.name for d in derivative_defs(base, ["exp$VecR"], "rev").new}
+
+
 @pytest.mark.parametrize("name", ["conv1d", "matrix_multiply", "matrix_multiply_transpose", "maxpool", "max_"])
 def test_dataset_reverse_mode_remade(name: str) -> None:
     """rev$ of the template's defs, made from the defs alone, equals ksc's rev$ defs on random inputs."""

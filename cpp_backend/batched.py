@@ -49,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpp_backend.element_sums import operand_sums, replace_operand
+from cpp_backend.let_chains import wrap_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes
 from knossos.op_table import FLOAT_OPS
@@ -442,8 +443,7 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
                 size = _times(size, nv.count[v])
             body = E.build(size, dv, body)
         fast = body
-    for lv, rhs in reversed(lets):
-        fast = E.let(lv, rhs, fast)
+    fast = wrap_lets(lets, fast)
     checks: list[Expr] = []
     for lp in nest.loops:  # every loop runs (outermost first: a count is evaluated where the original does)
         if not (lp.size.op is Op.CONST and isinstance(lp.size.data, int) and lp.size.data > 0):

@@ -26,13 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.convolutions import decode, flat, inlined, made_reads
+from cpp_backend.let_chains import Lets, wrap_lets
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
 from knossos.types import FLOAT, INTEGER, vec
 
 Loops = list[tuple[Expr, Expr]]
-Lets = list[tuple[Expr, Expr]]
 
 
 def _plain_read(e: Expr, loop_vars: frozenset[str]) -> list[str] | None:
@@ -62,9 +62,7 @@ def factor_plain_sums(
     while value.op is Op.DELTAVEC:
         hots.append((value.args[0], value.args[1]))
         value = value.args[2]
-    whole = value
-    for v, rhs in reversed(lets):
-        whole = E.let(v, rhs, whole)
+    whole = wrap_lets(lets, value)
     core = inlined(whole)
     if value.type is not FLOAT or not hots or core is None:
         return None
@@ -81,7 +79,7 @@ def factor_plain_sums(
     used: set[str] = set(test.free) if test is not None else set()
     for width, index in hots:
         for part in (width, index):
-            resolved = inlined(_wrap(lets, part))
+            resolved = inlined(wrap_lets(lets, part))
             if resolved is None:
                 return None
             used |= resolved.free
@@ -128,12 +126,6 @@ def factor_plain_sums(
     for width, index in reversed(hots):
         entry = E.op(Op.DELTAVEC, width, index, entry)
     return [(ca, copy_a), (cb, copy_b), (cc, product)], entry, rest, kept, runs
-
-
-def _wrap(lets: Lets, e: Expr) -> Expr:
-    for v, rhs in reversed(lets):
-        e = E.let(v, rhs, e)
-    return e
 
 
 __all__ = ["factor_plain_sums"]

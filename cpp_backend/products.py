@@ -35,6 +35,7 @@ from collections.abc import Callable
 from cpp_backend.col2im import factor_plain_sums
 from cpp_backend.convolutions import guarded
 from cpp_backend.element_sums import operand_sums, replace_operand
+from cpp_backend.let_chains import peel_lets, wrap_lets
 from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
 from cpp_backend.shared_terms import share_repeats
@@ -65,21 +66,6 @@ def _loop_free(e: Expr) -> bool:
 
 def small(e: Expr) -> bool:
     return e.size <= _SMALL and _loop_free(e)
-
-
-def _peel_lets(e: Expr) -> tuple[list[tuple[Expr, Expr]], Expr]:
-    """``e``'s chain of lets (variable, right-hand side), outermost first, and what they scope."""
-    lets = []
-    while e.op is Op.LET:
-        lets.append((e.args[0], e.args[1]))
-        e = e.args[2]
-    return lets, e
-
-
-def _wrap_lets(lets: list[tuple[Expr, Expr]], body: Expr) -> Expr:
-    for v, rhs in reversed(lets):
-        body = E.let(v, rhs, body)
-    return body
 
 
 def _i(n: int) -> Expr:
@@ -164,12 +150,12 @@ def _resolve(e: Expr, lets: dict[str, Expr]) -> Expr:
 
 def _unwrap(e: Expr) -> Expr:
     """``(let (x r) x)`` is ``r`` (through a chain: the last let's variable as the chain's value)."""
-    lets, body = _peel_lets(e)
+    lets, body = peel_lets(e)
     while lets and body.op is Op.VAR and body.data == lets[-1][0].data and body.data not in lets[-1][1].free:
         body = lets.pop()[1]
-        more, body = _peel_lets(body)
+        more, body = peel_lets(body)
         lets += more
-    return _wrap_lets(lets, body)
+    return wrap_lets(lets, body)
 
 
 def _pick_branch(e: Expr, resolved: dict[str, Expr]) -> Expr | None:
@@ -435,7 +421,7 @@ def transpose(e: Expr, names: ProductNames) -> Expr | None:
         outer = b["elem"]
         assert isinstance(outer, Expr)
         new_sum = replace_operand(outer, elem, new_sum)
-    fast = _wrap_lets(copies, E.build(n, iv, E.build(m, kv, new_sum)))
+    fast = wrap_lets(copies, E.build(n, iv, E.build(m, kv, new_sum)))
     names.fallbacks[id(e)] = e
     return rect.guard(fast, e)
 
@@ -468,7 +454,7 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
     s = e
     if e.op is Op.BUILD:
         outer = (e.args[0], e.args[1])
-        outer_lets, s = _peel_lets(_unwrap(e.args[2]))
+        outer_lets, s = peel_lets(_unwrap(e.args[2]))
     if s.op is not Op.SUMBUILD or s.type.kind is not Kind.VEC:
         return None
     chain: list[tuple[str, Expr, Expr]] = []  # ("let", var, rhs) | ("build" | "sum", size, var)
@@ -487,7 +473,7 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
         return None
     body = s
     while True:
-        lets, body = _gathered_first(*_peel_lets(_unwrap(body)))
+        lets, body = _gathered_first(*peel_lets(_unwrap(body)))
         lets, body = one_hots_inside(lets, body)
         if not add_lets(lets):
             return None
@@ -530,7 +516,7 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
         value = body
         while value.op is Op.DELTAVEC:
             value = value.args[2]
-        original = _wrap_lets(lets_all, value)  # (its reads are probed, whatever computes the terms)
+        original = wrap_lets(lets_all, value)  # (its reads are probed, whatever computes the terms)
         factored = factor_plain_sums(body, sums, lets_all, around, names.fresh)
         if factored is not None:  # the sums the index does not use: a product first (cpp_backend.col2im)
             product_lets, body, sums, lets_all, runs = factored
@@ -568,7 +554,7 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
                 return None
         else:
             later.add(y.data)
-    new: Expr = _wrap_lets(lets_all, body)
+    new: Expr = wrap_lets(lets_all, body)
     for size, v in reversed(sums):
         new = E.sumbuild(size, v, new)
     for size, v in reversed(builds):
@@ -585,7 +571,7 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
         n, iv = outer
         new = E.build(n, iv, new)
         checks.insert(0, E.op(Op.GT, n, _i(0)))
-    new = rewrite(_wrap_lets(product_lets, new))
+    new = rewrite(wrap_lets(product_lets, new))
     if not has_product(new):
         names.fallbacks.pop(id(e), None)
         return None  # a vector of sums is no faster than the sum of vectors added in place

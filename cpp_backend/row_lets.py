@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cpp_backend.let_chains import peel_lets
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -199,10 +200,7 @@ def hoist_row_let(
     if e.op not in (Op.BUILD, Op.SUMBUILD) or not small(e.args[0]):
         return None
     n, iv, body = e.args
-    lets: list[tuple[Expr, Expr]] = []
-    while body.op is Op.LET:
-        lets.append((body.args[0], body.args[1]))
-        body = body.args[2]
+    lets, body = peel_lets(body)
     found = _first_product(n, iv, lets, reaches)
     if found is None and lets and body.op in (Op.BUILD, Op.SUMBUILD) and body.type.kind is Kind.VEC:
         # the row's value itself a loop after its lets (a search's tidying removed the let that held
@@ -237,11 +235,7 @@ def share_hoisted(root: Expr, prefix: str) -> Expr:
     are the same (sibling sums over the rows that compute one product, as reverse mode writes them:
     rev$mlp's dh = dy w2 in each of dx, dw1, db1).  They were evaluated at that point of the chain
     already, so the values and failures are those of the first."""
-    chain: list[tuple[Expr, Expr]] = []
-    body = root
-    while body.op is Op.LET:
-        chain.append((body.args[0], body.args[1]))
-        body = body.args[2]
+    chain, body = peel_lets(root)
     out: list[tuple[Expr, Expr]] = []
     seen: dict[int, Expr] = {}
     keep: list[Expr] = []  # (the keys' nodes stay alive)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.convolutions import holds_everywhere, made_reads, probes
+from cpp_backend.let_chains import wrap_lets
 from cpp_backend.patterns import Cap, first, node
 from knossos import expr as E
 from knossos.expr import Expr
@@ -140,9 +141,7 @@ def gather_one_hots(
         value = value.args[2]
     if value.type is not FLOAT:
         return None
-    whole: Expr = value
-    for v, rhs in reversed(lets):
-        whole = E.let(v, rhs, whole)
+    whole = wrap_lets(lets, value)
     seen = resolve(value)
     eliminated: list[tuple[Expr, Expr, int, Expr]] = []  # (s, u, c, a0): s = (u - a0) / c
     gather: list[tuple[Expr, Expr]] = []

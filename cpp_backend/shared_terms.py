@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cpp_backend.let_chains import wrap_lets
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -68,7 +69,4 @@ def share_repeats(term: Expr, fresh: Callable[[str], str]) -> Expr:
         v = E.var(fresh("ks$cse"), x.type)
         lets.append((v, rebuilt(x)))
         bound[id(x)] = v
-    body = rebuilt(term)
-    for v, rhs in reversed(lets):
-        body = E.let(v, rhs, body)
-    return body
+    return wrap_lets(lets, rebuilt(term))

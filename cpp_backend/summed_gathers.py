@@ -29,6 +29,7 @@ vectors are invariant), so that the sums of ``C`` add what the sums of the gathe
 
 from __future__ import annotations
 
+from cpp_backend.let_chains import peel_lets, wrap_lets
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -42,10 +43,7 @@ def sum_of_gathers(e: Expr) -> Expr | None:
     if e.op is not Op.SUMBUILD or e.type.kind is not Kind.VEC:
         return None
     p, b, body = e.args
-    lets: list[tuple[Expr, Expr]] = []
-    while body.op is Op.LET:
-        lets.append((body.args[0], body.args[1]))
-        body = body.args[2]
+    lets, body = peel_lets(body)
     while lets and body is lets[-1][0]:  # (let (x r) x) is r
         body = lets.pop()[1]
     if body.op is Op.VAR:
@@ -71,13 +69,7 @@ def sum_of_gathers(e: Expr) -> Expr | None:
     if not _shape_invariant(source, varying, {v.data: rhs for v, rhs in inside}):
         return None
     cv = next(v for v, _ in inside if v.data == c)
-    summed: Expr = cv
-    for v, rhs in reversed(inside):
-        summed = E.let(v, rhs, summed)
-    new = E.let(cv, E.sumbuild(p, b, summed), body)
-    for v, rhs in reversed(outside):
-        new = E.let(v, rhs, new)
-    return new
+    return wrap_lets(outside, E.let(cv, E.sumbuild(p, b, wrap_lets(inside, cv)), body))
 
 
 def _zero(e: Expr) -> bool:

@@ -14,19 +14,17 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from interpreted import interpreted, random_array
+from interpreted import assert_agree, first_leaf, interpreted, random_array
 from torch import nn
 
 from autodiff import grad_program
 from cpp_backend import emit
-from cpp_backend.bench import values_agree
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.driver import compile_program
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.product_pass import canonical_products
 from cpp_backend.summed_gathers import sum_of_gathers
 from frontends.torch import translate
-from knossos.errors import KsError
 from knossos.expr import Expr, distinct_nodes
 from knossos.ops import Op
 from knossos.parser import parse_program
@@ -132,24 +130,9 @@ def _cases(shapes: dict[str, list[tuple[int, ...]]]) -> list[tuple[str, list[obj
             (0, lambda r: r.pop()),  # a short row of in_proj_weight
         ):
             changed = json.loads(json.dumps(args))
-            edit(_first_leaf(changed[which]))
+            edit(first_leaf(changed[which]))
             calls.append(("rev$" + name, changed))
     return calls
-
-
-def _first_leaf(x: object) -> list[object]:
-    while isinstance(x, list) and isinstance(x[0], list):
-        x = x[0]
-    assert isinstance(x, list)
-    return x
-
-
-def _agree(calls: list[tuple[str, list[object]]], want: list[object], have: list[object]) -> None:
-    for (called, _), w, h in zip(calls, want, have, strict=True):
-        if isinstance(w, KsError):
-            assert isinstance(h, KsError), (called, h)
-        else:
-            assert values_agree(w, h), called  # type: ignore[arg-type]
 
 
 def test_the_rewritten_gradients_mean_what_they_meant(suite: tuple[Program, dict[str, list[tuple[int, ...]]]]) -> None:
@@ -159,7 +142,7 @@ def test_the_rewritten_gradients_mean_what_they_meant(suite: tuple[Program, dict
     rewritten = Program(
         defs={n: dataclasses.replace(d, body=canonical_products(d.body)) for n, d in program.defs.items()}
     )
-    _agree(calls, interpreted(program, calls), interpreted(rewritten, calls))
+    assert_agree(calls, interpreted(program, calls), interpreted(rewritten, calls))
 
 
 def test_compiled_attention_gradients_equal_the_interpreter(
@@ -167,7 +150,7 @@ def test_compiled_attention_gradients_equal_the_interpreter(
 ) -> None:
     program, shapes = suite
     calls = _cases(shapes)
-    _agree(calls, interpreted(program, calls), compile_program(program, threads=1).run(calls))
+    assert_agree(calls, interpreted(program, calls), compile_program(program, threads=1).run(calls))
 
 
 def _fired(body: Expr, rewrite: Callable[[Expr], Expr | None]) -> int:

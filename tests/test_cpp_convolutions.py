@@ -12,17 +12,15 @@ import random
 
 import pytest
 import torch
-from interpreted import interpreted, random_array
+from interpreted import assert_agree, first_leaf, interpreted, random_array
 from torch import nn
 
 from autodiff import grad_program
 from cpp_backend import cpp_text, emit
-from cpp_backend.bench import values_agree
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.driver import compile_program
 from cpp_backend.product_pass import canonical_products
 from frontends.torch import translate
-from knossos.errors import KsError
 from knossos.expr import names_in
 from knossos.parser import parse_program
 from knossos.printer import format_program
@@ -87,27 +85,12 @@ def _cases(shapes: dict[str, list[tuple[int, ...]]]) -> list[tuple[str, list[obj
             ("long_x", 2, lambda r: r.append(1.0)),  # ragged rows: one-hots of two lengths
         ):
             args = json.loads(json.dumps([w, b, x, dr]))
-            edit(_first_leaf(args[which]))
+            edit(first_leaf(args[which]))
             changed[label] = args
         for args in changed.values():
             calls += [(name, args[:3]), ("rev$" + name, args)]
         calls.append(("rev$" + name, [w, b, x[:0], dr[:0]]))  # type: ignore[index]
     return calls
-
-
-def _first_leaf(x: object) -> list[object]:
-    while isinstance(x, list) and isinstance(x[0], list):
-        x = x[0]
-    assert isinstance(x, list)
-    return x
-
-
-def _agree(calls: list[tuple[str, list[object]]], want: list[object], have: list[object]) -> None:
-    for (called, _), w, h in zip(calls, want, have, strict=True):
-        if isinstance(w, KsError):
-            assert isinstance(h, KsError), (called, h)
-        else:
-            assert values_agree(w, h), called  # type: ignore[arg-type]
 
 
 def test_the_rewritten_nests_mean_what_they_meant(suite: Suite) -> None:
@@ -118,20 +101,20 @@ def test_the_rewritten_nests_mean_what_they_meant(suite: Suite) -> None:
     rewritten = Program(
         defs={n: dataclasses.replace(d, body=canonical_products(d.body)) for n, d in program.defs.items()}
     )
-    _agree(calls, interpreted(program, calls), interpreted(rewritten, calls))
+    assert_agree(calls, interpreted(program, calls), interpreted(rewritten, calls))
 
 
 @pytest.mark.slow
 def test_compiled_convolutions_and_their_gradients_equal_the_interpreter(suite: Suite) -> None:
     program, shapes = suite
     calls = _cases(shapes)
-    _agree(calls, interpreted(program, calls), compile_program(program, threads=1).run(calls))
+    assert_agree(calls, interpreted(program, calls), compile_program(program, threads=1).run(calls))
 
 
 def test_a_compiled_convolution_and_its_gradient_equal_the_interpreter() -> None:
     program, shape = _program("conv1d_dilated")
     calls = _cases({"conv1d_dilated": shape})
-    _agree(calls, interpreted(program, calls), compile_program(program, threads=1).run(calls))
+    assert_agree(calls, interpreted(program, calls), compile_program(program, threads=1).run(calls))
 
 
 @pytest.mark.parametrize("name", list(LAYERS))

@@ -65,7 +65,11 @@ def _strict_rule(row: OpRow) -> Any:
         return lambda node, v: elementwise(row.meaning, on_ints, node.args[0].type, node.args[1].type, v[0], v[1])
     if row.kind is OpKind.NEGATION:
         return lambda node, v: _lifted(row, node.type, v[0])
-    return lambda node, v: _scalar_meaning(row, node.args[0].type)(*v)
+    # (the interpreter's inner loop: the functions bound here, not looked up at each evaluation)
+    meaning, integers = row.meaning, row.integer_meaning
+    if integers is None:
+        return lambda node, v: meaning(*v)
+    return lambda node, v: (integers if node.args[0].type is INTEGER else meaning)(*v)
 
 
 def _index(node: Expr, v: list[Value]) -> Value:

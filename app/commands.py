@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction[ArgumentParser]) -> None:
 def cmd_optimize(args: argparse.Namespace) -> int:
     interrupt_outside_callbacks()  # Ctrl-C ends a search with its best so far, never inside a callback
     try:
-        return optimize_cli.guarded(args, "knossos optimize")
+        return optimize_cli.run_reporting_errors(args, "knossos optimize")
     finally:
         ignore_late_interrupts()
 
@@ -39,6 +39,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     interrupt_outside_callbacks()
     try:
-        return train_cli.guarded(args, "knossos train")
+        return train_cli.run_reporting_errors(args, "knossos train")
     finally:
         ignore_late_interrupts()

@@ -182,14 +182,14 @@ def check_sizes(sizes: Mapping[str, int | tuple[int, ...]], start: Expr, params:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return guarded(build_parser().parse_args(argv), "optimize.py")
+    return run_reporting_errors(build_parser().parse_args(argv), "optimize.py")
 
 
-def guarded(args: argparse.Namespace, prog: str) -> int:
-    """:func:`run`, every error a one-line message under ``prog``'s name and an exit status."""
+def run_reporting_errors(args: argparse.Namespace, prog: str) -> int:
+    """:func:`run_command`, every error a one-line message under ``prog``'s name and an exit status."""
     try:
         with fewer_gc_pauses():
-            return run(args)
+            return run_command(args)
     except KsError as err:
         print(err.render(prog), file=sys.stderr)
         return 1
@@ -202,7 +202,7 @@ def guarded(args: argparse.Namespace, prog: str) -> int:
         return internal_error(prog, err)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
     if args.search is not None:
         get_search(args.search)  # an unknown name is refused before a model is loaded
     if args.rules is not None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported when a run starts: --help needs no torch
     from training.config import TrainConfig
     from training.metrics import EpochMetrics
 
-ROOT = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parent.parent
 #: The scalars TensorBoard's HParams dashboard shows beside a run's hyperparameters.
 HPARAM_METRICS = ("train/loss", "test/total_cost", "test/mean_ratio_to_start", "test/reached_best_known")
 #: The most parallel runs (--repetitions) or threads per run: more is no machine's.
@@ -57,13 +57,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return guarded(build_parser().parse_args(argv), "train.py")
+    return run_reporting_errors(build_parser().parse_args(argv), "train.py")
 
 
-def guarded(args: argparse.Namespace, prog: str) -> int:
-    """:func:`run`, every error a one-line message under ``prog``'s name and an exit status."""
+def run_reporting_errors(args: argparse.Namespace, prog: str) -> int:
+    """:func:`run_command`, every error a one-line message under ``prog``'s name and an exit status."""
     try:
-        return run(args)
+        return run_command(args)
     except KsError as err:
         print(err.render(prog), file=sys.stderr)
         return 1
@@ -78,7 +78,7 @@ def guarded(args: argparse.Namespace, prog: str) -> int:
         return internal_error(prog, err)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
     from training.config import MAX_SEED, load_config
 
     ray = [f"training.ray_address={json.dumps(args.ray_address)}"] if args.ray_address is not None else []
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             check_reachable(config.training.ray_address)  # as is an address that takes no connection
     if args.repetitions > 1 and config.training.executor != "local":
         raise KsUsageError("--repetitions runs each seed in a process of its own: use it with training.executor: local")
-    out: Path = args.out or ROOT / "runs" / config.name
+    out: Path = args.out or _REPO / "runs" / config.name
     folders = (
         [out] if args.repetitions == 1 else [out / f"seed{config.training.seed + k}" for k in range(args.repetitions)]
     )

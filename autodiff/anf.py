@@ -174,7 +174,7 @@ class Converter:
         self.env = env
         block = Block()
         self._open.add(id(block))
-        block.result = trampoline.run(self._start, (body, block, None))
+        block.result = trampoline.run_steps(self._start, (body, block, None))
         self._open.discard(id(block))
         return block
 

@@ -128,7 +128,7 @@ class EmitterCore:
 
     def body(self, root: Expr) -> str:
         """Emit the statements computing ``root``; returns the C++ atom (name or literal) of its value."""
-        result: str = trampoline.run(self._start, root)
+        result: str = trampoline.run_steps(self._start, root)
         return result
 
     def may_allocate(self, root: Expr) -> bool:

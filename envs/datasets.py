@@ -35,7 +35,7 @@ from knossos.errors import KsUsageError, one_line
 from knossos.expr import Expr
 from knossos.parser import load_program, parse_expr
 from knossos.printer import format_expr
-from ksdata.loader import DATA, ROOT, SET_FILES, DataSource, load_targets
+from ksdata.loader import DATA, PROGRAMS_ROOT, SET_FILES, DataSource, load_targets
 
 SCHEME: Final = "benchmark://"
 FILE_SCHEME: Final = "file://"
@@ -207,7 +207,7 @@ def _datasets() -> dict[str, Dataset]:
     for path in sorted((DATA / "programs").glob("*.kso")):
         if not path.stem.endswith("_template"):  # prefixes that the train and test files build on
             name = f"{path.stem}-{VERSION}"
-            out[name] = Dataset(name, "programs", str(path.relative_to(ROOT)), PROGRAM_RULES)
+            out[name] = Dataset(name, "programs", str(path.relative_to(PROGRAMS_ROOT)), PROGRAM_RULES)
     return out
 
 

@@ -29,7 +29,7 @@ from search.state import expr_of
 #: The CSV header.
 FIELDS: Final = ("benchmark", "actions", "reward")
 #: How far a replayed reward may be from the recorded one (costs are sums of tenths and small integers).
-TOLERANCE: Final = 1e-6
+_REWARD_TOLERANCE: Final = 1e-6
 
 
 class StateError(KsUsageError, ValueError):
@@ -130,7 +130,7 @@ def validate(state: EnvState, rules: str | RuleSet = "binding_simplify_rules") -
             )
         e = after
     reward = transitions.cost(start) - transitions.cost(e)
-    if not math.isclose(reward, state.reward, rel_tol=0.0, abs_tol=TOLERANCE):
+    if not math.isclose(reward, state.reward, rel_tol=0.0, abs_tol=_REWARD_TOLERANCE):
         raise StateError(
             f"{one_line(state.benchmark)[:200]}: the actions earn a reward of {reward:.6g} "
             f"(cost {transitions.cost(start):.6g} to {transitions.cost(e):.6g}), the state says {state.reward:.6g}"

@@ -5,7 +5,7 @@ A lowering sees a :class:`Call`: the block it may bind materialised tensors in, 
 (Tensors where the graph has tensors; numbers, lists and None as torch gives them) and the output
 shape that torch's export recorded.  Element-wise ops and views stay lazy; products, convolutions and
 ops that read an operand's elements more than once first make that operand cheap to read
-(:meth:`Block.cheap`).  A variant that cannot be expressed raises :class:`Unsupported`.
+(:meth:`LetBlock.cheap`).  A variant that cannot be expressed raises :class:`Unsupported`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 from frontends.folds import tree_reduce
 from frontends.tensor import (
-    Block,
     Index,
+    LetBlock,
     Tensor,
     broadcast_index,
     broadcasts,
@@ -27,10 +27,10 @@ from frontends.tensor import (
     flit,
     iadd,
     ic,
-    idiv,
     imul,
-    in_range,
-    literal,
+    index_div,
+    index_in_range,
+    literal_of,
     reshape_index,
     scalar,
     view,
@@ -50,7 +50,7 @@ class Unsupported(Exception):
 
 @dataclass
 class Call:
-    block: Block
+    block: LetBlock
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     shape: tuple[int, ...]
@@ -88,7 +88,7 @@ def unary(x: Tensor, f: Callable[[Expr], Expr], elem: Type = FLOAT) -> Tensor:
 
 
 def elementwise(
-    block: Block,
+    block: LetBlock,
     shape: tuple[int, ...],
     operands: Sequence[Any],
     f: Callable[..., Expr],
@@ -139,7 +139,7 @@ def binary(o: Op) -> Lowering:
         alpha = c.kwargs.get("alpha", 1)
         if alpha != 1:
             b = elementwise(
-                c.block, as_tensor(b).shape, [b], lambda x: E.op(Op.MUL, literal(alpha, c.elem), x), c.elem, c.elem
+                c.block, as_tensor(b).shape, [b], lambda x: E.op(Op.MUL, literal_of(alpha, c.elem), x), c.elem, c.elem
             )
         return elementwise(c.block, c.shape, [a, b], _op(o), c.elem, c.elem)
 
@@ -207,14 +207,14 @@ def _where(c: Call) -> Tensor:
     )
 
 
-def nan_max(block: Block, a: Expr, b: Expr) -> Expr:
+def nan_max(block: LetBlock, a: Expr, b: Expr) -> Expr:
     """``max(a, b)``, NaN if either is, as torch's ``maximum`` and ``amax`` are: the language's
     ``(max a b)`` is ``a`` unless ``a < b``, so it keeps a NaN ``a`` but not a NaN ``b``."""
     # both read before the branch: a read inside one is a cotangent as large as the whole vector
     return block.share(a, lambda u: block.share(b, lambda v: E.op(Op.IF, E.op(Op.NE, v, v), v, E.op(Op.MAX, u, v))))
 
 
-def nan_min(block: Block, a: Expr, b: Expr) -> Expr:
+def nan_min(block: LetBlock, a: Expr, b: Expr) -> Expr:
     """``min(a, b)``, NaN if either is: ``b`` where ``b < a`` or ``b`` is NaN, else ``a``."""
     return block.share(
         a, lambda u: block.share(b, lambda v: E.op(Op.IF, E.op(Op.OR, E.op(Op.LT, v, u), E.op(Op.NE, v, v)), v, u))
@@ -244,7 +244,7 @@ def _in_index(x: Tensor, red: list[int], keepdim: bool, idx: Index, fill: dict[i
     return tuple(out)
 
 
-def sum_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
+def sum_over(block: LetBlock, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
     """The sum over ``red``: Floats, or Integers (a Bool tensor counts its Trues, as torch does)."""
     x = x if x.elem is FLOAT else converted(x, INTEGER)
 
@@ -265,7 +265,7 @@ def count(x: Tensor, red: list[int]) -> int:
     return n
 
 
-def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
+def amax_over(block: LetBlock, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
     """The largest element over ``red`` (Floats, NaN if one is; or Integers): one dimension after the
     other, each a few loops of small trees (:func:`frontends.folds.tree_reduce`), not one tree over
     every element, so the program's size does not grow with the dimension's."""
@@ -284,7 +284,7 @@ def amax_over(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tup
     return x if keepdim else view(x, shape, reshape_index(kept, shape))
 
 
-def amax_split(block: Block, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
+def amax_split(block: LetBlock, x: Tensor, red: list[int], keepdim: bool, shape: tuple[int, ...]) -> Tensor:
     """``amax`` with torch's gradient at a tie, shared evenly by the equal elements (the loops of
     :func:`amax_over` give it to the first): ``top + sum((x - top) / ties where x == top)``, whose
     every term is 0, so the value is ``top``'s (where it is finite; an infinite or NaN ``top`` is
@@ -348,7 +348,7 @@ def moments(c: Call) -> tuple[Tensor, Tensor]:
     return moments_over(c.block, x, reduced_dims(x, c.arg(1, "dim")), corr, bool(c.kwargs.get("keepdim", False)))
 
 
-def moments_over(block: Block, x: Tensor, red: list[int], correction: float, keepdim: bool) -> tuple[Tensor, Tensor]:
+def moments_over(block: LetBlock, x: Tensor, red: list[int], correction: float, keepdim: bool) -> tuple[Tensor, Tensor]:
     """``(var, mean)`` over ``red``: ``sum((x - mean)^2) / (n - correction)``, the mean computed first,
     as torch does (not the one-pass ``E[x^2] - E[x]^2``, which loses digits)."""
     x = block.cheap(_float(x))
@@ -372,7 +372,7 @@ def held(x: Tensor) -> Tensor:
     return unary(x, lambda e: E.call(callee, e))
 
 
-def softmax(block: Block, x: Tensor, dim: int, log: bool) -> Tensor:
+def softmax(block: LetBlock, x: Tensor, dim: int, log: bool) -> Tensor:
     """torch's decomposition: ``exp(x - max) / sum(exp(x - max))``, or ``(x - max) - log(sum(exp(x - max)))``.
     The result does not depend on the shift ``max``, so its derivative through it is zero: it is held
     (:func:`held`), as torch's backward formula does, and the reverse pass never enters its loops."""
@@ -395,7 +395,7 @@ def _softmax(log: bool) -> Lowering:
 
 
 # -- products ----------------------------------------------------------------------------------------
-def _contract(block: Block, k: int, shape: tuple[int, ...], term: Callable[[Index, Expr], Expr]) -> Tensor:
+def _contract(block: LetBlock, k: int, shape: tuple[int, ...], term: Callable[[Index, Expr], Expr]) -> Tensor:
     """``at(idx) = sumbuild k (lam j (term idx j))``."""
 
     def at(idx: Index) -> Expr:
@@ -413,7 +413,7 @@ def _operands(c: Call, ranks: tuple[int, ...]) -> list[Tensor]:
     return ts
 
 
-def matmul(block: Block, a: Tensor, b: Tensor) -> Tensor:
+def matmul(block: LetBlock, a: Tensor, b: Tensor) -> Tensor:
     return _contract(
         block, a.shape[1], (a.shape[0], b.shape[1]), lambda idx, j: E.op(Op.MUL, a.at((idx[0], j)), b.at((j, idx[1])))
     )
@@ -444,7 +444,7 @@ def _dot(c: Call) -> Tensor:
     return _contract(c.block, a.shape[0], (), lambda idx, j: E.op(Op.MUL, a.at((j,)), b.at((j,))))
 
 
-def _scaled(block: Block, x: Any, k: Any) -> Any:
+def _scaled(block: LetBlock, x: Any, k: Any) -> Any:
     if k == 1:
         return x
     return elementwise(block, as_tensor(x).shape, [x], lambda e: E.op(Op.MUL, flit(k), e))
@@ -477,12 +477,14 @@ def _convolution(c: Call) -> Tensor:
         n, o, ts = idx[0], idx[1], idx[2:]
         cc = c.block.index_var()
         ks = [c.block.index_var() for _ in kernel]
-        chan = cc if groups == 1 else iadd(imul(idiv(o, per_group_out), per_group_in), cc)
+        chan = cc if groups == 1 else iadd(imul(index_div(o, per_group_out), per_group_in), cc)
         pos = [
             iadd(iadd(imul(t, stride[d]), imul(k, dilation[d])), ic(-padding[d]))
             for d, (t, k) in enumerate(zip(ts, ks, strict=True))
         ]
-        guards = [g for g in (in_range(p, size[d]) if padding[d] else None for d, p in enumerate(pos)) if g is not None]
+        guards = [
+            g for g in (index_in_range(p, size[d]) if padding[d] else None for d, p in enumerate(pos)) if g is not None
+        ]
         if guards:
             # the reads before the test, at a position clamped into the input (see clamped)
             cond = guards[0]

@@ -28,8 +28,8 @@ from frontends.aten import (
 )
 from frontends.aten_math import native
 from frontends.tensor import (
-    Block,
     Index,
+    LetBlock,
     Tensor,
     clamped,
     converted,
@@ -38,8 +38,8 @@ from frontends.tensor import (
     ic,
     imod,
     imul,
-    in_range,
-    literal,
+    index_in_range,
+    literal_of,
     view,
 )
 from knossos import expr as E
@@ -48,7 +48,7 @@ from knossos.ops import Op
 from knossos.types import BOOL, FLOAT, INTEGER
 
 
-def _linear(block: Block, x: Any, w: Any, b: Any) -> Tensor:
+def _linear(block: LetBlock, x: Any, w: Any, b: Any) -> Tensor:
     """``x @ w.T + b`` of a batch ``x`` (B, I) and a weight (O, I), computed once."""
     xt, wt = block.cheap(converted(as_tensor(x), FLOAT)), block.cheap(converted(as_tensor(w), FLOAT))
     if xt.rank != 2 or wt.rank != 2:
@@ -266,7 +266,11 @@ def _pad(c: Call) -> Tensor:
     def at(idx: Index) -> Expr:
         src = tuple(iadd(i, ic(-b)) for i, b in zip(idx, before, strict=True))
         guards = [
-            g for q, n, p in zip(src, x.shape, padded, strict=True) if p for g in [in_range(q, n)] if g is not None
+            g
+            for q, n, p in zip(src, x.shape, padded, strict=True)
+            if p
+            for g in [index_in_range(q, n)]
+            if g is not None
         ]
         if not guards:
             return x.at(src)
@@ -274,7 +278,7 @@ def _pad(c: Call) -> Tensor:
         for g in guards[1:]:
             cond = E.op(Op.AND, cond, g)
         inside = tuple(clamped(q, n) if p else q for q, n, p in zip(src, x.shape, padded, strict=True))
-        return c.block.share(x.at(inside), lambda xv: E.op(Op.IF, cond, xv, literal(value, x.elem)))
+        return c.block.share(x.at(inside), lambda xv: E.op(Op.IF, cond, xv, literal_of(value, x.elem)))
 
     return Tensor(c.shape, at, cheap=False, elem=x.elem)
 
@@ -339,7 +343,10 @@ def _pool_leaves(
             for o, s, k, d, p in zip(idx[x.rank - spatial :], stride, ks, dilation, padding, strict=True)
         ]
         guards = [
-            g for q, n in zip(pos, x.shape[x.rank - spatial :], strict=True) for g in [in_range(q, n)] if g is not None
+            g
+            for q, n in zip(pos, x.shape[x.rank - spatial :], strict=True)
+            for g in [index_in_range(q, n)]
+            if g is not None
         ]
         if guards:
             cond = guards[0]
@@ -394,7 +401,7 @@ def _avg_pool(c: Call) -> Tensor:
     return Tensor(c.shape, at, cheap=False)
 
 
-def floor_div(block: Block, a: Expr, b: Expr) -> Expr:
+def floor_div(block: LetBlock, a: Expr, b: Expr) -> Expr:
     """Integer division rounding down, as Python's and torch's ``//``: the language's truncates
     towards zero, one less where the signs differ and the division is not exact."""
 

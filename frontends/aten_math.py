@@ -23,7 +23,7 @@ from frontends.aten import (
     sigmoid,
     unary,
 )
-from frontends.tensor import Index, Tensor, converted, flit, iadd, ic, literal, view
+from frontends.tensor import Index, Tensor, converted, flit, iadd, ic, literal_of, view
 from knossos import expr as E
 from knossos.callee import Callee, edef_callee
 from knossos.cost import DEFAULT_EDEF_COST
@@ -107,9 +107,11 @@ def _clamp(c: Call) -> Tensor:
     def f(v: Expr) -> Expr:
         out = v
         if lo is not None:  # x < lo ? lo : x, so that a NaN x stays NaN
-            out = E.op(Op.IF, E.op(Op.LT, out, literal(lo, elem)), literal(lo, elem), out)
+            out = E.op(Op.IF, E.op(Op.LT, out, literal_of(lo, elem)), literal_of(lo, elem), out)
         if hi is not None:
-            out = c.block.share(out, lambda w: E.op(Op.IF, E.op(Op.GT, w, literal(hi, elem)), literal(hi, elem), w))
+            out = c.block.share(
+                out, lambda w: E.op(Op.IF, E.op(Op.GT, w, literal_of(hi, elem)), literal_of(hi, elem), w)
+            )
         return out
 
     return unary(converted(x, elem), lambda e: c.block.share(e, f))
@@ -124,7 +126,7 @@ def _cat(c: Call) -> Tensor:
     d = dim_of(int(c.arg(1, "dim", 0)), rank)
     pieces = [t for t in pieces if t.rank == rank and t.shape[d] > 0]
     if not pieces:
-        return Tensor(c.shape, lambda idx: literal(0, c.elem), cheap=True, elem=c.elem)
+        return Tensor(c.shape, lambda idx: literal_of(0, c.elem), cheap=True, elem=c.elem)
     starts = []
     s = 0
     for t in pieces:
@@ -193,7 +195,7 @@ def _triangle(lower: bool) -> Lowering:
         def at(idx: Index) -> Expr:
             offset = E.op(Op.SUB, idx[-1], idx[-2])
             keep = E.op(Op.LTE if lower else Op.GTE, offset, ic(diagonal))
-            return E.op(Op.IF, keep, x.at(idx), literal(0, x.elem))
+            return E.op(Op.IF, keep, x.at(idx), literal_of(0, x.elem))
 
         return Tensor(x.shape, at, cheap=False, elem=x.elem)
 

@@ -28,7 +28,7 @@ from frontends.aten import (
 from frontends.aten_composite import batch_norm_batch_stats, group_norm, lstm_cell, max_pool
 from frontends.aten_index import nll_loss
 from frontends.folds import tree_reduce
-from frontends.tensor import Block, Index, Tensor, converted, flit, iadd, ic, reshape_index, view
+from frontends.tensor import Index, LetBlock, Tensor, converted, flit, iadd, ic, reshape_index, view
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -38,7 +38,7 @@ Results = Sequence[Tensor | None]
 SeveralLowering = Callable[[Call], Results]
 
 
-def _pieces(block: Block, x: Tensor, sizes: Sequence[int], dim: int) -> list[Tensor]:
+def _pieces(block: LetBlock, x: Tensor, sizes: Sequence[int], dim: int) -> list[Tensor]:
     """``x`` cut along ``dim`` into consecutive pieces of these sizes (views).  Where there are several
     and ``x`` is computed (a product: a GRU cell's three gates from one ``linear``), it is computed
     once, whole, and the pieces read it: views of it would compute each piece's elements on their
@@ -88,7 +88,7 @@ def _extremum(largest: bool) -> SeveralLowering:
     return lower
 
 
-def extreme(block: Block, x: Tensor, d: int, keepdim: bool, shape: tuple[int, ...], largest: bool) -> Tensor:
+def extreme(block: LetBlock, x: Tensor, d: int, keepdim: bool, shape: tuple[int, ...], largest: bool) -> Tensor:
     if largest:
         return amax_over(block, x, [d], keepdim, shape)
     negated = block.materialise(unary(x, lambda e: E.op(Op.NEG, e), x.elem), "neg")
@@ -96,7 +96,7 @@ def extreme(block: Block, x: Tensor, d: int, keepdim: bool, shape: tuple[int, ..
 
 
 def arg_extreme(
-    block: Block,
+    block: LetBlock,
     x: Tensor,
     d: int,
     keepdim: bool,
@@ -211,7 +211,7 @@ def _numbers(x: Tensor) -> Tensor:
     return x if x.elem is INTEGER else converted(x, FLOAT)
 
 
-def _imin(block: Block, a: Expr, b: Expr) -> Expr:
+def _imin(block: LetBlock, a: Expr, b: Expr) -> Expr:
     """The smaller of two Integers (the earlier index)."""
     return block.share(a, lambda u: block.share(b, lambda w: E.op(Op.IF, E.op(Op.LTE, u, w), u, w)))
 

@@ -5,10 +5,10 @@ The fresh inputs have the examples' shapes and dtype, and values drawn uniformly
 example's smallest and largest element (so an example kept positive, for ``log`` or ``sqrt``, stays
 positive); an example whose elements are all equal (a 0-d one, ``ones``) is scaled by factors drawn
 from [0.5, 1.5] (drawn from [-1, 1] where it is zero).  A result agrees when it has torch's shape,
-its NaNs and infinities where torch's are, and every other element within :data:`TOLERANCE` times the
+its NaNs and infinities where torch's are, and every other element within :data:`AGREE_TOLERANCE` times the
 largest magnitude of the result (translations reorder sums, so exact equality is not expected; a
 constant baked in is off by the size of the values).  The interpreter runs under a budget of
-:data:`MAX_STEPS` evaluated nodes (about ten seconds): a def too big to check at its shapes is refused,
+:data:`CHECK_INTERPRETER_STEPS` evaluated nodes (about ten seconds): a def too big to check at its shapes is refused,
 with a hint to import it at smaller shapes or to skip the check.
 """
 
@@ -33,13 +33,13 @@ from knossos.program import Program
 from knossos.values import to_numpy
 
 #: Largest difference allowed, relative to the largest magnitude of the result.
-TOLERANCE = 1e-6
+AGREE_TOLERANCE = 1e-6
 #: The same where torch computes in float32 (an argument, a constant or a step of the function is
 #: float32): the translation computes in double, and float32 keeps about 7 digits, fewer after sums.
 FLOAT32_TOLERANCE = 1e-4
 #: The most nodes the interpreter evaluates for the check (about a million a second here: a few
 #: seconds).  A def estimated above it is refused at once (:func:`estimated_steps`).
-MAX_STEPS = 4_000_000
+CHECK_INTERPRETER_STEPS = 4_000_000
 _BUDGET = re.compile(r"evaluation took more than|past its budget")
 #: The seed of the fresh inputs.
 SEED = 20261128
@@ -74,7 +74,7 @@ def check_def(
     fn: Callable[..., Any],
     inputs: tuple[torch.Tensor, ...],
     error: Callable[[str, str], KsError],
-    tolerance: float = TOLERANCE,
+    tolerance: float = AGREE_TOLERANCE,
     compiler: Compiler | None = None,
 ) -> None:
     """Raise ``error(message, stack)`` unless the def ``name`` equals ``fn`` on ``inputs``
@@ -83,7 +83,7 @@ def check_def(
     checked compiled, or refused where there is none."""
     d = program.defs[name]
     estimate = estimated_steps(d.body)
-    big = estimate is None or estimate > MAX_STEPS
+    big = estimate is None or estimate > CHECK_INTERPRETER_STEPS
     if big and compiler is None and estimate is not None:
         raise _too_big(f"about {estimate:,}")
     want = _run_torch(fn, inputs, error)
@@ -93,15 +93,15 @@ def check_def(
             steps = f"about {estimate:,}" if estimate is not None else "an unknown number of"
             print(
                 f"knossos import: checking the translation compiled to C++ ({steps} interpreter steps is too "
-                f"many for the interpreter's {MAX_STEPS:,})",
+                f"many for the interpreter's {CHECK_INTERPRETER_STEPS:,})",
                 file=sys.stderr,
             )
             got = compiler(program, name)(*args)
         else:
-            got = Interpreter(max_steps=MAX_STEPS).call(d, args)
+            got = Interpreter(max_steps=CHECK_INTERPRETER_STEPS).call(d, args)
     except KsEvalError as err:
         if _BUDGET.search(str(err)):
-            raise _too_big(f"more than {MAX_STEPS:,}") from None
+            raise _too_big(f"more than {CHECK_INTERPRETER_STEPS:,}") from None
         raise error(f"the translation fails on other inputs of the same shapes: {err}", "") from None
     gots = list(got) if len(want) > 1 else [got]
     for k, (g, w) in enumerate(zip(gots, want, strict=True)):
@@ -118,7 +118,7 @@ def check_def(
 def _too_big(steps: str) -> KsUsageError:
     return KsUsageError(
         f"checking the translation would take the interpreter {steps} steps at these shapes (at most "
-        f"{MAX_STEPS:,}): translate at smaller shapes to check it, or skip the check (--no-check, check=False)"
+        f"{CHECK_INTERPRETER_STEPS:,}): translate at smaller shapes to check it, or skip the check (--no-check, check=False)"
     )
 
 
@@ -150,7 +150,7 @@ def estimated_steps(root: Expr) -> int | None:
     return counts[root]
 
 
-def disagreement(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any], tolerance: float = TOLERANCE) -> str:
+def disagreement(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any], tolerance: float = AGREE_TOLERANCE) -> str:
     """How ``got`` differs from ``want`` beyond ``tolerance`` times the largest magnitude, or ``""``."""
     if want.size == 0 and got.size == 0:
         return ""  # an empty vector of vectors has no inner sizes to compare

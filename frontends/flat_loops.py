@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from frontends.tensor import idiv, imod
+from frontends.tensor import imod, index_div
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.index_ranges import simplify_indices
@@ -171,7 +171,7 @@ def _reindexed(e: Expr, name: str, new: Expr, k: int) -> Expr:
         return e
     if e.op is Op.INDEX and e.args[1].op is Op.VAR and e.args[1].data == name:
         i = _reindexed(e.args[0], name, new, k)
-        return E.op(Op.INDEX, imod(i, k), E.op(Op.INDEX, idiv(i, k), new))
+        return E.op(Op.INDEX, imod(i, k), E.op(Op.INDEX, index_div(i, k), new))
     return e.replace_args(tuple(_reindexed(a, name, new, k) for a in e.args))
 
 

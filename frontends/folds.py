@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from frontends.tensor import Block, Index, Tensor, iadd, ic, imul
+from frontends.tensor import Index, LetBlock, Tensor, iadd, ic, imul
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -56,7 +56,7 @@ def _level(x: Tensor, d: int, combine: Combine) -> Tensor:
     return Tensor((*x.shape[:d], groups, *x.shape[d + 1 :]), at, cheap=False, elem=x.elem)
 
 
-def tree_reduce(block: Block, x: Tensor, d: int, combine: Combine, prefix: str = "level") -> Tensor:
+def tree_reduce(block: LetBlock, x: Tensor, d: int, combine: Combine, prefix: str = "level") -> Tensor:
     """``x`` reduced along dimension ``d`` (kept, of size 1) with the associative ``combine``: every
     level but the last is materialised (a loop), the last is read lazily (at most FAN_IN leaves).
     Each element of ``x`` is read once (the last one up to FAN_IN times): ``x`` may be lazy."""

@@ -2,7 +2,7 @@
 
 A tensor of shape ``(n0, ..., nk)`` is a ``(Vec (Vec ... Float))`` nested k + 1 deep, a 0-d tensor a
 Float.  :class:`Tensor` is *lazy*: ``at(i0, ..., ik)`` builds the expression of one element, so that
-element-wise ops and views compose into one loop body instead of one loop each.  A :class:`Block`
+element-wise ops and views compose into one loop body instead of one loop each.  A :class:`LetBlock`
 gathers the ``let`` bindings of the tensors it materialises (``(build n0 (lam i0 ...))``) and wraps a
 result in them.  Index arithmetic folds constants as it goes, so a view of a view costs no more than
 the index expression it needs.  Nothing here imports torch: :mod:`frontends.aten` says what
@@ -29,7 +29,7 @@ class Tensor:
     arithmetic (a variable or a literal read through a view), so that reading it many times is fine.
     ``sums``: an element's expression has a sum (a product's or a reduction's).  ``source``: for a
     view that reads each element of a tensor once (a reshape, a permute), that tensor (itself no such
-    view) and the index map; :meth:`Block.materialise` may compute it in its own layout instead."""
+    view) and the index map; :meth:`LetBlock.materialise` may compute it in its own layout instead."""
 
     shape: tuple[int, ...]
     at: Callable[[Index], Expr]
@@ -81,7 +81,7 @@ def flit(value: float) -> Expr:
     return E.op(Op.DIV, E.const(top), E.const(0.0))
 
 
-def literal(value: float | int | bool, elem: Type = FLOAT) -> Expr:
+def literal_of(value: float | int | bool, elem: Type = FLOAT) -> Expr:
     """``value`` as a literal of the element type ``elem`` (Float, Integer or Bool)."""
     if elem is BOOL:
         return E.const(bool(value))
@@ -92,12 +92,12 @@ def literal(value: float | int | bool, elem: Type = FLOAT) -> Expr:
 
 def scalar(value: float | int | bool, elem: Type = FLOAT) -> Tensor:
     """A literal as a 0-d tensor."""
-    c = literal(value, elem)
+    c = literal_of(value, elem)
     return Tensor((), lambda idx: c, cheap=True, elem=elem)
 
 
 def filled(shape: tuple[int, ...], value: float | int | bool, elem: Type = FLOAT) -> Tensor:
-    c = literal(value, elem)
+    c = literal_of(value, elem)
     return Tensor(shape, lambda idx: c, cheap=True, elem=elem)
 
 
@@ -110,7 +110,7 @@ def convert(e: Expr, src: Type, dst: Type) -> Expr:
         zero = E.const(0) if src is INTEGER else E.const(0.0)
         return E.op(Op.NE, e, zero)
     if src is BOOL:
-        return E.op(Op.IF, e, literal(1, dst), literal(0, dst))
+        return E.op(Op.IF, e, literal_of(1, dst), literal_of(0, dst))
     if src is INTEGER and dst is FLOAT:
         return E.op(Op.TO_FLOAT, e)
     raise ValueError(f"a {src} element as a {dst}")
@@ -156,7 +156,7 @@ def imul(a: Expr, k: int) -> Expr:
     return a if k == 1 else E.op(Op.MUL, a, ic(k))
 
 
-def idiv(a: Expr, k: int) -> Expr:
+def index_div(a: Expr, k: int) -> Expr:
     """``a / k`` for ``a >= 0`` (Integer division truncates, as in C++)."""
     x = _int_value(a)
     if x is not None:
@@ -174,7 +174,7 @@ def imod(a: Expr, k: int) -> Expr:
     return E.op(Op.SUB, a, E.op(Op.MUL, E.op(Op.DIV, a, ic(k)), ic(k)))
 
 
-def in_range(i: Expr, n: int) -> Expr | None:
+def index_in_range(i: Expr, n: int) -> Expr | None:
     """``0 <= i < n`` as a Bool expression, or None where it holds for every value ``i`` can take
     (a literal in range)."""
     x = _int_value(i)
@@ -185,13 +185,13 @@ def in_range(i: Expr, n: int) -> Expr | None:
 
 def clamped(i: Expr, n: int) -> Expr:
     """``i`` moved into ``0 <= i < n``: a padded read's position, read before the test of
-    :func:`in_range` decides its use (a read inside a branch would make reverse mode build a
+    :func:`index_in_range` decides its use (a read inside a branch would make reverse mode build a
     whole-input cotangent for every element read)."""
     return E.op(Op.MAX, ic(0), E.op(Op.IF, E.op(Op.LT, i, ic(n)), i, ic(n - 1)))
 
 
 # -- bindings ----------------------------------------------------------------------------------------
-class Names:
+class FreshNames:
     """Fresh variable names: ``PREFIX_N``, never one of ``taken``."""
 
     def __init__(self, taken: Sequence[str] = ()) -> None:
@@ -207,10 +207,10 @@ class Names:
                 return name
 
 
-class Block:
+class LetBlock:
     """A chain of ``let`` bindings under construction, and the fresh names used in it."""
 
-    def __init__(self, names: Names) -> None:
+    def __init__(self, names: FreshNames) -> None:
         self.names = names
         self.bindings: list[tuple[Expr, Expr]] = []
 
@@ -333,7 +333,7 @@ def reshape_index(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Call
                 flat = iadd(imul(flat, out_shape[k]), idx[k])
             stride = 1
             for pos, k in enumerate(reversed(gi)):
-                part = idiv(flat, stride)
+                part = index_div(flat, stride)
                 out[k] = part if pos == len(gi) - 1 else imod(part, in_shape[k])
                 stride *= in_shape[k]
         return tuple(out)

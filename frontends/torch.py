@@ -46,11 +46,11 @@ from frontends.aten_index import INDEX_LOWERINGS
 from frontends.aten_math import MATH_LOWERINGS, NATIVE_FUNCTIONS, native_callee
 from frontends.aten_ops import VALUE_OP_LOWERINGS
 from frontends.aten_several import ARG_LOWERINGS, SEVERAL, Results
-from frontends.check import FLOAT32_TOLERANCE, TOLERANCE, Compiler, check_def, fresh_inputs
+from frontends.check import AGREE_TOLERANCE, FLOAT32_TOLERANCE, Compiler, check_def, fresh_inputs
 from frontends.dispatch import TraceError, trace
 from frontends.flat_loops import nest_flat_loops
 from frontends.provenance import first_difference
-from frontends.tensor import Block, Names, Tensor, from_var, iadd, ic, imul, literal, tensor_type
+from frontends.tensor import FreshNames, LetBlock, Tensor, from_var, iadd, ic, imul, literal_of, tensor_type
 from knossos import expr as E
 from knossos.callee import CalleeKind
 from knossos.errors import KsError, KsUsageError, Pos, one_line
@@ -136,7 +136,7 @@ def tolerance_of(graph: torch.fx.Graph) -> float:
         vals, _ = torch.utils._pytree.tree_flatten(node.meta.get("val"))
         if any(isinstance(v, torch.Tensor) and v.dtype == torch.float32 for v in vals):
             return FLOAT32_TOLERANCE
-    return TOLERANCE
+    return AGREE_TOLERANCE
 
 
 def _example(a: Any, k: int) -> torch.Tensor:
@@ -322,20 +322,20 @@ def _uses(node: torch.fx.Node) -> int:
     return sum(1 for n in flat if n is node)
 
 
-def _constant(block: Block, value: torch.Tensor, node: torch.fx.Node) -> Tensor:
+def _constant(block: LetBlock, value: torch.Tensor, node: torch.fx.Node) -> Tensor:
     elem = _element(node, value.dtype, "a constant tensor")
     shape = tuple(int(d) for d in value.shape)
     if value.numel() > 1024:
         raise _node_error(node, f"a constant tensor of {value.numel()} elements (at most 1024 become literals)")
     flat = value.reshape(-1).tolist()
     if not shape:
-        return Tensor((), lambda idx: literal(flat[0], elem), cheap=True, elem=elem)
+        return Tensor((), lambda idx: literal_of(flat[0], elem), cheap=True, elem=elem)
     if not flat:
-        return Tensor(shape, lambda idx: literal(0, elem), cheap=True, elem=elem)
+        return Tensor(shape, lambda idx: literal_of(0, elem), cheap=True, elem=elem)
 
     def pick(i: Expr, lo: int, hi: int) -> Expr:  # a balanced tree of ifs over the flat index
         if hi - lo == 1:
-            return literal(flat[lo], elem)
+            return literal_of(flat[lo], elem)
         mid = (lo + hi) // 2
         return E.op(Op.IF, E.op(Op.LT, i, E.const(mid)), pick(i, lo, mid), pick(i, mid, hi))
 
@@ -351,8 +351,8 @@ def _constant(block: Block, value: torch.Tensor, node: torch.fx.Node) -> Tensor:
 def _lower(
     graph: torch.fx.Graph, inputs: list[str], constants: dict[str, torch.Tensor], params: list[str], def_name: str
 ) -> Program:
-    names = Names([*params, def_name])
-    block = Block(names)
+    names = FreshNames([*params, def_name])
+    block = LetBlock(names)
     values: dict[torch.fx.Node, Any] = {}
     param_vars: list[Param] = []
     shapes: dict[str, tuple[int, ...]] = {}
@@ -394,7 +394,7 @@ def _lower(
     return program
 
 
-def _copied_arguments(body: Expr, params: list[Param], shapes: dict[str, tuple[int, ...]], names: Names) -> Expr:
+def _copied_arguments(body: Expr, params: list[Param], shapes: dict[str, tuple[int, ...]], names: FreshNames) -> Expr:
     """``body`` with each argument of rank 2 or more that a sum reads (a product's operand) read from
     a copy, a build of its shape bound at the start.  The copy costs O(n), against the product's O(n k);
     reverse mode then knows the rows' sizes (a def's parameter types do not say them) and gives the
@@ -408,7 +408,7 @@ def _copied_arguments(body: Expr, params: list[Param], shapes: dict[str, tuple[i
             continue
         v = E.var(p.name, p.type)
         copy = E.var(names("arg"), p.type)
-        copies.append((copy, Block(names).whole(from_var(v, shape))))
+        copies.append((copy, LetBlock(names).whole(from_var(v, shape))))
         body = _renamed(body, p.name, copy, {})
     for copy, rhs in reversed(copies):
         body = E.let(copy, rhs, body)
@@ -444,7 +444,7 @@ def _element(node: torch.fx.Node, dtype: Any, what: str) -> Type:
     return elem
 
 
-def _call(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Tensor:
+def _call(block: LetBlock, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Tensor:
     shape, dtype = _shape(node)
     name = _op_name(node)
     key = name.removeprefix("aten.")
@@ -457,7 +457,7 @@ def _call(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -
     return block.cheap(t) if _uses(node) > 1 else t
 
 
-def _call_several(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Results:
+def _call_several(block: LetBlock, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Results:
     """An op with several results: a lowering of :data:`SEVERAL`, its results read by getitem nodes."""
     name = _op_name(node)
     lower = SEVERAL.get(name.removeprefix("aten.")) if name.startswith("aten.") else None
@@ -469,7 +469,7 @@ def _call_several(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node,
     return _lowered(node, lambda: lower(_call_of(block, node, values, shape, elem)))
 
 
-def _result_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Any:
+def _result_of(block: LetBlock, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Any:
     """``results[k]`` of an op with several results (``operator.getitem``)."""
     parent, k = node.args
     name = _op_name(parent) if isinstance(parent, torch.fx.Node) else "an op"
@@ -486,7 +486,7 @@ def _result_of(block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, An
 
 
 def _call_of(
-    block: Block, node: torch.fx.Node, values: dict[torch.fx.Node, Any], shape: tuple[int, ...], elem: Type
+    block: LetBlock, node: torch.fx.Node, values: dict[torch.fx.Node, Any], shape: tuple[int, ...], elem: Type
 ) -> Call:
     args = torch.fx.node.map_arg(node.args, lambda n: values[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
@@ -514,7 +514,7 @@ def _agree(node: torch.fx.Node, t: Tensor, shape: tuple[int, ...], dtype: Any) -
         )
 
 
-def _result(block: Block, output: Any) -> Expr:
+def _result(block: LetBlock, output: Any) -> Expr:
     items = list(output) if isinstance(output, list | tuple) else [output]
     parts: list[Expr] = []
     for item in items:

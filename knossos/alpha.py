@@ -153,12 +153,12 @@ def _merged(node: Expr) -> PositionMap:
             continue
         ct, ca, cb, _ = child._position_map  # type: ignore[misc]
         r, sh = edge(node.op, i)
-        for name, h, cp, cn in hamt.leaves(ct):
+        for name, h, cp, cn in hamt.iter_leaves(ct):
             if i == scope_index and name == bound:
                 continue
             p = r * (ca * cp + cb * cn) + sh * cn  # the position seen from node
             n = cn
-            leaf = hamt.get(trie, name, h)
+            leaf = hamt.lookup(trie, name, h)
             if leaf is not None:
                 p += a * leaf[2] + b * leaf[3]
                 n += leaf[3]
@@ -180,7 +180,7 @@ def _inverse(r: int) -> int:
 def position_from_map(positions: PositionMap, name: str) -> Position:
     """``name``'s position in the node whose :func:`position_map` is ``positions``; (0, 0) if none."""
     trie, a, b, _ = positions
-    leaf = hamt.get(trie, name, hamt.key_hash(name))
+    leaf = hamt.lookup(trie, name, hamt.key_hash(name))
     if leaf is None:
         return _NOWHERE
     return ((a * leaf[2] + b * leaf[3]) % PRIME, leaf[3] % PRIME)

@@ -242,10 +242,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
-def located(action: Callable[[], T], file: str | None, positions: Mapping[Expr, Pos] | None = None) -> T:
+def located(action: Callable[[], _T], file: str | None, positions: Mapping[Expr, Pos] | None = None) -> _T:
     """Run ``action``; a KsError it raises without a file is attributed to ``file`` (and a run-time
     error to where its expression is written, from ``positions``)."""
     try:

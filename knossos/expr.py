@@ -36,7 +36,7 @@ from knossos.interning import (
     tuple_,
     var,
 )
-from knossos.node import Expr, Position, Value
+from knossos.node import Expr, Position
 from knossos.printer import format_expr
 from knossos.rebuild import compiled_rebuild, replace_at, replace_on_path
 from knossos.serialize import expr_from_wire, expr_to_wire
@@ -49,7 +49,6 @@ __all__ = [
     "Ancestors",
     "Expr",
     "Position",
-    "Value",
     "alpha_equal",
     "build",
     "call",

@@ -18,10 +18,9 @@ from __future__ import annotations
 import random
 from typing import Final
 
+from knossos.alpha import PRIME
 from knossos.node import Expr
 from knossos.ops import Op
-
-PRIME: Final = (1 << 61) - 1
 
 #: A 2 x 2 matrix (row by row) and a vector modulo PRIME.
 Matrix = tuple[int, int, int, int]

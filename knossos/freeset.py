@@ -26,7 +26,7 @@ from typing import Final, Union
 #: Sets of more names than this are :class:`FreeSet`\\ s, of this many or fewer frozensets.
 LARGE: Final = 64
 
-Trie = tuple[Union[int, str, "Trie"], ...]
+_Trie = tuple[Union[int, str, "_Trie"], ...]
 
 _MASK64: Final = (1 << 64) - 1
 _LAST_SHIFT: Final = 60  # the last level that has hash bits (bits 60..63)
@@ -36,7 +36,7 @@ def _hash(name: str) -> int:
     return hash(name) & _MASK64
 
 
-def _contains(trie: Trie, name: str, h: int, shift: int = 0) -> bool:
+def _contains(trie: _Trie, name: str, h: int, shift: int = 0) -> bool:
     while True:
         bitmap: int = trie[0]  # type: ignore[assignment]
         if bitmap < 0:
@@ -51,7 +51,7 @@ def _contains(trie: Trie, name: str, h: int, shift: int = 0) -> bool:
         shift += 5
 
 
-def _put(trie: Trie | None, name: str, h: int, shift: int = 0) -> Trie:
+def _put(trie: _Trie | None, name: str, h: int, shift: int = 0) -> _Trie:
     """``trie`` with ``name`` in it: the same trie if it has it already."""
     if trie is None:
         return (1 << ((h >> shift) & 31), name) if shift <= _LAST_SHIFT else (-1, name)
@@ -74,7 +74,7 @@ def _put(trie: Trie | None, name: str, h: int, shift: int = 0) -> Trie:
     return (bitmap, *trie[1:i], new, *trie[i + 1 :])
 
 
-def _remove(trie: Trie, name: str, h: int, shift: int = 0) -> Trie | None:
+def _remove(trie: _Trie, name: str, h: int, shift: int = 0) -> _Trie | None:
     """``trie`` without ``name`` (the same trie if it has none; None if nothing is left)."""
     bitmap: int = trie[0]  # type: ignore[assignment]
     if bitmap < 0:
@@ -88,7 +88,7 @@ def _remove(trie: Trie, name: str, h: int, shift: int = 0) -> Trie | None:
     i = 1 + (bitmap & (bit - 1)).bit_count()
     entry = trie[i]
     if type(entry) is str:
-        new: Trie | str | None = None if entry == name else entry
+        new: _Trie | str | None = None if entry == name else entry
     else:
         new = _remove(entry, name, h, shift + 5)  # type: ignore[arg-type]
         if new is not None and len(new) == 2 and type(new[1]) is str:
@@ -100,7 +100,7 @@ def _remove(trie: Trie, name: str, h: int, shift: int = 0) -> Trie | None:
     return (bitmap, *trie[1:i], new, *trie[i + 1 :])
 
 
-def _names(trie: Trie) -> Iterator[str]:
+def _names(trie: _Trie) -> Iterator[str]:
     stack = [trie]
     while stack:
         for entry in stack.pop()[1:]:
@@ -110,7 +110,7 @@ def _names(trie: Trie) -> Iterator[str]:
                 stack.append(entry)  # type: ignore[arg-type]
 
 
-def _within(a: Trie | str, b: Trie | str, shift: int) -> bool:
+def _within(a: _Trie | str, b: _Trie | str, shift: int) -> bool:
     """Whether every name of ``a`` is in ``b`` (both at level ``shift``); shared parts are skipped."""
     if a is b:
         return True
@@ -139,12 +139,12 @@ class FreeSet(Set[str]):
 
     __slots__ = ("_hash_value", "_len", "_trie")
 
-    _trie: Trie
+    _trie: _Trie
     _len: int
     _hash_value: int | None
 
     def __init__(self, names: Iterable[str] = ()) -> None:
-        trie: Trie = (0,)
+        trie: _Trie = (0,)
         n = 0
         for name in names:
             new = _put(trie, name, _hash(name))
@@ -155,7 +155,7 @@ class FreeSet(Set[str]):
         self._hash_value = None
 
     @classmethod
-    def _of(cls, trie: Trie | None, n: int) -> FreeNames:
+    def _of(cls, trie: _Trie | None, n: int) -> FreeNames:
         """The ``n`` names of ``trie``: a frozenset if few."""
         if trie is None or n <= LARGE:
             return frozenset(_names(trie)) if trie is not None else EMPTY
@@ -245,7 +245,7 @@ class FreeSet(Set[str]):
     def __sub__(self, other: Iterable[object]) -> FreeNames:  # type: ignore[override]
         if isinstance(other, Set) and len(other) * 8 >= self._len:  # most go: keep the rest
             return free_set(n for n in self if n not in other)
-        trie: Trie | None = self._trie
+        trie: _Trie | None = self._trie
         n = self._len
         for name in other:
             if type(name) is str and trie is not None:

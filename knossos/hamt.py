@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final, Union
 
-Leaf = tuple[str, int, int, int]
-Branch = tuple[int, tuple[Union["Branch", Leaf], ...]]
-Trie = Union[Branch, None]
+HamtLeaf = tuple[str, int, int, int]
+_Branch = tuple[int, tuple[Union["_Branch", HamtLeaf], ...]]
+_Trie = Union[_Branch, None]
 
 _MASK64: Final = (1 << 64) - 1
 _LAST_SHIFT: Final = 60  # the last level that has hash bits (bits 60..63)
@@ -28,7 +28,7 @@ def key_hash(name: str) -> int:
     return hash(name) & _MASK64
 
 
-def get(trie: Trie, name: str, h: int) -> Leaf | None:
+def lookup(trie: _Trie, name: str, h: int) -> HamtLeaf | None:
     """The leaf of ``name`` (whose :func:`key_hash` is ``h``), or None."""
     shift = 0
     node = trie
@@ -50,7 +50,7 @@ def get(trie: Trie, name: str, h: int) -> Leaf | None:
     return None
 
 
-def put(trie: Trie, leaf: Leaf, shift: int = 0) -> Branch:
+def put(trie: _Trie, leaf: HamtLeaf, shift: int = 0) -> _Branch:
     """``trie`` with ``leaf`` in it (in place of the leaf of the same name, if any)."""
     name, h = leaf[0], leaf[1]
     if trie is None:
@@ -66,7 +66,7 @@ def put(trie: Trie, leaf: Leaf, shift: int = 0) -> Branch:
     entry = entries[i]
     if len(entry) == 4:
         if entry[0] == name:
-            new: Branch | Leaf = leaf
+            new: _Branch | HamtLeaf = leaf
         else:  # two names meet here: a branch one level down holds both
             new = put(put(None, entry, shift + 5), leaf, shift + 5)  # type: ignore[arg-type]
     else:
@@ -74,7 +74,7 @@ def put(trie: Trie, leaf: Leaf, shift: int = 0) -> Branch:
     return (bitmap, (*entries[:i], new, *entries[i + 1 :]))
 
 
-def remove(trie: Trie, name: str, h: int, shift: int = 0) -> Trie:
+def remove(trie: _Trie, name: str, h: int, shift: int = 0) -> _Trie:
     """``trie`` without ``name`` (the same trie if it has none)."""
     if trie is None:
         return None
@@ -101,7 +101,7 @@ def remove(trie: Trie, name: str, h: int, shift: int = 0) -> Trie:
     return (bitmap, (*entries[:i], new, *entries[i + 1 :]))
 
 
-def leaves(trie: Trie) -> Iterator[Leaf]:
+def iter_leaves(trie: _Trie) -> Iterator[HamtLeaf]:
     """Every leaf, in no particular order."""
     if trie is None:
         return

@@ -19,7 +19,7 @@ from knossos.callee import Callee
 from knossos.cost import COST_RULES
 from knossos.errors import KsTypeError
 from knossos.freeset import EMPTY, FreeNames, join
-from knossos.node import Expr, Position, Value
+from knossos.node import Expr, LiteralValue, Position
 from knossos.ops import BINDERS, Op
 from knossos.stable_hash import stable_hash
 from knossos.types import BOOL, FLOAT, INTEGER, Type
@@ -35,7 +35,7 @@ class Ref(weakref.ref):  # type: ignore[type-arg]
 
 # Exact table of the nodes that bind nothing: (op, data key, ids of children) -> weak ref to the node.  Children are kept alive by
 # the node, so their ids cannot be reused while the entry exists; the entry dies with the node.
-table: dict[object, Ref] = {}
+intern_table: dict[object, Ref] = {}
 # Binders by alpha-hash: (hash, slot) -> weak ref, to find alpha-variants.  The nodes of one hash
 # (expressions that differ only where the hash cannot see, such as two programs' defs of one name
 # and signature) take the slots 0, 1, 2, ... with no gap: a lookup stops at the first missing slot,
@@ -44,8 +44,8 @@ alpha_table: dict[object, Ref] = {}
 
 
 def forget(ref: Ref) -> None:
-    if table.get(ref.key) is ref:
-        del table[ref.key]
+    if intern_table.get(ref.key) is ref:
+        del intern_table[ref.key]
 
 
 def forget_alpha(ref: Ref) -> None:
@@ -71,7 +71,7 @@ TABLE_CALLBACKS: Final = frozenset({forget.__code__, forget_alpha.__code__})
 
 def live_nodes() -> int:
     """How many interned nodes are alive (for benchmarks and leak tests)."""
-    return len(table) + len(alpha_table)
+    return len(intern_table) + len(alpha_table)
 
 
 def _data_key(op: Op, data: Any, t: Type | None) -> object:
@@ -109,17 +109,17 @@ def shape_hash(op: Op, data: Any, t: Type, args: tuple[Expr, ...]) -> int:
 
 
 def _lookup(key: tuple[object, ...]) -> Expr | None:
-    ref = table.get(key)
+    ref = intern_table.get(key)
     if ref is not None:
         node: Expr | None = ref()
         return node
     return None
 
 
-def register(node: Expr, key: tuple[object, ...]) -> None:
+def intern_node(node: Expr, key: tuple[object, ...]) -> None:
     ref = Ref(node, forget)
     ref.key = key
-    table[key] = ref
+    intern_table[key] = ref
 
 
 class _Fresh(Expr):
@@ -187,7 +187,7 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
     if op in BINDERS:
         return _make_binder(op, args, data)
     key = exact_key(op, data, args)
-    ref = table.get(key)
+    ref = intern_table.get(key)
     if ref is not None:
         found: Expr | None = ref()
         if found is not None:
@@ -213,7 +213,7 @@ def make(op: Op, args: tuple[Expr, ...], data: Any = None) -> Expr:
         free = union_free(args)
         size = 1 + sum(a.size for a in args)
     node = new_node(op, args, data, t, cost, free, s, w, c, size, hash((s, w)))
-    register(node, key)
+    intern_node(node, key)
     return node
 
 
@@ -302,7 +302,7 @@ def intern_binder(
 _CONST_TYPES: dict[type, Type] = {bool: BOOL, int: INTEGER, float: FLOAT}
 
 
-def const(value: Value) -> Expr:
+def const(value: LiteralValue) -> Expr:
     """A literal: ``True``/``False`` (Bool), an ``int`` (Integer) or a finite ``float`` (Float)."""
     t = _CONST_TYPES.get(type(value))
     if t is None:
@@ -315,7 +315,7 @@ def const(value: Value) -> Expr:
         return found
     s = shape_hash(Op.CONST, value, t, ())
     node = new_node(Op.CONST, (), value, t, 0.0, EMPTY, s, 0, 0, 1, hash((s, 0)))
-    register(node, key)
+    intern_node(node, key)
     return node
 
 
@@ -328,7 +328,7 @@ def var(name: str, t: Type) -> Expr:
     weight = name_weight(name)
     s = hash((Op.VAR, t.h))  # variables' names are left out of shapes
     node = new_node(Op.VAR, (), name, t, 0.0, frozenset((name,)), s, weight, weight, 1, hash((s, weight)))
-    register(node, key)
+    intern_node(node, key)
     return node
 
 

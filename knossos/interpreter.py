@@ -25,24 +25,24 @@ from knossos.op_table import ROWS, OpKind, OpRow
 from knossos.ops import Op
 from knossos.program import Def, SizeTree, TupleSizes, VecSizes
 from knossos.types import FLOAT, INTEGER, Kind, Type
-from knossos.values import Value, add, elementwise, from_python, zero_like, zero_of
+from knossos.values import Value, add, elementwise_value, from_python, zero_like, zero_of
 
 #: The most vector elements one evaluation allocates in all (build, sumbuild, constVec, deltaVec) by
 #: default: about 3 GiB of Python floats, and minutes of interpretation.
 DEFAULT_MAX_ELEMENTS = 10**8
 
-Env = dict[str, Value]
-_Eval = trampoline.Step[tuple[Expr, Env], Value]
+_Env = dict[str, Value]
+_Eval = trampoline.Step[tuple[Expr, _Env], Value]
 _MISSING = object()
 
 
 @dataclass(frozen=True)
-class Closure:
+class _Closure:
     """The value of a ``lam``."""
 
     param: str
     body: Expr
-    env: Env
+    env: _Env
 
 
 def _lifted(row: OpRow, t: Type, v: Value) -> Value:
@@ -62,7 +62,7 @@ def _strict_rule(row: OpRow) -> Any:
     """The evaluation of a value op, from its row (op_table): f(node, argument values)."""
     if row.kind is OpKind.ARITHMETIC:
         on_ints = row.integer_meaning or row.meaning
-        return lambda node, v: elementwise(row.meaning, on_ints, node.args[0].type, node.args[1].type, v[0], v[1])
+        return lambda node, v: elementwise_value(row.meaning, on_ints, node.args[0].type, node.args[1].type, v[0], v[1])
     if row.kind is OpKind.NEGATION:
         return lambda node, v: _lifted(row, node.type, v[0])
     # (the interpreter's inner loop: the functions bound here, not looked up at each evaluation)
@@ -149,7 +149,7 @@ class Interpreter:
         return self._allocated
 
     # -- entry points -----------------------------------------------------------------------
-    def eval_expr(self, expr: Expr, env: Env) -> Value:
+    def eval_expr(self, expr: Expr, env: _Env) -> Value:
         """Evaluate ``expr`` with its free variables taken from ``env``."""
         missing = [n for n in expr.free if n not in env]
         if missing:
@@ -160,26 +160,26 @@ class Interpreter:
         """Call def ``d`` on arguments given as Python values (lists or numpy arrays for vectors)."""
         return self.call_checked(d, self.check_args(d, args))
 
-    def check_args(self, d: Def, args: Sequence[object]) -> Env:
+    def check_args(self, d: Def, args: Sequence[object]) -> _Env:
         """The environment of a call of ``d``: arguments checked and converted, sizes bound."""
         if len(args) != len(d.params):
             raise KsUsageError(f"'{d.name}' takes {len(d.params)} argument(s), not {len(args)}")
-        env: Env = {}
+        env: _Env = {}
         for p, a in zip(d.params, args, strict=True):
             env[p.name] = from_python(a, p.type, f"argument '{p.name}'")
         for p in d.params:
             _bind_sizes(p.sizes, env[p.name], env, p.name)
         return env
 
-    def call_checked(self, d: Def, env: Env) -> Value:
+    def call_checked(self, d: Def, env: _Env) -> Value:
         """Run the body of ``d`` in an environment made by :meth:`check_args`."""
         return self._run(d.body, dict(env))
 
     # -- the machine ------------------------------------------------------------------------
-    def _run(self, root: Expr, env: Env) -> Value:
+    def _run(self, root: Expr, env: _Env) -> Value:
         self._allocated = 0
         try:
-            return trampoline.run(
+            return trampoline.run_steps(
                 lambda item: self._start(*item),
                 (root, env),
                 max_steps=self.max_steps,
@@ -199,7 +199,7 @@ class Interpreter:
                 "vector elements (--max-elements raises it)"
             )
 
-    def _start(self, node: Expr, env: Env) -> Value | _Eval:
+    def _start(self, node: Expr, env: _Env) -> Value | _Eval:
         op = node.op
         if op is Op.CONST:
             return node.data
@@ -212,7 +212,7 @@ class Interpreter:
             return self._strict(node, env)
         return getattr(self, f"_{op.name.lower()}")(node, env)  # type: ignore[no-any-return]
 
-    def _strict(self, node: Expr, env: Env) -> _Eval:
+    def _strict(self, node: Expr, env: _Env) -> _Eval:
         values: list[Value] = []
         for a in node.args:
             if a.op is Op.CONST:
@@ -225,11 +225,11 @@ class Interpreter:
             self._allocate(values[0], node.op.name.lower().replace("vec", "Vec"))
         return STRICT[node.op](node, values)
 
-    def _if(self, node: Expr, env: Env) -> _Eval:
+    def _if(self, node: Expr, env: _Env) -> _Eval:
         cond = yield node.args[0], env
         return (yield node.args[1] if cond else node.args[2], env)
 
-    def _logic(self, node: Expr, env: Env) -> _Eval:
+    def _logic(self, node: Expr, env: _Env) -> _Eval:
         """``and``/``or``: the right operand is computed only when the left does not decide."""
         meaning = _LOGIC[node.op]
         left = yield node.args[0], env
@@ -239,12 +239,12 @@ class Interpreter:
 
     _and = _or = _logic
 
-    def _assert(self, node: Expr, env: Env) -> _Eval:
+    def _assert(self, node: Expr, env: _Env) -> _Eval:
         if not (yield node.args[0], env):
             raise KsEvalError("assertion failed")
         return (yield node.args[1], env)
 
-    def _let(self, node: Expr, env: Env) -> _Eval:
+    def _let(self, node: Expr, env: _Env) -> _Eval:
         var, rhs, body = node.args
         value = yield rhs, env
         saved = env.get(var.data, _MISSING)
@@ -253,18 +253,18 @@ class Interpreter:
         _restore(env, var.data, saved)
         return result
 
-    def _lam(self, node: Expr, env: Env) -> _Eval:
-        return Closure(node.args[0].data, node.args[1], dict(env))
+    def _lam(self, node: Expr, env: _Env) -> _Eval:
+        return _Closure(node.args[0].data, node.args[1], dict(env))
         yield  # pragma: no cover  (makes this a generator like the others)
 
-    def _apply(self, node: Expr, env: Env) -> _Eval:
+    def _apply(self, node: Expr, env: _Env) -> _Eval:
         closure = yield node.args[0], env
         arg = yield node.args[1], env
         inner = dict(closure.env)
         inner[closure.param] = arg
         return (yield closure.body, inner)
 
-    def _build(self, node: Expr, env: Env) -> _Eval:
+    def _build(self, node: Expr, env: _Env) -> _Eval:
         n_expr, var, body = node.args
         n = yield n_expr, env
         self._allocate(n, node.op.name.lower())
@@ -276,18 +276,18 @@ class Interpreter:
         _restore(env, var.data, saved)
         return out
 
-    def _sumbuild(self, node: Expr, env: Env) -> _Eval:
+    def _sumbuild(self, node: Expr, env: _Env) -> _Eval:
         items = yield from self._build(node, env)
         return _total(node.type, items)
 
-    def _call(self, node: Expr, env: Env) -> _Eval:
+    def _call(self, node: Expr, env: _Env) -> _Eval:
         values: list[Value] = []
         for a in node.args:
             values.append((yield a, env))
         callee = node.data
         if callee.kind is CalleeKind.DEF:
             d: Def = callee.definition
-            inner: Env = {p.name: v for p, v in zip(d.params, values, strict=True)}
+            inner: _Env = {p.name: v for p, v in zip(d.params, values, strict=True)}
             for p in d.params:
                 _bind_sizes(p.sizes, inner[p.name], inner, p.name)
             return (yield d.body, inner)
@@ -297,21 +297,21 @@ class Interpreter:
         return native(*values)
 
 
-def _at_node(err: Exception, item: tuple[Expr, Env]) -> Exception:
+def _at_node(err: Exception, item: tuple[Expr, _Env]) -> Exception:
     """A run-time error, with the expression it happened in (the innermost one still evaluating)."""
     if isinstance(err, KsEvalError) and err.node is None:
         err.node = item[0]
     return err
 
 
-def _restore(env: Env, name: str, saved: object) -> None:
+def _restore(env: _Env, name: str, saved: object) -> None:
     if saved is _MISSING:
         env.pop(name, None)
     else:
         env[name] = saved
 
 
-def _bind_sizes(sizes: SizeTree, value: Value, env: Env, where: str) -> None:
+def _bind_sizes(sizes: SizeTree, value: Value, env: _Env, where: str) -> None:
     """Bind the size variables of a sized parameter type, checking that they agree."""
     stack: list[tuple[SizeTree, Value, str]] = [(sizes, value, where)]
     while stack:
@@ -328,7 +328,7 @@ def _bind_sizes(sizes: SizeTree, value: Value, env: Env, where: str) -> None:
             stack.extend((t, x, f"{path}.{i + 1}") for i, (t, x) in enumerate(zip(tree.parts, v, strict=True)))
 
 
-def evaluate(expr: Expr, env: Env) -> Value:
+def evaluate(expr: Expr, env: _Env) -> Value:
     """Evaluate a bare expression (free variables from ``env``)."""
     return Interpreter().eval_expr(expr, env)
 

@@ -21,7 +21,7 @@ from knossos.freeset import FreeNames
 from knossos.ops import BINDERS, Op
 from knossos.types import Type
 
-Value = Union[bool, int, float]
+LiteralValue = Union[bool, int, float]
 Position = tuple[int, int]  # (position polynomial, number of occurrences), modulo the prime
 PositionMap = tuple[Any, int, int, int]  # (a knossos.hamt trie, a, b, 1 / a): see knossos.alpha
 
@@ -99,7 +99,7 @@ class Expr:
         return str(self.data)
 
     @property
-    def value(self) -> Value:
+    def value(self) -> LiteralValue:
         """The value of a constant."""
         assert self.op is Op.CONST
         return self.data  # type: ignore[no-any-return]

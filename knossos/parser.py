@@ -37,7 +37,7 @@ from knossos.program import (
     size_names,
 )
 from knossos.reader import Form, Literal, SList, Symbol, read_forms
-from knossos.types import BOOL, FLOAT, INTEGER, MAX_TYPE_DEPTH, Kind, Type, lam, tuple_of, vec
+from knossos.types import BOOL, FLOAT, INTEGER, MAX_TYPE_DEPTH, Kind, Type, lam_type, tuple_of, vec
 from knossos.user_files import read_regular_file
 
 _GET = re.compile(r"get\$([0-9]+)\$([0-9]+)")
@@ -250,13 +250,13 @@ class Parser:
         if head == "Lam":
             if len(rest) != 2:
                 raise self.error("a function type is (Lam ARGUMENT RESULT)", form)
-            return lam(self.parse_type(rest[0], depth + 1)[0], self.parse_type(rest[1], depth + 1)[0]), None
+            return lam_type(self.parse_type(rest[0], depth + 1)[0], self.parse_type(rest[1], depth + 1)[0]), None
         raise self.error(f"unknown type '{head}'", form[0])
 
     # -- expressions ---------------------------------------------------------------------------
     def convert(self, form: Form) -> Expr:
         """Convert one expression form (iteratively; see the module docstring)."""
-        result: Expr = trampoline.run(self._start, form, on_error=self._locate, errors=(KsError,))
+        result: Expr = trampoline.run_steps(self._start, form, on_error=self._locate, errors=(KsError,))
         return result
 
     def _locate(self, err: Exception, form: Form) -> Exception:

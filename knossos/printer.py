@@ -4,7 +4,7 @@ Layout: a form that fits in the remaining width is written on one line; otherwis
 lines of their own, aligned under the first one, and the bodies of ``let``, ``lam``, ``build`` and
 ``sumbuild`` go on the next line, indented by two.  Runs of nested ``let`` are written as one
 multi-binding ``let``.  The writer works from an explicit stack, so depth is no problem, and
-indentation stops growing at :data:`MAX_INDENT` so that very deep programs stay linear in size.
+indentation stops growing at :data:`_MAX_INDENT` so that very deep programs stay linear in size.
 
 The text reads back as the same (interned) expressions: an application of anything but a variable is
 ``((lam ...) x)``, and a local function named like a def or edef that is called in its scope is written
@@ -28,7 +28,7 @@ from knossos.types import Kind, Type
 from knossos.walk import names_in
 
 WIDTH = 100
-MAX_INDENT = 60
+_MAX_INDENT = 60
 
 
 def quote_name(name: str) -> str:
@@ -149,7 +149,7 @@ class _Renamer:
             self.calls[id(node)] = here.union(*(self.calls[id(a)] for a in node.args))
             self.renames[id(node)] = self._clashes(node) or any(self.renames[id(a)] for a in node.args)
         self.memo: dict[tuple[int, tuple[tuple[str, str], ...]], _Node] = {}
-        self.view: _Node = trampoline.run(self._start, (root, {}))
+        self.view: _Node = trampoline.run_steps(self._start, (root, {}))
 
     def _clashes(self, node: Expr) -> bool:
         if node.op not in BINDERS:
@@ -270,7 +270,7 @@ class _Writer:
         self.col = len(text) - nl - 1 if nl >= 0 else self.col + len(text)
 
     def newline(self, indent: int) -> None:
-        indent = min(indent, MAX_INDENT)
+        indent = min(indent, _MAX_INDENT)
         self.emit("\n" + " " * indent)
 
     def text(self) -> str:
@@ -304,7 +304,7 @@ def format_expr(root: Expr, width: int = WIDTH, indent: int = 0, params: frozens
         if flat is not None and w.col + len(flat) + _closers_after(stack, width) <= width:
             w.emit(flat)
             continue
-        stack.extend(reversed(_broken(item, min(w.col, MAX_INDENT))))
+        stack.extend(reversed(_broken(item, min(w.col, _MAX_INDENT))))
     return w.text()
 
 

@@ -20,7 +20,16 @@ from knossos import interning
 from knossos.alpha import PRIME, binder_layout, binder_layouts, edge, edges, position_in
 from knossos.cost import COST_RULES, LET_COST
 from knossos.freeset import join
-from knossos.interning import exact_key, intern_binder, make, new_node, register, shape_hash, table, union_free
+from knossos.interning import (
+    exact_key,
+    intern_binder,
+    intern_node,
+    intern_table,
+    make,
+    new_node,
+    shape_hash,
+    union_free,
+)
 from knossos.node import Expr, Position
 from knossos.ops import BINDERS, Op
 from knossos.walk import path_to
@@ -102,7 +111,7 @@ def _rebuild_plain(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
     op, args, data, t = parent.op, parent.args, parent.data, parent.type
     new_args = (*args[:i], new, *args[i + 1 :])
     key = exact_key(op, data, new_args)
-    ref = table.get(key)
+    ref = intern_table.get(key)
     found: Expr | None = ref() if ref is not None else None
     if found is not None:
         return found
@@ -118,7 +127,7 @@ def _rebuild_plain(parent: Expr, i: int, old: Expr, new: Expr) -> Expr:
     c = (parent.occurrence_weight + new.occurrence_weight - old.occurrence_weight) % PRIME
     cost = COST_RULES[op](new_args, data, t)
     found = new_node(op, new_args, data, t, cost, free, s, w, c, parent.size + new.size - old.size, hash((s, w)))
-    register(found, key)
+    intern_node(found, key)
     return found
 
 
@@ -182,7 +191,7 @@ def _init_climb(compiled: Any) -> None:
             _position=position_in,
             _intern_binder=intern_binder,
             _rebuild_binder=_rebuild_binder,
-            _table=table,
+            _table=intern_table,
             _forget=interning.forget,
             _union_free=union_free,
             _join_free=join,

@@ -45,8 +45,8 @@ class VecShape:
 Abstract = Union[int, None, VecShape, tuple["Abstract", ...]]
 #: Real sizes by name: a parameter's lengths at each nesting level (``image=16x128``: ``(16, 128)``).
 Sizes = Mapping[str, int | tuple[int, ...]]
-Env = dict[str, Abstract]
-_Walk = trampoline.Step[tuple[Expr, Env], tuple[float, Abstract]]
+_Env = dict[str, Abstract]
+_Walk = trampoline.Step[tuple[Expr, _Env], tuple[float, Abstract]]
 
 
 def elements(t: Type, a: Abstract, default: int = ASSUMED_VECTOR_SIZE) -> int:
@@ -77,9 +77,9 @@ def _from_sizes(tree: SizeTree, sizes: Sizes) -> Abstract:
     return None
 
 
-def param_env(d: Def, sizes: Sizes) -> Env:
+def param_env(d: Def, sizes: Sizes) -> _Env:
     """What the given sizes say about the parameters and size variables of ``d``."""
-    env: Env = {}
+    env: _Env = {}
     for name in d.size_vars:
         value = sizes.get(name)
         env[name] = value if isinstance(value, int) else None
@@ -100,7 +100,7 @@ def param_env(d: Def, sizes: Sizes) -> Env:
     return env
 
 
-def _learn_size_names(tree: SizeTree, shape: Abstract, env: Env) -> None:
+def _learn_size_names(tree: SizeTree, shape: Abstract, env: _Env) -> None:
     """A vector given as ``x=10`` whose type is ``(Vec n Float)`` tells that ``n`` is 10."""
     while isinstance(tree, VecSizes) and isinstance(shape, VecShape):
         if tree.name is not None and env.get(tree.name) is None and shape.length is not None:
@@ -114,21 +114,21 @@ class SizedCost:
     def __init__(self, default: int = ASSUMED_VECTOR_SIZE) -> None:
         self.default = default
 
-    def cost(self, expr: Expr, env: Env) -> tuple[float, Abstract]:
-        result: tuple[float, Abstract] = trampoline.run(lambda item: self._start(*item), (expr, dict(env)))
+    def cost(self, expr: Expr, env: _Env) -> tuple[float, Abstract]:
+        result: tuple[float, Abstract] = trampoline.run_steps(lambda item: self._start(*item), (expr, dict(env)))
         return result
 
     def _length(self, a: Abstract) -> int:
         return a if isinstance(a, int) and a >= 0 else self.default
 
-    def _start(self, node: Expr, env: Env) -> tuple[float, Abstract] | _Walk:
+    def _start(self, node: Expr, env: _Env) -> tuple[float, Abstract] | _Walk:
         if node.op is Op.CONST:
             return 0.0, node.data if node.type is INTEGER else None
         if node.op is Op.VAR:
             return 0.0, env.get(node.data)
         return self._node(node, env)
 
-    def _node(self, node: Expr, env: Env) -> _Walk:
+    def _node(self, node: Expr, env: _Env) -> _Walk:
         op, args = node.op, node.args
         if op is Op.LET:
             var, rhs, body = args
@@ -169,7 +169,7 @@ class SizedCost:
         if callee.kind is not CalleeKind.DEF:
             return overhead + callee.body_cost, None
         d: Def = callee.definition
-        inner: Env = {p.name: a for p, a in zip(d.params, abstracts, strict=True)}
+        inner: _Env = {p.name: a for p, a in zip(d.params, abstracts, strict=True)}
         for name in d.size_vars:
             inner.setdefault(name, None)
         c_body, a_body = yield d.body, inner

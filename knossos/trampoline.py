@@ -2,7 +2,7 @@
 
 Walks over expressions of unbounded depth (parsing, evaluation, abstract interpretation) are written
 as generators: a generator ``yield``s a sub-item and receives its result, exactly where a recursive
-function would call itself.  :func:`run` drives them from a list, so no Python frame nesting happens.
+function would call itself.  :func:`run_steps` drives them from a list, so no Python frame nesting happens.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from collections.abc import Callable, Generator
 from types import GeneratorType
 from typing import Any, TypeVar
 
-Item = TypeVar("Item")
+_Item = TypeVar("_Item")
 Result = TypeVar("Result")
 #: A generator that yields sub-items, receives their results, and returns its own result
 #: (``Step[Item, Result]``; a bare ``Step`` is ``Step[Any, Any]``).
-Step = Generator[Item, Result, Result]
+Step = Generator[_Item, Result, Result]
 
 
-def run(
-    start: Callable[[Item], Any],
-    root: Item,
-    on_error: Callable[[Exception, Item], Exception] | None = None,
+def run_steps(
+    start: Callable[[_Item], Any],
+    root: _Item,
+    on_error: Callable[[Exception, _Item], Exception] | None = None,
     max_steps: int | None = None,
     errors: tuple[type[Exception], ...] = (),
 ) -> Any:
@@ -35,7 +35,7 @@ def run(
     first = start(root)
     if not isinstance(first, GeneratorType):
         return first
-    stack: list[tuple[Step[Any, Any], Item]] = [(first, root)]
+    stack: list[tuple[Step[Any, Any], _Item]] = [(first, root)]
     value: Any = None
     steps = 0
     while True:

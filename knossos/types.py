@@ -2,7 +2,7 @@
 
 Types are interned: each distinct type exists once, so ``is`` is type equality and hashing is
 O(1).  Build them with :data:`INTEGER`, :data:`FLOAT`, :data:`BOOL`, :func:`vec`, :func:`tuple_of`
-and :func:`lam`.  The sizes of the paper's sized vectors ``(Vec n T)`` are not part of a type; a
+and :func:`lam_type`.  The sizes of the paper's sized vectors ``(Vec n T)`` are not part of a type; a
 def's signature keeps them (see :mod:`knossos.program`).
 """
 
@@ -204,5 +204,5 @@ def tuple_of(*elems: Type) -> Type:
     return Type(Kind.TUPLE, tuple(elems))
 
 
-def lam(arg: Type, ret: Type) -> Type:
+def lam_type(arg: Type, ret: Type) -> Type:
     return Type(Kind.LAM, (arg, ret))

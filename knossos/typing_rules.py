@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from knossos.errors import KsTypeError
 from knossos.op_table import NAMES, ROWS, OpKind, OpRow
 from knossos.ops import Op
-from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, lam, tuple_of, vec
+from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, lam_type, tuple_of, vec
 
 if TYPE_CHECKING:
     from knossos.callee import Callee
@@ -206,7 +206,7 @@ def _let(args: tuple[Expr, ...], data: Any) -> Type:
 
 
 def _lam(args: tuple[Expr, ...], data: Any) -> Type:
-    return lam(args[0].type, args[1].type)
+    return lam_type(args[0].type, args[1].type)
 
 
 def _build(args: tuple[Expr, ...], data: Any) -> Type:

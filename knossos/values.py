@@ -103,7 +103,7 @@ def to_numpy(value: Value) -> Any:
 ScalarFn = Callable[[Any, Any], Any]
 
 
-def elementwise(f_float: ScalarFn, f_int: ScalarFn, lt: Type, rt: Type, a: Value, b: Value) -> Value:
+def elementwise_value(f_float: ScalarFn, f_int: ScalarFn, lt: Type, rt: Type, a: Value, b: Value) -> Value:
     """Apply a binary op element-wise, broadcasting a scalar over a structure."""
     if lt is rt:
         return _zip_with(f_float, f_int, lt, a, b)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 #: ``progress(step, **measured)``: the step a capped function starts now, and what it has measured.
 Progress = Callable[..., None]
@@ -71,7 +71,7 @@ def _kill(process: multiprocessing.process.BaseProcess) -> None:
     process.join()
 
 
-def call_capped(fn: Callable[[Progress], T], limit: float, step: str) -> tuple[T, dict[str, Any]]:
+def call_capped(fn: Callable[[Progress], _T], limit: float, step: str) -> tuple[_T, dict[str, Any]]:
     """``fn(progress)`` in a forked process, killed after ``limit`` seconds of wall time.
 
     ``fn`` calls ``progress(name, **measured)`` as it starts each part (the step then reported is

@@ -1,7 +1,7 @@
 """Training and test expressions named by a config: arithmetic sets or defs of program files.
 
 The files sit beside this module (package data), so they are found from an installed package too;
-a program file named relative to ``ROOT`` (``ksdata/programs/blas_test.kso``) is found either way.
+a program file named relative to ``PROGRAMS_ROOT`` (``ksdata/programs/blas_test.kso``) is found either way.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from knossos.parser import load_program, parse_expr
 
 DATA = Path(__file__).resolve().parent
 #: What program files are named relative to: the repository root, or site-packages when installed.
-ROOT = DATA.parent
+PROGRAMS_ROOT = DATA.parent
 
 
 @dataclass
@@ -90,7 +90,7 @@ def load_targets(src: DataSource, label: str) -> list[Target]:
             )
         return out
     assert src.file is not None
-    path = Path(src.file) if Path(src.file).is_absolute() else ROOT / src.file
+    path = Path(src.file) if Path(src.file).is_absolute() else PROGRAMS_ROOT / src.file
     program = load_program(path)
     names = src.defs or [d.name for d in program.targets]
     best = _best_known_programs()

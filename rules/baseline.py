@@ -257,7 +257,7 @@ class _Pass:
         self.taken: set[str] = names_in(root)
 
     def run(self) -> Expr:
-        result: Expr = trampoline.run(self._start, (self.root, 0))
+        result: Expr = trampoline.run_steps(self._start, (self.root, 0))
         return result
 
     # environment ----------------------------------------------------------------------------------

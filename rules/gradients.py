@@ -133,7 +133,7 @@ def solve(form: Affine, target: Expr) -> Expr:
     return moved if form.sign == 1 else E.op(Op.NEG, moved)
 
 
-def in_range(x: Expr, n: Expr) -> Expr:
+def _in_range(x: Expr, n: Expr) -> Expr:
     """``0 <= x < n``."""
     return E.op(Op.AND, E.op(Op.GTE, x, E.const(0)), E.op(Op.LT, x, n))
 
@@ -253,7 +253,7 @@ def _gather(site: Site, b: Bindings) -> Expr:
     x, e = _apart(x, e, n, {y.data})
     zero = scalar_zero(e)
     assert zero is not None
-    return E.build(m, y, E.let(x, solve(form, y), E.op(Op.IF, in_range(x, n), e, zero)))
+    return E.build(m, y, E.let(x, solve(form, y), E.op(Op.IF, _in_range(x, n), e, zero)))
 
 
 def _solvable(left: Expr, right: Expr, x: Expr) -> tuple[Affine, Expr] | None:
@@ -276,7 +276,7 @@ def _pick(site: Site, b: Bindings) -> Expr:
     x, e = _apart(x, b["e"], n, set())
     zero = scalar_zero(b["e"])
     assert zero is not None
-    return E.let(x, solve(form, target), E.op(Op.IF, in_range(x, n), e, zero))
+    return E.let(x, solve(form, target), E.op(Op.IF, _in_range(x, n), e, zero))
 
 
 def _apart(x: Expr, e: Expr, n: Expr, taken: set[str]) -> tuple[Expr, Expr]:

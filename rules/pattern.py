@@ -40,12 +40,12 @@ class Lit:
 
 
 @dataclass(frozen=True)
-class Node:
+class OpPattern:
     op: Op
     args: tuple[Pattern, ...]
 
 
-Pattern = Hole | Lit | Node
+Pattern = Hole | Lit | OpPattern
 
 _BINDING_FORMS = {"build": Op.BUILD, "sumbuild": Op.SUMBUILD}
 _ANY_GET = "get$?i$?n"
@@ -76,29 +76,29 @@ def _convert(form: Form, text: str) -> Pattern:
     if head == "let":  # (let (?x ?e) ?body)
         if len(parts) != 2 or not isinstance(parts[0], SList) or len(parts[0]) != 2:
             raise KsSyntaxError(f"in pattern {text!r}: a let pattern is (let (?x ?e) ?body)")
-        return Node(Op.LET, (_hole(parts[0][0], text), _convert(parts[0][1], text), _convert(parts[1], text)))
+        return OpPattern(Op.LET, (_hole(parts[0][0], text), _convert(parts[0][1], text), _convert(parts[1], text)))
     if head in _BINDING_FORMS:  # (build ?n (lam ?i ?body))
         if len(parts) != 2 or not isinstance(parts[1], SList) or len(parts[1]) != 3:
             raise KsSyntaxError(f"in pattern {text!r}: a {head} pattern is ({head} ?n (lam ?i ?body))")
         lam_form = parts[1]
-        return Node(
+        return OpPattern(
             _BINDING_FORMS[head], (_convert(parts[0], text), _hole(lam_form[1], text), _convert(lam_form[2], text))
         )
     if head == "tuple":
         if len(parts) == 1 and isinstance(parts[0], Symbol) and parts[0].name.endswith(_REST):
             rest = _hole(Symbol(parts[0].name[: -len(_REST)], parts[0].pos), text)
-            return Node(Op.TUPLE, (Hole(rest.name, rest=True),))
-        return Node(Op.TUPLE, tuple(_convert(p, text) for p in parts))
+            return OpPattern(Op.TUPLE, (Hole(rest.name, rest=True),))
+        return OpPattern(Op.TUPLE, tuple(_convert(p, text) for p in parts))
     if head == _ANY_GET:
         if len(parts) != 1:
             raise KsSyntaxError(f"in pattern {text!r}: '{head}' takes 1 argument")
-        return Node(Op.GET, (_convert(parts[0], text),))
+        return OpPattern(Op.GET, (_convert(parts[0], text),))
     if head not in PRIMITIVES:
         raise KsSyntaxError(f"in pattern {text!r}: unknown op '{head}'")
     op, arity = PRIMITIVES[head]
     if len(parts) != arity:
         raise KsSyntaxError(f"in pattern {text!r}: '{head}' takes {arity} argument(s)")
-    return Node(op, tuple(_convert(p, text) for p in parts))
+    return OpPattern(op, tuple(_convert(p, text) for p in parts))
 
 
 def _hole(form: Form, text: str) -> Hole:
@@ -117,7 +117,7 @@ def holes(pattern: Pattern) -> list[str]:
         if isinstance(p, Hole):
             if p.name not in out:
                 out.append(p.name)
-        elif isinstance(p, Node):
+        elif isinstance(p, OpPattern):
             stack.extend(reversed(p.args))
     return out
 
@@ -128,19 +128,19 @@ def needs_applier(pattern: Pattern) -> bool:
     stack = [pattern]
     while stack:
         p = stack.pop()
-        if isinstance(p, Node):
+        if isinstance(p, OpPattern):
             if p.op is Op.GET or _rest_hole(p) is not None:
                 return True
             stack.extend(p.args)
     return False
 
 
-def _rest_hole(p: Node) -> Hole | None:
+def _rest_hole(p: OpPattern) -> Hole | None:
     return p.args[0] if len(p.args) == 1 and isinstance(p.args[0], Hole) and p.args[0].rest else None
 
 
 def head_op(pattern: Pattern) -> Op | None:
-    return pattern.op if isinstance(pattern, Node) else None
+    return pattern.op if isinstance(pattern, OpPattern) else None
 
 
 def match_pattern(pattern: Pattern, node: Expr) -> Bindings | None:

@@ -38,7 +38,7 @@ from knossos.types import Kind
 from rules.pattern import (
     Bindings,
     Lit,
-    Node,
+    OpPattern,
     Pattern,
     head_op,
     holes,
@@ -389,7 +389,7 @@ def _has_numeric_literal(p: Pattern) -> bool:
         q = stack.pop()
         if isinstance(q, Lit) and not isinstance(q.value, bool):
             return True
-        if isinstance(q, Node):
+        if isinstance(q, OpPattern):
             stack.extend(q.args)
     return False
 

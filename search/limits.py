@@ -44,7 +44,7 @@ class LimitReached(Exception):
         self.note = note
 
 
-def check(stop: Stop | None) -> None:
+def check_stop(stop: Stop | None) -> None:
     """Raise :class:`LimitReached` if ``stop`` says a limit is reached."""
     if stop is not None:
         note = stop()

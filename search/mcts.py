@@ -28,7 +28,7 @@ ALPHA = 5.0
 BETA = 0.5
 
 #: A node of the tree: a state with its steps left.
-Node = tuple[State, int]
+_TreeNode = tuple[State, int]
 
 
 def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA) -> SearchResult:
@@ -36,8 +36,8 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
     graph, evaluator, cost = run.graph, run.evaluator, run.cost
     rng = random.Random(spec.seed)
     c0 = run.start_cost
-    visits: dict[Node, int] = {}
-    total: dict[Node, float] = {}  # X(s): summed reductions of the rollouts through s
+    visits: dict[_TreeNode, int] = {}
+    total: dict[_TreeNode, float] = {}  # X(s): summed reductions of the rollouts through s
     evaluator([run.start])
     iterations = 0
     out_of_budget = False
@@ -45,8 +45,8 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
         while not evaluator.exhausted and not out_of_budget and iterations < spec.budget and not run.stop():
             iterations += 1
             # selection: descend while the state has been visited
-            s: Node = (run.start, spec.depth)
-            descent: list[Node] = []
+            s: _TreeNode = (run.start, spec.depth)
+            descent: list[_TreeNode] = []
             while s[1] > 0 and visits.get(s, 0) > 0:
                 children = run.successors(s[0])
                 if not children:
@@ -85,7 +85,7 @@ def mcts(start: Expr, spec: SearchSpec, alpha: float = ALPHA, beta: float = BETA
                 lowest = min(lowest, cost(e))
             # back-up
             x = c0 - lowest
-            root: Node = (run.start, spec.depth)
+            root: _TreeNode = (run.start, spec.depth)
             visits[root] = visits.get(root, 0) + 1
             for state in descent:
                 visits[state] = visits.get(state, 0) + 1

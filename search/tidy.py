@@ -29,7 +29,7 @@ from search.mdp import RewriteStep
 #: Tidying gives up on expressions larger than this (each step walks the expression).
 MAX_NODES = 20_000
 #: ... and after this many steps.
-MAX_STEPS = 1_000
+_MAX_STEPS = 1_000
 
 _ALL = get_rule_set("all_rules")
 _RULES = RuleSet("tidy", [_ALL.rule(n) for n in ("let_recover", "delete_let", "inline_let")])
@@ -49,7 +49,7 @@ def tidy_until(
     limits, looked at before each action tried: trying one walks the expression) gives a note, which
     is returned third (None: not stopped)."""
     steps: list[tuple[RewriteStep, Expr]] = []
-    while e.size <= MAX_NODES and len(steps) < MAX_STEPS:
+    while e.size <= MAX_NODES and len(steps) < _MAX_STEPS:
         action = None
         for a in actions(e, _RULES):
             note = stop() if stop is not None else None

@@ -16,7 +16,7 @@ import numpy as np
 from knossos.expr import Expr
 from search.state import State, expr_of
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 class ValueFunction(Protocol):
@@ -72,10 +72,10 @@ class Evaluator:
         """How many more expressions the value function may be asked about."""
         return max(self.budget - self.evaluations, 0)
 
-    def affordable(self, items: Sequence[T], state_of: Callable[[T], State]) -> list[T]:
+    def affordable(self, items: Sequence[_T], state_of: Callable[[_T], State]) -> list[_T]:
         """``items`` (in order) without those whose new state would go past the budget."""
         room = self.room
-        out: list[T] = []
+        out: list[_T] = []
         new: set[State] = set()
         for item in items:
             e = state_of(item)

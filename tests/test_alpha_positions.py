@@ -67,8 +67,8 @@ def test_a_trie_keeps_names_whose_hashes_are_equal_apart() -> None:
     trie = None
     for k in range(5):
         trie = hamt.put(trie, (f"v{k}", 7, k, 1))  # one hash for all: they meet past the hash's bits
-    assert sorted((leaf[0], leaf[2]) for leaf in hamt.leaves(trie)) == [(f"v{k}", k) for k in range(5)]
-    assert hamt.get(trie, "v3", 7) == ("v3", 7, 3, 1)
+    assert sorted((leaf[0], leaf[2]) for leaf in hamt.iter_leaves(trie)) == [(f"v{k}", k) for k in range(5)]
+    assert hamt.lookup(trie, "v3", 7) == ("v3", 7, 3, 1)
     for k in range(5):
         trie = hamt.remove(trie, f"v{k}", 7)
     assert trie is None

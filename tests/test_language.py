@@ -7,7 +7,7 @@ import pytest
 from knossos.errors import KsError, KsSyntaxError, KsTypeError, Pos
 from knossos.ops import Op
 from knossos.parser import parse_expr, parse_program
-from knossos.types import BOOL, FLOAT, INTEGER, Kind, lam, tuple_of, vec
+from knossos.types import BOOL, FLOAT, INTEGER, Kind, lam_type, tuple_of, vec
 
 
 def ty(text: str) -> object:
@@ -50,7 +50,7 @@ def ty(text: str) -> object:
         ("(let (a 1) (add a 2))", INTEGER),
         ("(let ((a 1) (b (add a 1))) (mul a b))", INTEGER),
         ("(let a 1.0 (add a x))", FLOAT),
-        ("(lam (z : Float) (mul z x))", lam(FLOAT, FLOAT)),
+        ("(lam (z : Float) (mul z x))", lam_type(FLOAT, FLOAT)),
         ("(mul 2.0 (build 3 (lam (i : Integer) x)))", vec(FLOAT)),
     ],
 )
@@ -152,7 +152,7 @@ def test_param_type_forms() -> None:
         "p.ks",
     )
     types = [p.type for p in prog.defs["f"].params]
-    assert types == [vec(vec(FLOAT)), vec(FLOAT), vec(FLOAT), tuple_of(FLOAT, INTEGER), lam(FLOAT, FLOAT)]
+    assert types == [vec(vec(FLOAT)), vec(FLOAT), vec(FLOAT), tuple_of(FLOAT, INTEGER), lam_type(FLOAT, FLOAT)]
     assert prog.defs["f"].size_vars == ("n",)
     assert types[4].kind is Kind.LAM
 

@@ -228,7 +228,7 @@ def test_every_node_is_interned_under_its_one_key() -> None:
                 assert ref is not None and ref() is not None and E.alpha_equal(ref(), node)
             else:
                 data = interning._data_key(node.op, node.data, node.type) if not node.args else node.data
-                ref = interning.table.get(interning.exact_key(node.op, data, node.args))
+                ref = interning.intern_table.get(interning.exact_key(node.op, data, node.args))
                 assert ref is not None and ref() is node
             checked += 1
     assert checked > 10000

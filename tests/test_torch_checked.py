@@ -268,7 +268,7 @@ def test_import_refuses_a_wrong_translation_unless_no_check(tmp_path: Path, caps
 
 
 def test_a_def_too_big_to_check_is_refused_at_once_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(check_module, "MAX_STEPS", 50)
+    monkeypatch.setattr(check_module, "CHECK_INTERPRETER_STEPS", 50)
     args = examples([(4, 4), (4, 4)])
     hint = r"at these shapes \(at most 50\): translate at smaller shapes to check it, or skip the check \(--no-check"
     with pytest.raises(KsUsageError, match=r"would take the interpreter about [0-9,]+ steps " + hint):

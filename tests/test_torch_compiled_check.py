@@ -35,7 +35,7 @@ def loss(w, x, t):
 
 @pytest.fixture
 def small_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(check_module, "MAX_STEPS", 50)
+    monkeypatch.setattr(check_module, "CHECK_INTERPRETER_STEPS", 50)
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from autodiff import grad_program  # noqa: E402
-from frontends.check import FLOAT32_TOLERANCE, TOLERANCE, disagreement  # noqa: E402
+from frontends.check import AGREE_TOLERANCE, FLOAT32_TOLERANCE, disagreement  # noqa: E402
 from frontends.dispatch import results  # noqa: E402
 from frontends.torch import translate  # noqa: E402
 from knossos.interpreter import call_def  # noqa: E402
@@ -58,7 +58,7 @@ class Case:
     #: Edge values to put into the float arguments (none: the op's torch result is ill-defined there).
     edges: tuple[float, ...] = (np.inf, -np.inf, np.nan, -0.0, 0.0)
     grad: bool = True
-    tolerance: float = TOLERANCE
+    tolerance: float = AGREE_TOLERANCE
     extra: dict[str, Any] = field(default_factory=dict)
 
 

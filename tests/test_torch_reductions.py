@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from autodiff import grad_program  # noqa: E402
-from frontends.check import TOLERANCE, disagreement  # noqa: E402
+from frontends.check import AGREE_TOLERANCE, disagreement  # noqa: E402
 from frontends.dispatch import results  # noqa: E402
 from frontends.torch import translate  # noqa: E402
 from knossos.interpreter import call_def  # noqa: E402
@@ -95,7 +95,7 @@ def _with_specials(x: Any, ties: bool, nan: bool = True) -> Any:
 def _agrees(d: Any, fn: Callable[..., Any], x: Any) -> None:
     want = results(fn(x.clone()))[0].detach()
     got = np.asarray(to_numpy(call_def(d, x.numpy())), dtype=np.float64)
-    problem = disagreement(got, want.double().numpy(), TOLERANCE)
+    problem = disagreement(got, want.double().numpy(), AGREE_TOLERANCE)
     assert not problem, problem
 
 

@@ -20,7 +20,7 @@ which a let would evaluate where the original did not), then drops the lets that
 reference cost.  The lower of the two is the result; its cost is the built expression's own
 ``.cost``, so the reported cost is exactly the reference model's.
 
-Every loop here looks at ``stop`` (the search's time and memory limits) every :data:`CHECK_EVERY`
+Every loop here looks at ``stop`` (the search's time and memory limits) every :data:`_CHECK_EVERY`
 steps and raises :class:`search.limits.LimitReached` once it says a limit is reached; the drop-let
 loop of :func:`write_out` instead returns the expression it has (every one it tries is whole).
 """
@@ -36,13 +36,13 @@ from knossos.expr import Expr
 from knossos.ops import Op
 from rules.substitution import fresh_name
 from search.egraph.graph import EGraph, ENode, node_term
-from search.limits import LimitReached, Stop, check
+from search.limits import LimitReached, Stop, check_stop
 
 Choice = dict[int, ENode]
 #: The most e-classes a sub-DAG's set holds before it is folded into one entry (see above).
 SHARING_HORIZON = 256
 #: Look at ``stop`` after this many e-nodes offered or e-classes written.
-CHECK_EVERY = 256
+_CHECK_EVERY = 256
 #: Children evaluated only under a condition: the branches of an if, the second operand of and/or.
 CONDITIONAL: dict[Op, frozenset[int]] = {Op.IF: frozenset({1, 2}), Op.AND: frozenset({1}), Op.OR: frozenset({1})}
 
@@ -62,8 +62,8 @@ def _relax(g: EGraph, ready: Callable[[int], bool], improve: Callable[[int, ENod
             improved = False
             for node in g.classes[cls].nodes:
                 offered += 1
-                if offered % CHECK_EVERY == 0:
-                    check(stop)
+                if offered % _CHECK_EVERY == 0:
+                    check_stop(stop)
                 if all(ready(k) for k in node[2]) and improve(cls, node):
                     improved = True
             if improved:
@@ -139,8 +139,8 @@ def write_out(
         term: dict[int, Expr] = {}
         lets: list[tuple[Expr, Expr]] = []
         for i, c in enumerate(order):  # children first
-            if i % CHECK_EVERY == CHECK_EVERY - 1:
-                check(stop)
+            if i % _CHECK_EVERY == _CHECK_EVERY - 1:
+                check_stop(stop)
             node = choice[c]
             e = node_term(node, tuple(term[k] for k in node[2]))
             if c in bound:

@@ -9,7 +9,7 @@ of its members is a literal, that literal: the constant analysis that constant f
 Unions are cheap and leave the hash-cons stale; :meth:`EGraph.rebuild` restores the invariants
 (canonical e-nodes, congruent e-nodes in one e-class, constants folded upwards), as egg does.
 Nothing here recurses on the depth of an expression.  Adding an expression and rebuilding look at
-an optional ``stop`` (the search's time and memory limits) every :data:`CHECK_EVERY` steps and raise
+an optional ``stop`` (the search's time and memory limits) every :data:`_CHECK_EVERY` steps and raise
 :class:`search.limits.LimitReached` once it says a limit is reached (the e-graph is then left as it
 is, not rebuilt: its caller gives it up).
 """
@@ -26,11 +26,11 @@ from knossos.expr import Expr
 from knossos.op_table import NAMES
 from knossos.ops import Op
 from knossos.types import Type
-from search.limits import Stop, check
+from search.limits import Stop, check_stop
 
 ENode = tuple[Op, Any, tuple[int, ...]]
 #: Look at ``stop`` after this many nodes added or e-classes repaired.
-CHECK_EVERY = 1024
+_CHECK_EVERY = 1024
 
 
 def node_term(node: ENode, kids: tuple[Expr, ...]) -> Expr:
@@ -136,8 +136,8 @@ class EGraph:
         steps = 0
         while stack:
             steps += 1
-            if steps % CHECK_EVERY == 0:
-                check(stop)
+            if steps % _CHECK_EVERY == 0:
+                check_stop(stop)
             e, env, kids = stack.pop()
             if e.op in UNSUPPORTED:
                 raise KsUsageError(
@@ -224,13 +224,13 @@ class EGraph:
             self.pending.clear()
             for i in todo:
                 steps += 1
-                if steps % CHECK_EVERY == 0:
-                    check(stop)
+                if steps % _CHECK_EVERY == 0:
+                    check_stop(stop)
                 self._repair(self.find(i))
         for c in self.classes.values():
             steps += 1
-            if steps % CHECK_EVERY == 0:
-                check(stop)
+            if steps % _CHECK_EVERY == 0:
+                check_stop(stop)
             c.nodes = list(dict.fromkeys(self.canonical(n) for n in c.nodes))
             c.by_op = {}
             for n in c.nodes:

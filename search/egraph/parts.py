@@ -30,7 +30,7 @@ from search.egraph.extract import dag_choice, tree_choice, write_out
 from search.egraph.graph import EGraph
 from search.egraph.saturate import SaturationLimits, saturate
 from search.egraph.translate import Translation, translate_rules
-from search.limits import LimitReached, check
+from search.limits import LimitReached, check_stop
 from search.mdp import CostFunction, rlo_cost
 
 #: Ops a part cannot hold: binders whose variable is not a let's.
@@ -155,7 +155,7 @@ def _saturate_one(
             out = write_out(r, choice, e.free, cost, other)
             if out is not None and out.type == e.type and out.free <= e.free and cost(out) < cost(best):
                 best = out
-            check(other)
+            check_stop(other)
     except LimitReached as reached:  # the part as it is, or the tree extraction if done in time
         return best, g.size, _Done(False, reached.note)
     return best, g.size, _Done(done.saturated, done.stopped)

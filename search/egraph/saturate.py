@@ -21,7 +21,7 @@ from search.egraph.translate import ERewrite
 MATCH_LIMIT = 1000
 BAN_LENGTH = 5
 #: Look at the clock after this many applications.
-CHECK_EVERY = 256
+_CHECK_EVERY = 256
 
 
 @dataclass
@@ -108,7 +108,7 @@ def _iteration(
             if g.size >= limits.nodes:
                 return f"stopped at the limit of {limits.nodes:,} e-nodes", True, banned
             count += 1
-            if count % CHECK_EVERY == 0:
+            if count % _CHECK_EVERY == 0:
                 note = limits.other()
                 if note is not None:
                     return note, True, banned

@@ -25,7 +25,7 @@ from knossos.expr import Expr
 from knossos.ops import BINDERS, Op
 from knossos.types import Type
 from rules.binding import CSE_BIND, DELETE_LET, INLINE_LET, LET_RECOVER, LIFT_BIND, NEW_BIND
-from rules.pattern import Hole, Lit, Node, Pattern, literal_matches, literal_value
+from rules.pattern import Hole, Lit, OpPattern, Pattern, literal_matches, literal_value
 from rules.rule import FoldRule, Rule, Site, TableRule
 from rules.rule_set import RuleSet
 from search.egraph.graph import EGraph, ENode, Fold
@@ -46,7 +46,7 @@ class ERewrite:
     """A table rule as an e-graph rewrite."""
 
     rule: TableRule
-    lhs: Node
+    lhs: OpPattern
     #: A numeric literal on the right takes the matched node's type, which must then be a number.
     needs_scalar: bool
     #: Matchers of the left side's arguments, and the index of each hole in a match.
@@ -205,7 +205,7 @@ def _builder(p: Pattern, holes: dict[str, int]) -> Builder:
 
 def _rewrite(r: TableRule) -> ERewrite:
     """``r`` as an e-graph rewrite (``r`` must be translatable)."""
-    assert isinstance(r.lhs, Node)
+    assert isinstance(r.lhs, OpPattern)
     holes: dict[str, int] = {}
     flat = _fresh_holes(r.lhs.args, holes)
     args = tuple(_compile(a, holes) for a in r.lhs.args)
@@ -217,7 +217,7 @@ def _has_binder(p: Pattern) -> bool:
     stack = [p]
     while stack:
         q = stack.pop()
-        if isinstance(q, Node):
+        if isinstance(q, OpPattern):
             if q.op in BINDERS:
                 return True
             stack.extend(q.args)
@@ -263,7 +263,7 @@ def translate_rules(rules: RuleSet) -> Translation:
 
 def _translatable(r: TableRule) -> bool:
     return (
-        isinstance(r.lhs, Node)
+        isinstance(r.lhs, OpPattern)
         and not _has_binder(r.lhs)
         and not _has_binder(r.rhs)
         and all(c.shallow for c in r.conditions)

@@ -33,7 +33,7 @@ ROWS = """
                (sumbuild (size (index b x)) (lam (k : Integer) (mul (index k (index b x)) (index k (index o w)))))))))
       (build (size g) (lam (o : Integer) (add (index o g) (index o h))))))))
 
-; the product reads a row computed by a loop (no read, no scalar): not hoisted
+; the product reads a row computed by a loop (no read, no scalar): that row's let hoisted first
 (def vec_let (Vec (Vec Float)) ((x : Vec (Vec Float)) (w : Vec (Vec Float)))
   (build (size x) (lam (b : Integer)
     (let ((xr (build (size (index b x)) (lam (c : Integer) (mul 2.0 (index c (index b x))))))
@@ -79,10 +79,13 @@ def test_ragged_rows_fail_as_the_interpreter_does() -> None:
         ("mlp", [long_, w1, b1, w2, b2]),
         ("attention_scores", [short, w1]),
         ("attention_scores", [x, short]),
+        ("vec_let", [short, w1]),
+        ("vec_let", [long_, w1]),  # (reads past w's rows: fails)
     ]
     want = interpreted(program, calls)
     for exact_order in (True, False):
-        have = compile_program(program, ["mlp", "attention_scores"], exact_order=exact_order, threads=1).run(calls)
+        defs = ["mlp", "attention_scores", "vec_let"]
+        have = compile_program(program, defs, exact_order=exact_order, threads=1).run(calls)
         for (name, _), w_, h in zip(calls, want, have, strict=True):
             if isinstance(w_, KsError):
                 assert isinstance(h, KsError), (name, h)
@@ -91,13 +94,14 @@ def test_ragged_rows_fail_as_the_interpreter_does() -> None:
 
 
 #: Each def's products that reach the blocked nest, and the matrices hoisted out of its rows.
-REACHED = {"mlp": (2, 1), "attention_scores": (1, 1), "two_lets": (1, 1), "vec_let": (0, 0)}
+REACHED = {"mlp": (2, 1), "attention_scores": (1, 1), "two_lets": (1, 1), "vec_let": (1, 2)}
 
 
 @pytest.mark.parametrize("name", list(REACHED))
 def test_row_products_reach_the_blocked_nest(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """mlp: its first layer hoisted, its second (reading the first's row from the hoisted matrix) a
-    product over the rows as it stands; two_lets: only the let that is a product; vec_let: none."""
+    product over the rows as it stands; two_lets: only the let that is a product; vec_let: the row
+    its product reads, computed by a loop, hoisted as a matrix (row_lets.hoist_row_chain)."""
     program = parse_program(LAYERS.read_text() + ROWS, "layers_rows.ks")
     products_, hoists = REACHED[name]
 
@@ -110,13 +114,16 @@ def test_row_products_reach_the_blocked_nest(name: str, monkeypatch: pytest.Monk
     hoisted = {n for n in names_in(canonical_products(program.defs[name].body)) if n.startswith("ks$rows")}
     assert len(hoisted) == hoists
     monkeypatch.setattr(product_pass, "hoist_row_let", lambda *args: None)
-    assert blocked() == 0  # without the hoist: each row's product computed on its own
+    monkeypatch.setattr(product_pass, "hoist_row_chain", lambda *args: None)
+    assert blocked() == 0  # without the hoists: each row's product computed on its own
 
 
 #: rev$ of each layer: its products that reach the blocked nest only through hoists, and how many
 #: matrices it hoists (the same one hoisted from several sums over the rows counts once).  rev$mlp's
 #: dw1 = x^T (dh * (1 - h^2)) reads dh from its hoisted matrix, its operand computed element by element.
-GRADIENTS = {"mlp": (3, 3), "attention_scores": (1, 1)}
+#: rev$attention_scores' dk = sum_i ds_i^T q_i and dq_i = ds_i k read the row ds_i of the softmax's
+#: cotangent, computed by loops in each row's lets: that row hoisted once as a matrix, both are products.
+GRADIENTS = {"mlp": (3, 3), "attention_scores": (3, 2)}
 
 
 @pytest.mark.parametrize("name", list(GRADIENTS))
@@ -126,7 +133,8 @@ def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest
     """rev$mlp (knossos grad --mode rev) recomputes the first layer, and dh = dy w2 in three sums over
     the batch, per row inside lets; rev$attention_scores recomputes q k^T / sqrt(width) per row in
     three places (its row's scale a let before it).  Each is hoisted (the row's reads inlined, its
-    scalars moved into each element), blocked, and the identical ones computed once."""
+    scalars moved into each element), blocked, and the identical ones computed once; so is a row that
+    its sums of products read (attention's ds)."""
     source = parse_program(LAYERS.read_text(), "layers.ks")
     program = grad_program(source, defs=[name], mode="rev")
     rev = "rev$" + name
@@ -149,4 +157,5 @@ def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest
     assert len(hoisted) == hoists
     with_hoist = blocked()
     monkeypatch.setattr(product_pass, "hoist_row_let", lambda *args: None)
+    monkeypatch.setattr(product_pass, "hoist_row_chain", lambda *args: None)
     assert with_hoist == blocked() + more

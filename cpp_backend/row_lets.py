@@ -269,13 +269,14 @@ def hoist_row_chain(
         return None
     big = E.var(fresh(), vec(rhs_k.type))
     whole = E.build(n, iv, wrap_lets(lets[: k + 1], v_k))
-    kept = [*lets[:k], (v_k, E.op(Op.INDEX, iv, big)), *lets[k + 1 :]]
-    needed = set(product.free)
+    later = lets[k + 1 :]  # (kept whether read or not: H does not evaluate them)
+    needed = set(product.free).union(*(rhs.free for _, rhs in later))
     live: list[tuple[Expr, Expr]] = []
-    for v, rhs in reversed(kept):  # (the lets nothing reads now: evaluated in H already)
+    for v, rhs in reversed([*lets[:k], (v_k, E.op(Op.INDEX, iv, big))]):  # (the others: evaluated in H)
         if v.data in needed:
             live.insert(0, (v, rhs))
             needed = (needed - {v.data}) | set(rhs.free)
+    live += later
     if any(not _loop_free(rhs) for _, rhs in live):
         return None
     rows = E.build(n, iv, wrap_lets(live, product)) if e.op is Op.BUILD else E.sumbuild(n, iv, wrap_lets(live, product))

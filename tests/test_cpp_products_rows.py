@@ -40,6 +40,15 @@ ROWS = """
           (g (build (size w) (lam (o : Integer)
                (sumbuild (size xr) (lam (k : Integer) (mul (index k xr) (index k (index o w)))))))))
       g))))
+
+; as vec_let, with a let after the hoisted row that nothing reads, and that fails on short rows
+(def late_let (Vec (Vec Float)) ((x : Vec (Vec Float)) (w : Vec (Vec Float)))
+  (build (size x) (lam (b : Integer)
+    (let ((xr (build (size (index b x)) (lam (c : Integer) (mul 2.0 (index c (index b x))))))
+          (unread (index 3 (index b x)))
+          (g (build (size w) (lam (o : Integer)
+               (sumbuild (size xr) (lam (k : Integer) (mul (index k xr) (index k (index o w)))))))))
+      g))))
 """
 
 #: Each def's arguments as shapes, from (rows, inputs, outputs).
@@ -159,3 +168,22 @@ def test_gradients_row_products_equal_the_interpreter_and_reach_the_blocked_nest
     monkeypatch.setattr(product_pass, "hoist_row_let", lambda *args: None)
     monkeypatch.setattr(product_pass, "hoist_row_chain", lambda *args: None)
     assert with_hoist == blocked() + more
+
+
+def test_a_hoisted_rows_later_lets_are_still_evaluated() -> None:
+    """hoist_row_chain drops the lets before the hoisted one that the product no longer reads (the
+    hoisted build evaluated them), never one after it: late_let's unread ``(index 3 row)`` fails on
+    rows shorter than 4, compiled as interpreted, and the product still reaches the blocked nest."""
+    program = parse_program(LAYERS.read_text() + ROWS, "layers_rows.ks")
+    rng = random.Random(9)
+    calls: list[tuple[str, list[object]]] = [
+        ("late_let", [random_array((r, m), rng), random_array((n, m), rng)]) for r, m, n in ((5, 6, 7), (5, 3, 7))
+    ]
+    want = interpreted(program, calls)
+    assert not isinstance(want[0], KsError) and isinstance(want[1], KsError)
+    for exact_order in (True, False):
+        have = compile_program(program, ["late_let"], exact_order=exact_order, threads=1).run(calls)
+        assert values_agree(want[0], have[0], exact=exact_order)  # type: ignore[arg-type]
+        assert isinstance(have[1], KsError) and str(have[1]).endswith(str(want[1])), have[1]
+    cpp = emit.emit_program(program, ["late_let"], include_runtime=False)
+    assert cpp.count("throw ks::Fallback();") == 1

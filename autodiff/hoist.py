@@ -13,6 +13,9 @@ Bindings that cannot fail move as they are: Float arithmetic and comparisons, ``
 ``(if (gt n 0) value placeholder)``, since a loop of no iterations evaluates nothing: then
 ``(index i (scal alpha x))`` in a loop over ``i`` calls ``scal`` once outside, and its reverse pass
 calls ``rev$scal`` once with the gathered cotangent instead of once per element with a one-hot.
+A read that the enclosing blocks made already (the row whose size is the loop's, ``(size (index c
+(index o w)))``) cannot fail and moves as it is: under a guard its reverse pass would be a one-hot of
+the whole matrix per iteration, as a plain read it is a gather of rows.
 Out of a loop whose size is a positive literal (the front end's loops), every invariant binding moves
 as it is: the loop runs, so it would have been evaluated there anyway.
 
@@ -30,9 +33,9 @@ from __future__ import annotations
 from autodiff.anf import Bind, Block, Branch, Loop, Names, has_float, rename, value_expr
 from autodiff.extents import Extents
 from knossos import expr as E
-from knossos.expr import Expr
+from knossos.expr import Expr, distinct_nodes
 from knossos.op_table import FLOAT_OPS, ROW
-from knossos.ops import Op
+from knossos.ops import BINDERS, Op
 from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
 
 #: Invariant values that may fail (or that a loop of no iterations must not evaluate), moved out
@@ -43,6 +46,8 @@ _GUARDED = frozenset({Op.CALL, Op.INDEX})
 _SCALAR = FLOAT_OPS
 _COMPARE = frozenset(ROW) - FLOAT_OPS
 _ANY = frozenset({Op.CONST, Op.VAR, Op.SIZE, Op.GET, Op.TUPLE})
+#: Values of at most this many nodes have their reads recorded (a loop's size, a one-op binding).
+_RECORDED_MAX = 64
 
 
 class Hoister:
@@ -57,10 +62,15 @@ class Hoister:
         self.extents = Extents()
         #: The variables of the bindings :meth:`_guarded` made (read only where their loop ran).
         self.guarded: set[str] = set()
+        #: The reads evaluated so far in each enclosing block, innermost last (:meth:`_evaluated`).
+        self.reads: list[set[Expr]] = [set()]
+        #: Each bound variable's value with the variables that stand for reads replaced by the reads.
+        self.resolved: dict[str, Expr] = {}
 
     def block(self, b: Block) -> None:
         """Move the invariant bindings of every loop in ``b`` (nested ones first) out of it, in place."""
         binds: list[Bind] = []
+        self.reads.append(set())
         for bind in b.binds:
             value = bind.value
             if isinstance(value, Loop):
@@ -71,8 +81,37 @@ class Hoister:
                 binds += self._out_of_arm(value.then) + self._out_of_arm(value.other)
             else:
                 self.values[bind.var.data] = value
+                self._record(bind.var, value)
             binds.append(bind)
+        self.reads.pop()
         b.binds = binds
+
+    def _resolve(self, e: Expr) -> Expr:
+        """``e`` with each variable bound to a read (``(index i v)``) replaced by that read, resolved."""
+        if e.op is Op.VAR:
+            return self.resolved.get(e.data, e)
+        if not e.args or e.op in BINDERS:
+            return e
+        return e.replace_args(tuple(self._resolve(a) for a in e.args))
+
+    def _record(self, var: Expr, value: Expr) -> None:
+        """Note the reads that evaluating ``value`` (bound to ``var`` in the current block) makes."""
+        if value.size > _RECORDED_MAX or any(x.op in BINDERS for x in distinct_nodes(value)):
+            return
+        full = self._resolve(value)
+        if full.op is Op.INDEX:
+            self.resolved[var.data] = full
+        self.reads[-1].update(x for x in distinct_nodes(full) if x.op is Op.INDEX)
+
+    def _evaluated(self, value: Expr) -> bool:
+        """Whether ``value`` is a read that the enclosing blocks made already, before the loop being
+        hoisted from: the row a loop's size was taken of, ``(size (index c (index o w)))``, read again
+        inside the loop as ``(index c t)``, ``t`` = ``(index o w)``.  It did not fail there, so out of
+        the loop it needs no guard (and its reverse pass is a gather, not a one-hot under a branch)."""
+        if value.op is not Op.INDEX:
+            return False
+        full = self._resolve(value)
+        return any(full in reads for reads in self.reads)
 
     def _loop(self, loop: Loop) -> list[Bind]:
         """The bindings moved out of ``loop``'s body (which keeps the others)."""
@@ -94,7 +133,7 @@ class Hoister:
             elif free & local:
                 kept.append(bind)
                 local.add(bind.var.data)
-            elif _runs(n) or (isinstance(value, Expr) and self._safe(value)):
+            elif _runs(n) or (isinstance(value, Expr) and (self._safe(value) or self._evaluated(value))):
                 moved.append(bind)
             elif has_float(bind.var.type) and (not isinstance(value, Expr) or value.op in _GUARDED):
                 moved.append(self._guarded(bind, loop.n))

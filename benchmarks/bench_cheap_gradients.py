@@ -10,8 +10,8 @@ benchmarks/programs/backend.ks) and of the layers of benchmarks/programs/layers.
 on the same inputs (min per call of calls repeated for at least --seconds, 0.2); a program's own
 rev$ defs (ksc's, in conv1d_rev_*.kso and gmm_*.kso) are dropped and made anew.  Inputs: the
 def's parameters from :func:`cpp_backend.bench.make_inputs` at the case's size (every vector
-length 64 for the dataset's programs, 256 for backend.ks, the shapes below for the layers; --quick:
-a quarter of each, at least 4), and ``d$r`` random of the shape of the def's result there.
+length 64 for the dataset's programs, but for lengths their assertions tie to it (TIED_SIZES), 256
+for backend.ks, the shapes below for the layers; --quick: a quarter of each, at least 4), and ``d$r`` random of the shape of the def's result there.
 Checked: ``rev$f`` compiled against the interpreter's ``rev$f`` at every length capped at 4
 ("verified"; the tests check the derivatives against finite differences).
 
@@ -36,7 +36,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -71,6 +71,19 @@ LAYER_SIZES: dict[str, dict[str, Dims]] = {
 }
 
 
+def _tri(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+#: The dataset's defs whose assertions tie one length to another, by name (in every file that has
+#: them): their shapes at vector length n.  gmm's ``l`` (one of ``ls``) holds the strict lower
+#: triangle of a D x D matrix, D the length of ``q`` (of a row of ``x``): tri(D) = D(D-1)/2 numbers.
+TIED_SIZES: dict[str, Callable[[int], dict[str, Dims]]] = {
+    "gmm_knossos_makeQ": lambda n: {"q": n, "l": _tri(n)},
+    "gmm_knossos_gmm_objective": lambda n: {"ls": (n, _tri(n))},
+}
+
+
 @dataclass(frozen=True)
 class Case:
     """A program file and the size of its defs' inputs: ``default`` for every vector length, or named shapes."""
@@ -85,10 +98,22 @@ class Case:
         def shrink(n: int) -> int:
             return max(4, n // 4) if quick else n
 
+        tied = TIED_SIZES.get(def_name)
+        if tied is not None and self.default is not None:
+            n = shrink(self.default)
+            return Size(tied(n), n)
+
         scaled: dict[str, Dims] = {
             k: tuple(shrink(x) for x in v) if isinstance(v, tuple) else shrink(v) for k, v in named.items()
         }
         return Size(scaled, None if self.default is None else shrink(self.default))
+
+    def check_size(self, def_name: str, size: Size) -> Size:
+        """``size`` capped at CHECK_SIZE, with the tied lengths of :data:`TIED_SIZES` tied again."""
+        tied = TIED_SIZES.get(def_name)
+        if tied is not None and self.default is not None:
+            return Size(tied(CHECK_SIZE), CHECK_SIZE)
+        return size.capped(CHECK_SIZE)
 
 
 def cases() -> list[Case]:
@@ -129,9 +154,8 @@ def differentiate(program: Program, names: list[str]) -> tuple[Program, dict[str
     return with_derivatives(program, derivative_defs(program, made, "rev")), why
 
 
-def check(program: Program, compiled: CompiledProgram, name: str, size: Size) -> bool | str:
-    """Whether the compiled rev$ agrees with the interpreter's at ``size`` capped at CHECK_SIZE."""
-    small = size.capped(CHECK_SIZE)
+def check(program: Program, compiled: CompiledProgram, name: str, small: Size) -> bool | str:
+    """Whether the compiled rev$ agrees with the interpreter's at the small size ``small``."""
     interp = Interpreter(max_steps=5 * 10**7)
     try:
         args = make_inputs(program.defs[name], small)
@@ -187,7 +211,7 @@ def measure_file(case: Case, args: argparse.Namespace) -> list[dict[str, Any]]:
         except KsError as err:
             rows.append({**row, "error": f"failed at {size.text() or 'its size'}: {err.message}"})
             continue
-        ok = check(program, c, n, size)
+        ok = check(program, c, n, case.check_size(n, size))
         row.update(
             f_s=f_time.min_s,
             rev_s=rev_time.min_s,

@@ -20,7 +20,7 @@ from cpp_backend.native_cpp import NATIVE_CPP, native_template
 from knossos import trampoline
 from knossos.callee import Callee, CalleeKind
 from knossos.errors import KsUsageError
-from knossos.expr import Expr, distinct_nodes
+from knossos.expr import Expr
 from knossos.op_table import ROW, ROWS, OpKind
 from knossos.ops import BINDERS, Op
 from knossos.types import BOOL, FLOAT, INTEGER, Type
@@ -60,11 +60,24 @@ SCALARS = (FLOAT, INTEGER, BOOL)
 
 def free_scalars(e: Expr) -> list[tuple[str, Type]]:
     """The free variables of ``e`` that are Floats, Integers or Bools, with their types, by name."""
-    found: dict[str, Type] = {}
-    for node in distinct_nodes(e):
-        if node.op is Op.VAR and node.data in e.free and node.type in SCALARS:
-            found[node.data] = node.type
-    return sorted(found.items())
+    found = ((name, _free_type(e, name)) for name in e.free)
+    return sorted((name, ty) for name, ty in found if ty in SCALARS)
+
+
+def _free_type(e: Expr, name: str) -> Type:
+    """The type of the free variable ``name`` of ``e``: that of an occurrence reached without entering
+    a binder of ``name`` (a node of that name inside one is another variable: autodiff's rev$ binds a
+    Float ``t_1`` inside a loop that reads the Integer ``t_1`` outside it)."""
+    node = e
+    while node.op is not Op.VAR:
+        binder = BINDERS.get(node.op)
+        node = next(
+            child
+            for k, child in enumerate(node.args)
+            if name in child.free
+            and not (binder and (k == binder[0] or (k == binder[1] and node.args[binder[0]].data == name)))
+        )
+    return node.type
 
 
 #: The constructs whose operands are not all computed first, by the method that writes each.

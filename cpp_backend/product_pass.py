@@ -10,7 +10,7 @@ from cpp_backend.convolutions import gathered_product
 from cpp_backend.element_sums import hoist_element_sums
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interchange, small, transpose
-from cpp_backend.row_lets import hoist_row_let, share_hoisted
+from cpp_backend.row_lets import hoist_row_chain, hoist_row_let, share_hoisted
 from cpp_backend.summed_gathers import sum_of_gathers
 from cpp_backend.tuple_lets import split_tuple_lets
 from knossos.expr import Expr
@@ -60,6 +60,9 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
         # interchange already makes a product needs no hoist (nor the copy of its rows after it).
         if e.op is Op.BUILD or (e.op is Op.SUMBUILD and e.type.kind is Kind.VEC):
             found = hoist_row_let(e, lambda: names.fresh(ROWS_PREFIX), small, reaches)
+            if found is not None:
+                return found
+            found = hoist_row_chain(e, lambda: names.fresh(ROWS_PREFIX), small, reaches)
             if found is not None:
                 return found
         return e

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cpp_backend.let_chains import peel_lets
+from cpp_backend.let_chains import peel_lets, wrap_lets
 from knossos import expr as E
-from knossos.expr import Expr
+from knossos.expr import Expr, distinct_nodes
 from knossos.ops import Op
 from knossos.types import Kind, vec
 
@@ -112,6 +112,16 @@ def _read(e: Expr) -> bool:
 _LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
 #: A scalar let moved into each element of a hoisted build has at most this many nodes.
 _SCALAR_MAX = 40
+
+
+def _loop_free(e: Expr) -> bool:
+    """Whether evaluating ``e`` runs no loop and makes no vector (reads of vectors are fine)."""
+    for x in distinct_nodes(e):
+        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT):
+            return False
+        if x.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and x.type.kind in (Kind.VEC, Kind.TUPLE):
+            return False
+    return True
 
 
 def _scalar(e: Expr) -> bool:
@@ -229,6 +239,52 @@ def hoist_row_let(
     return E.let(big, whole, E.build(n, iv, rest) if e.op is Op.BUILD else E.sumbuild(n, iv, rest))
 
 
+def hoist_row_chain(
+    e: Expr, fresh: Callable[[], str], small: Callable[[Expr], bool], reaches: Callable[[Expr], bool]
+) -> Expr | None:
+    """``e`` = ``(build n (lam i LETS P))`` or ``(sumbuild n (lam i LETS P))``, ``P`` a loop (or the last
+    let's, which ``P`` names), whose lets compute a vector with loops that ``P`` reads (reverse mode's
+    ``d$s`` of a softmax row, then ``P`` its product with the row of ``q``): the lets up to the last
+    one with a loop hoisted as one build over the rows, a tape ``H`` of that let's values,
+
+        (let (H (build n (lam i LETS[..k] v_k))) (build n (lam i LETS'[v_k := (index i H)] P)))
+
+    ``LETS'`` the lets that ``P`` still needs, where the nest is then a product that reaches the
+    blocked nest; None otherwise.  Every let the row evaluated is evaluated, in ``H`` (the ones
+    ``LETS'`` keeps again: pure, the same values), so the same calls fail, possibly in another order."""
+    if e.op not in (Op.BUILD, Op.SUMBUILD) or e.type.kind is not Kind.VEC or not small(e.args[0]):
+        return None
+    n, iv, body = e.args
+    lets, product = peel_lets(body)
+    if product.op is Op.VAR and lets and lets[-1][0] is product:
+        lets, product = lets[:-1], lets[-1][1]
+    if product.op not in (Op.BUILD, Op.SUMBUILD) or len({v.data for v, _ in lets}) < len(lets):
+        return None
+    looping = [k for k, (_, rhs) in enumerate(lets) if not _loop_free(rhs)]
+    if not looping or iv.data in {v.data for v, _ in lets}:
+        return None
+    k = looping[-1]
+    v_k, rhs_k = lets[k]
+    if rhs_k.type.kind is not Kind.VEC:
+        return None
+    big = E.var(fresh(), vec(rhs_k.type))
+    whole = E.build(n, iv, wrap_lets(lets[: k + 1], v_k))
+    later = lets[k + 1 :]  # (kept whether read or not: H does not evaluate them)
+    needed = set(product.free).union(*(rhs.free for _, rhs in later))
+    live: list[tuple[Expr, Expr]] = []
+    for v, rhs in reversed([*lets[:k], (v_k, E.op(Op.INDEX, iv, big))]):  # (the others: evaluated in H)
+        if v.data in needed:
+            live.insert(0, (v, rhs))
+            needed = (needed - {v.data}) | set(rhs.free)
+    live += later
+    if any(not _loop_free(rhs) for _, rhs in live):
+        return None
+    rows = E.build(n, iv, wrap_lets(live, product)) if e.op is Op.BUILD else E.sumbuild(n, iv, wrap_lets(live, product))
+    if not reaches(rows):
+        return None
+    return E.let(big, whole, rows)
+
+
 def share_hoisted(root: Expr, prefix: str) -> Expr:
     """``root`` with the matrices hoisted (variables named ``prefix``...) at the top of the right-hand
     sides of its outermost let chain moved into that chain, and each computed once where several
@@ -264,4 +320,4 @@ def share_hoisted(root: Expr, prefix: str) -> Expr:
     return body
 
 
-__all__ = ["hoist_row_let", "share_hoisted"]
+__all__ = ["hoist_row_chain", "hoist_row_let", "share_hoisted"]

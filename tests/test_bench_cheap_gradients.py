@@ -33,3 +33,17 @@ def test_quick_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_sizes_of_the_layers() -> None:
     size = bench.Case(bench.LAYERS, None, bench.LAYER_SIZES).size("matmul", quick=True)
     assert size.named == {"x": (8, 64), "w": (64, 64)}
+
+
+def test_defs_whose_assertions_tie_lengths_are_measured(tmp_path: Path) -> None:
+    # gmm's l is the strict lower triangle of a D x D matrix: every vector at one length failed the
+    # def's own assertion ("failed at n=64: assertion failed"), so neither def was measured
+    out = tmp_path / "bench.jsonl"
+    only = ["gmm_train.kso:gmm_knossos_makeQ", "gmm_train.kso:gmm_knossos_gmm_objective"]
+    assert bench.main(["--quick", "--seconds", "0.01", "--only", *only, "--out", str(out)]) == 0
+    rows = {r["def"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert sorted(rows) == ["gmm_knossos_gmm_objective", "gmm_knossos_makeQ"]
+    for r in rows.values():
+        assert "error" not in r, r["error"]
+        assert r["verified"] is True and r["rev_s"] > 0
+    assert rows["gmm_knossos_makeQ"]["size"] == {"q": 16, "l": 120, "n": 16}

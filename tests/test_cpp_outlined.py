@@ -51,3 +51,27 @@ def test_top_level_nests_are_outlined_and_equal_the_interpreter() -> None:
                 assert h == w  # to the bit
             else:
                 assert values_agree(w, h)
+
+
+SHADOWED = """
+; the nest reads the Integer t and binds a Float t of its own inside (autodiff's rev$ reuses names so)
+(def g (Vec Float) ((y : Vec Float) (d : Vec (Vec Float)))
+  (let ((t (size y))
+        (r (build (size d) (lam (i : Integer)
+              (let ((di (index i d))
+                    (s (sumbuild t (lam (j : Integer) (let (t (index j y)) (mul t (index j di)))))))
+                (if (gt t 0) s 0.0))))))
+    r))
+"""
+
+
+def test_a_nest_copies_its_free_scalars_with_their_own_types_not_a_shadowing_bindings() -> None:
+    # free_scalars took each name's type from any node of that name, the inner Float t's included:
+    # `const double t = <the Integer>` and a loop bounded by it (blas_test.kso's rev$avxvy did not compile)
+    program = parse_program(SHADOWED, "shadowed.ks")
+    rng = random.Random(3)
+    calls = [("g", [random_array((m,), rng), random_array((n, m), rng)]) for n, m in ((3, 4), (2, 0), (70, 5))]
+    want = interpreted(program, calls)
+    have = compile_program(program, threads=1).run(calls)
+    for w, h in zip(want, have, strict=True):
+        assert values_agree(w, h), (w, h)

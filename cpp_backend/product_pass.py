@@ -8,6 +8,7 @@ from collections.abc import Callable
 from cpp_backend.batched import batched_product
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.element_sums import hoist_element_sums
+from cpp_backend.guarded_reads import sink_guarded_reads
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interchange, small, transpose
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
@@ -64,6 +65,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
                 return found
         return e
 
+    root = sink_guarded_reads(root)  # (the reads autodiff hoisted under guards, written in the terms)
     if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)
         root = split_tuple_lets(root)
     return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)

@@ -1,0 +1,162 @@
+"""Guarded reads moved back into the loops that use them, before the products pass looks at a body.
+
+Autodiff moves a loop-invariant read out of its loop under a guard that the loop runs
+(:mod:`autodiff.hoist`), so that a loop of no iterations still reads nothing:
+
+    (let (t (if (gt n 0) (let (t_1 (index k W)) t_1) (build 0 (lam (i : Integer) 0.0))))
+      ... (sumbuild n (lam j ... (index j t) ...)) ...)
+
+Its reverse pass keeps the guard.  The products' patterns (:mod:`cpp_backend.products`) want the
+reads written out in the term, ``(index j (index k W))``, and refuse a let with a branch in a loop's
+lets, so a product whose operand was hoisted so never reached the blocked nest (a gradient's
+``W^T dY`` computed as scalar loops down columns).  Where every use of ``t`` is inside loops whose
+sizes are the guard's (``n`` above: the guard holds wherever the use is evaluated), ``t`` is the
+read itself there: the let is dropped and the read written at each use.  A read evaluated where it
+is used fails where and only where the guarded one's use would have: in a loop of no iterations
+neither is evaluated, and in one that runs both read the same row.  Only reads (``index``, ``size``,
+``get`` of variables and constants) move: a row is an alias in the C++ (no copy), and the emitter's
+loop-invariant code motion reads it once per loop again.  The placeholder the guard makes in the
+other branch (an empty vector, a zero) is pure, so not evaluating it changes nothing.
+"""
+
+from __future__ import annotations
+
+from cpp_backend.let_chains import peel_lets, wrap_lets
+from cpp_backend.row_lets import substitute
+from knossos import expr as E
+from knossos.expr import Expr, distinct_nodes
+from knossos.ops import Op
+
+#: A read moved into loops has at most this many nodes.
+_READ_MAX = 12
+_READ_OPS = frozenset({Op.INDEX, Op.SIZE, Op.GET, Op.VAR, Op.CONST})
+_PLACEHOLDER_OPS = frozenset({Op.CONST, Op.BUILD, Op.LAM, Op.VAR, Op.TUPLE})
+_ZERO = E.const(0)
+
+
+def sink_guarded_reads(root: Expr) -> Expr:
+    """``root`` with every guarded read (module docstring) whose uses are all where its guards hold
+    (inside loops of the guards' sizes, or branches that test them) replaced by the read at its uses."""
+    memo: dict[tuple[int, frozenset[int], frozenset[str]], Expr] = {}
+    keep: list[Expr] = []  # the originals stay alive while their ids are keys
+
+    def walk(e: Expr, known: frozenset[int], indices: frozenset[str]) -> Expr:
+        key = (id(e), known, indices)
+        done = memo.get(key)
+        if done is not None:
+            return done
+        keep.append(e)
+        if e.op is Op.LET:
+            lets, body = peel_lets(e)
+            inner = indices - {v.data for v, _ in lets}
+            rest = walk(body, known, inner)
+            for v, rhs in reversed(lets):
+                new_rhs = walk(rhs, known, indices)
+                sunk = _sunk(v, new_rhs, rest, known, inner)
+                rest = sunk if sunk is not None else wrap_lets([(v, new_rhs)], rest)
+            out = rest
+        elif e.op in (Op.BUILD, Op.SUMBUILD):
+            size, i, body = e.args
+            new_body = walk(body, known | {id(size)}, indices | {i.data})
+            out = e if new_body is body else e.replace_args((size, i, new_body))
+        elif e.op is Op.IF:
+            cond, then, other = e.args
+            positive = _positive(cond, indices)
+            new_then = walk(then, known if positive is None else known | {id(positive)}, indices)
+            new_other = walk(other, known, indices)
+            out = e if (new_then, new_other) == (then, other) else e.replace_args((cond, new_then, new_other))
+        elif e.op is Op.LAM:
+            new_body = walk(e.args[1], known, indices - {e.args[0].data})
+            out = e if new_body is e.args[1] else e.replace_args((e.args[0], new_body))
+        elif e.args:
+            args = tuple(walk(a, known, indices) for a in e.args)
+            out = e.replace_args(args) if any(a is not b for a, b in zip(args, e.args, strict=True)) else e
+        else:
+            out = e
+        memo[key] = out
+        return out
+
+    return walk(root, frozenset(), frozenset())
+
+
+def _positive(cond: Expr, indices: frozenset[str]) -> Expr | None:
+    """The size that ``cond`` holding shows positive: ``n`` of ``(gt n 0)``, or of ``(lt i n)`` for an
+    enclosing loop's index ``i`` (at least 0); None for any other test."""
+    if cond.op is Op.GT and cond.args[1] is _ZERO:
+        return cond.args[0]
+    if cond.op is Op.LT and cond.args[0].op is Op.VAR and cond.args[0].data in indices:
+        return cond.args[1]
+    return None
+
+
+def guarded_read(rhs: Expr) -> tuple[list[Expr], Expr] | None:
+    """``rhs`` as (the sizes ``n`` of its guards ``(gt n 0)``, outermost first; the read), where it is
+    a read under guards that the loops it came out of run; None otherwise."""
+    sizes: list[Expr] = []
+    while True:
+        while rhs.op is Op.LET and rhs.args[2] is rhs.args[0]:  # (let (x r) x) is r
+            rhs = rhs.args[1]
+        if rhs.op is not Op.IF:
+            break
+        cond, then, other = rhs.args
+        if cond.op is not Op.GT or cond.args[1] is not _ZERO:
+            return None
+        if not _placeholder(other):
+            return None
+        sizes.append(cond.args[0])
+        rhs = then
+    if not sizes or rhs.size > _READ_MAX or any(x.op not in _READ_OPS for x in distinct_nodes(rhs)):
+        return None
+    if not any(x.op is Op.INDEX for x in distinct_nodes(rhs)):
+        return None
+    return sizes, rhs
+
+
+def _placeholder(e: Expr) -> bool:
+    """Whether ``e`` is a pure constant value: a literal, an empty vector, a tuple of them."""
+    return not e.free and all(x.op in _PLACEHOLDER_OPS for x in distinct_nodes(e))
+
+
+def _sunk(v: Expr, rhs: Expr, body: Expr, known: frozenset[int], indices: frozenset[str]) -> Expr | None:
+    """``body`` with the guarded read ``rhs`` of ``v`` written at each use, or None where some use
+    may be evaluated where a guard's size is not known positive (``known`` around the let), or a
+    binder between would capture a name."""
+    found = guarded_read(rhs)
+    if found is None or v.data not in body.free:
+        return None
+    sizes, read = found
+    if not _uses_inside(body, v.data, frozenset(id(s) for s in sizes) - known, indices):
+        return None
+    avoid = frozenset(read.free).union(*(s.free for s in sizes))
+    return substitute(body, v.data, read, avoid)
+
+
+def _uses_inside(e: Expr, name: str, needed: frozenset[int], indices: frozenset[str]) -> bool:
+    """Whether every free use of ``name`` in ``e`` is where each size of ``needed`` (ids of interned
+    size expressions) is known positive: inside a loop over it, or in the first branch of a test
+    that shows it (:func:`_positive`; ``indices``: the enclosing loops' indices)."""
+    if name not in e.free:
+        return True
+    if not needed:
+        return True
+    if e.op is Op.VAR:
+        return False
+    if e.op in (Op.BUILD, Op.SUMBUILD):
+        size, i, body = e.args
+        inner = indices | {i.data}
+        return _uses_inside(size, name, needed, indices) and _uses_inside(body, name, needed - {id(size)}, inner)
+    if e.op is Op.IF:
+        cond, then, other = e.args
+        positive = _positive(cond, indices)
+        inside = needed if positive is None else needed - {id(positive)}
+        return (
+            _uses_inside(cond, name, needed, indices)
+            and _uses_inside(then, name, inside, indices)
+            and _uses_inside(other, name, needed, indices)
+        )
+    if e.op in (Op.LET, Op.LAM) and e.args[0].data in indices:
+        indices = indices - {e.args[0].data}  # (a loop's index shadowed)
+    return all(_uses_inside(a, name, needed, indices) for a in e.args)
+
+
+__all__ = ["guarded_read", "sink_guarded_reads"]

@@ -22,7 +22,6 @@ other branch (an empty vector, a zero) is pure, so not evaluating it changes not
 from __future__ import annotations
 
 from cpp_backend.let_chains import peel_lets, wrap_lets
-from cpp_backend.row_lets import substitute
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes
 from knossos.ops import Op
@@ -31,21 +30,27 @@ from knossos.ops import Op
 _READ_MAX = 12
 _READ_OPS = frozenset({Op.INDEX, Op.SIZE, Op.GET, Op.VAR, Op.CONST})
 _PLACEHOLDER_OPS = frozenset({Op.CONST, Op.BUILD, Op.LAM, Op.VAR, Op.TUPLE})
+_BINDERS = {Op.LET: 0, Op.LAM: 0, Op.BUILD: 1, Op.SUMBUILD: 1}
 _ZERO = E.const(0)
+#: What a walk knows at a node: the ids of the sizes known positive, the enclosing loops' indices.
+Context = tuple[frozenset[int], frozenset[str]]
 
 
 def sink_guarded_reads(root: Expr) -> Expr:
     """``root`` with every guarded read (module docstring) whose uses are all where its guards hold
     (inside loops of the guards' sizes, or branches that test them) replaced by the read at its uses."""
+    holding = _holding(root)
+    if not holding:
+        return root
     memo: dict[tuple[int, frozenset[int], frozenset[str]], Expr] = {}
-    keep: list[Expr] = []  # the originals stay alive while their ids are keys
 
     def walk(e: Expr, known: frozenset[int], indices: frozenset[str]) -> Expr:
+        if id(e) not in holding:
+            return e
         key = (id(e), known, indices)
         done = memo.get(key)
         if done is not None:
             return done
-        keep.append(e)
         if e.op is Op.LET:
             lets, body = peel_lets(e)
             inner = indices - {v.data for v, _ in lets}
@@ -68,15 +73,36 @@ def sink_guarded_reads(root: Expr) -> Expr:
         elif e.op is Op.LAM:
             new_body = walk(e.args[1], known, indices - {e.args[0].data})
             out = e if new_body is e.args[1] else e.replace_args((e.args[0], new_body))
-        elif e.args:
+        else:
             args = tuple(walk(a, known, indices) for a in e.args)
             out = e.replace_args(args) if any(a is not b for a, b in zip(args, e.args, strict=True)) else e
-        else:
-            out = e
         memo[key] = out
         return out
 
-    return walk(root, frozenset(), frozenset())
+    try:
+        return walk(root, frozenset(), frozenset())
+    except RecursionError:  # (a term nested past Python's stack around a guarded read: left as it is)
+        return root
+
+
+def _holding(root: Expr) -> set[int]:
+    """The ids of the nodes of ``root`` with a let of a guarded read in them (or that let)."""
+    candidates = {id(x) for x in distinct_nodes(root) if x.op is Op.LET and guarded_read(x.args[1]) is not None}
+    if not candidates:
+        return set()
+    holding: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:  # (post-order on an explicit stack: deep terms need no recursion)
+        e, ready = stack.pop()
+        if ready:
+            if id(e) in candidates or any(id(a) in holding for a in e.args):
+                holding.add(id(e))
+            done.add(id(e))
+        elif id(e) not in done:
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args if id(a) not in done)
+    return holding
 
 
 def _positive(cond: Expr, indices: frozenset[str]) -> Expr | None:
@@ -99,9 +125,7 @@ def guarded_read(rhs: Expr) -> tuple[list[Expr], Expr] | None:
         if rhs.op is not Op.IF:
             break
         cond, then, other = rhs.args
-        if cond.op is not Op.GT or cond.args[1] is not _ZERO:
-            return None
-        if not _placeholder(other):
+        if cond.op is not Op.GT or cond.args[1] is not _ZERO or not _placeholder(other):
             return None
         sizes.append(cond.args[0])
         rhs = then
@@ -120,43 +144,65 @@ def _placeholder(e: Expr) -> bool:
 def _sunk(v: Expr, rhs: Expr, body: Expr, known: frozenset[int], indices: frozenset[str]) -> Expr | None:
     """``body`` with the guarded read ``rhs`` of ``v`` written at each use, or None where some use
     may be evaluated where a guard's size is not known positive (``known`` around the let), or a
-    binder between would capture a name."""
+    binder in ``body`` binds ``v`` or a name the read or a guard's size mentions (no capture)."""
     found = guarded_read(rhs)
     if found is None or v.data not in body.free:
         return None
     sizes, read = found
     if not _uses_inside(body, v.data, frozenset(id(s) for s in sizes) - known, indices):
         return None
-    avoid = frozenset(read.free).union(*(s.free for s in sizes))
-    return substitute(body, v.data, read, avoid)
+    avoid = {v.data}.union(read.free, *(s.free for s in sizes))
+    if any(x.op in _BINDERS and x.args[_BINDERS[x.op]].data in avoid for x in distinct_nodes(body)):
+        return None
+    return _replace_var(body, v.data, read)
 
 
-def _uses_inside(e: Expr, name: str, needed: frozenset[int], indices: frozenset[str]) -> bool:
-    """Whether every free use of ``name`` in ``e`` is where each size of ``needed`` (ids of interned
+def _uses_inside(root: Expr, name: str, needed: frozenset[int], indices: frozenset[str]) -> bool:
+    """Whether every free use of ``name`` in ``root`` is where each size of ``needed`` (ids of interned
     size expressions) is known positive: inside a loop over it, or in the first branch of a test
     that shows it (:func:`_positive`; ``indices``: the enclosing loops' indices)."""
-    if name not in e.free:
-        return True
-    if not needed:
-        return True
-    if e.op is Op.VAR:
-        return False
-    if e.op in (Op.BUILD, Op.SUMBUILD):
-        size, i, body = e.args
-        inner = indices | {i.data}
-        return _uses_inside(size, name, needed, indices) and _uses_inside(body, name, needed - {id(size)}, inner)
-    if e.op is Op.IF:
-        cond, then, other = e.args
-        positive = _positive(cond, indices)
-        inside = needed if positive is None else needed - {id(positive)}
-        return (
-            _uses_inside(cond, name, needed, indices)
-            and _uses_inside(then, name, inside, indices)
-            and _uses_inside(other, name, needed, indices)
-        )
-    if e.op in (Op.LET, Op.LAM) and e.args[0].data in indices:
-        indices = indices - {e.args[0].data}  # (a loop's index shadowed)
-    return all(_uses_inside(a, name, needed, indices) for a in e.args)
+    stack: list[tuple[Expr, frozenset[int], frozenset[str]]] = [(root, needed, indices)]
+    while stack:
+        e, left, ixs = stack.pop()
+        if name not in e.free or not left:
+            continue
+        if e.op is Op.VAR:
+            return False
+        if e.op in (Op.BUILD, Op.SUMBUILD):
+            size, i, body = e.args
+            stack += [(size, left, ixs), (body, left - {id(size)}, ixs | {i.data})]
+        elif e.op is Op.IF:
+            cond, then, other = e.args
+            positive = _positive(cond, ixs)
+            inside = left if positive is None else left - {id(positive)}
+            stack += [(cond, left, ixs), (then, inside, ixs), (other, left, ixs)]
+        else:
+            if e.op in (Op.LET, Op.LAM) and e.args[0].data in ixs:
+                ixs = ixs - {e.args[0].data}  # (a loop's index shadowed)
+            stack += [(a, left, ixs) for a in e.args]
+    return True
+
+
+def _replace_var(root: Expr, name: str, new: Expr) -> Expr:
+    """``root`` with every occurrence of the variable ``name`` replaced by ``new`` (the caller has
+    checked that nothing in ``root`` binds ``name`` or a name of ``new``), on an explicit stack."""
+    done: dict[int, Expr] = {}
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if ready:
+            args = tuple(done[id(a)] for a in e.args)
+            changed = any(a is not b for a, b in zip(args, e.args, strict=True))
+            done[id(e)] = e.replace_args(args) if changed else e
+        elif id(e) not in done:
+            if name not in e.free:
+                done[id(e)] = e
+            elif e.op is Op.VAR:
+                done[id(e)] = new
+            else:
+                stack.append((e, True))
+                stack.extend((a, False) for a in e.args if id(a) not in done)
+    return done[id(root)]
 
 
 __all__ = ["guarded_read", "sink_guarded_reads"]

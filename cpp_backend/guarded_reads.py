@@ -32,8 +32,8 @@ _READ_OPS = frozenset({Op.INDEX, Op.SIZE, Op.GET, Op.VAR, Op.CONST})
 _PLACEHOLDER_OPS = frozenset({Op.CONST, Op.BUILD, Op.LAM, Op.VAR, Op.TUPLE})
 _BINDERS = {Op.LET: 0, Op.LAM: 0, Op.BUILD: 1, Op.SUMBUILD: 1}
 _ZERO = E.const(0)
-#: What a walk knows at a node: the ids of the sizes known positive, the enclosing loops' indices.
-Context = tuple[frozenset[int], frozenset[str]]
+#: Ops under which a read may not be made: a let's value with one does not show its reads succeeded.
+_BRANCHING = frozenset({Op.IF, Op.BUILD, Op.SUMBUILD, Op.LAM, Op.LET, Op.CALL, Op.APPLY, Op.AND, Op.OR})
 
 
 def sink_guarded_reads(root: Expr) -> Expr:
@@ -42,9 +42,10 @@ def sink_guarded_reads(root: Expr) -> Expr:
     holding = _holding(root)
     if not holding:
         return root
-    memo: dict[tuple[int, frozenset[int], frozenset[str]], Expr] = {}
+    memo: dict[tuple[int, frozenset[Expr], frozenset[str]], Expr] = {}
 
-    def walk(e: Expr, known: frozenset[int], indices: frozenset[str]) -> Expr:
+    def walk(e: Expr, known: frozenset[Expr], indices: frozenset[str]) -> Expr:
+        """``e`` rewritten, where the sizes ``known`` are positive and ``indices`` are loops' indices."""
         if id(e) not in holding:
             return e
         key = (id(e), known, indices)
@@ -54,24 +55,29 @@ def sink_guarded_reads(root: Expr) -> Expr:
         if e.op is Op.LET:
             lets, body = peel_lets(e)
             inner = indices - {v.data for v, _ in lets}
-            rest = walk(body, known, inner)
-            for v, rhs in reversed(lets):
-                new_rhs = walk(rhs, known, indices)
-                sunk = _sunk(v, new_rhs, rest, known, inner)
+            before = _known_before(lets, known)
+            rest = walk(body, before[-1], inner)
+            for (v, rhs), at in zip(reversed(lets), reversed(before[:-1]), strict=True):
+                new_rhs = walk(rhs, at, indices)
+                sunk = _sunk(v, new_rhs, rest, at, inner)
                 rest = sunk if sunk is not None else wrap_lets([(v, new_rhs)], rest)
             out = rest
         elif e.op in (Op.BUILD, Op.SUMBUILD):
             size, i, body = e.args
-            new_body = walk(body, known | {id(size)}, indices | {i.data})
+            new_body = walk(body, _unbound(known | {size}, i.data), indices | {i.data})
             out = e if new_body is body else e.replace_args((size, i, new_body))
+        elif e.op is Op.IF and cond_holds(e.args[0], known):  # (a guard that holds here: its branch)
+            out = walk(e.args[1], known, indices)
+            while out.op is Op.LET and out.args[2] is out.args[0]:  # (let (x r) x) is r
+                out = out.args[1]
         elif e.op is Op.IF:
             cond, then, other = e.args
             positive = _positive(cond, indices)
-            new_then = walk(then, known if positive is None else known | {id(positive)}, indices)
+            new_then = walk(then, known if positive is None else known | {positive}, indices)
             new_other = walk(other, known, indices)
             out = e if (new_then, new_other) == (then, other) else e.replace_args((cond, new_then, new_other))
         elif e.op is Op.LAM:
-            new_body = walk(e.args[1], known, indices - {e.args[0].data})
+            new_body = walk(e.args[1], _unbound(known, e.args[0].data), indices - {e.args[0].data})
             out = e if new_body is e.args[1] else e.replace_args((e.args[0], new_body))
         else:
             args = tuple(walk(a, known, indices) for a in e.args)
@@ -86,8 +92,12 @@ def sink_guarded_reads(root: Expr) -> Expr:
 
 
 def _holding(root: Expr) -> set[int]:
-    """The ids of the nodes of ``root`` with a let of a guarded read in them (or that let)."""
-    candidates = {id(x) for x in distinct_nodes(root) if x.op is Op.LET and guarded_read(x.args[1]) is not None}
+    """The ids of the nodes of ``root`` with a let of a guarded read or a guard's test in them."""
+    candidates = {
+        id(x)
+        for x in distinct_nodes(root)
+        if (x.op is Op.LET and guarded_read(x.args[1]) is not None) or (x.op is Op.IF and cond_holds(x.args[0], None))
+    }
     if not candidates:
         return set()
     holding: set[int] = set()
@@ -103,6 +113,39 @@ def _holding(root: Expr) -> set[int]:
             stack.append((e, True))
             stack.extend((a, False) for a in e.args if id(a) not in done)
     return holding
+
+
+def cond_holds(cond: Expr, known: frozenset[Expr] | None) -> bool:
+    """Whether ``cond`` is ``(gt n 0)`` for a size ``n`` known positive (in ``known``; None: any)."""
+    return cond.op is Op.GT and cond.args[1] is _ZERO and (known is None or cond.args[0] in known)
+
+
+def _unbound(known: frozenset[Expr], name: str) -> frozenset[Expr]:
+    """``known`` under a binder of ``name``: the facts about another value of that name dropped."""
+    return frozenset(x for x in known if name not in x.free)
+
+
+def _known_before(lets: list[tuple[Expr, Expr]], known: frozenset[Expr]) -> list[frozenset[Expr]]:
+    """The sizes known positive before each let of a chain and after the last: ``known``, and the
+    sizes of the vectors that an earlier let read at a literal index for certain (``(size (index 0
+    v))``: ``v`` has an element, so ``(size v)`` and the variables bound to it are positive)."""
+    out = [known]
+    sizes: dict[Expr, list[Expr]] = {}  # (size v) -> the variables bound to it
+    for v, rhs in lets:
+        facts: set[Expr] = set()
+        if not any(x.op in _BRANCHING for x in distinct_nodes(rhs)):  # (every read of it is made)
+            for x in distinct_nodes(rhs):
+                if x.op is Op.INDEX and x.args[0].op is Op.CONST and x.args[0].data >= 0:
+                    size = E.op(Op.SIZE, x.args[1])
+                    facts |= {size, *sizes.get(size, [])}
+        now = _unbound(out[-1] | facts, v.data)
+        sizes = {k: [w for w in ws if w.data != v.data] for k, ws in sizes.items() if v.data not in k.free}
+        if rhs.op is Op.SIZE and v.data not in rhs.free:
+            sizes.setdefault(rhs, []).append(v)
+            if rhs in now:
+                now |= {v}
+        out.append(now)
+    return out
 
 
 def _positive(cond: Expr, indices: frozenset[str]) -> Expr | None:
@@ -141,7 +184,7 @@ def _placeholder(e: Expr) -> bool:
     return not e.free and all(x.op in _PLACEHOLDER_OPS for x in distinct_nodes(e))
 
 
-def _sunk(v: Expr, rhs: Expr, body: Expr, known: frozenset[int], indices: frozenset[str]) -> Expr | None:
+def _sunk(v: Expr, rhs: Expr, body: Expr, known: frozenset[Expr], indices: frozenset[str]) -> Expr | None:
     """``body`` with the guarded read ``rhs`` of ``v`` written at each use, or None where some use
     may be evaluated where a guard's size is not known positive (``known`` around the let), or a
     binder in ``body`` binds ``v`` or a name the read or a guard's size mentions (no capture)."""
@@ -149,7 +192,7 @@ def _sunk(v: Expr, rhs: Expr, body: Expr, known: frozenset[int], indices: frozen
     if found is None or v.data not in body.free:
         return None
     sizes, read = found
-    if not _uses_inside(body, v.data, frozenset(id(s) for s in sizes) - known, indices):
+    if not _uses_inside(body, v.data, frozenset(id(s) for s in sizes if s not in known), indices):
         return None
     avoid = {v.data}.union(read.free, *(s.free for s in sizes))
     if any(x.op in _BINDERS and x.args[_BINDERS[x.op]].data in avoid for x in distinct_nodes(body)):

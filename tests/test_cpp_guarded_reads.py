@@ -125,3 +125,33 @@ def test_parsed_guard_of_a_user_branch_is_no_loop_guard() -> None:
     )
     body = program.defs["f"].body
     assert sink_guarded_reads(body) is body
+
+
+def test_a_size_shown_positive_by_an_earlier_read_lets_its_guard_go() -> None:
+    """blas_template.kso's matrix_matrix_multiply reads ``(index 0 mat_y)`` first, so ``(size mat_y)``
+    is positive below: its rev$'s guards on it hold, and the cotangent of mat_y (a sum over rows of
+    rows read down columns) becomes a blocked product; compiled, it agrees with the interpreter."""
+    base = without_derivatives(load_program(DATA / "programs" / "blas_template.kso"), orphans=True)
+    program = with_derivatives(base, derivative_defs(base, ["matrix_matrix_multiply"], "rev"))
+    body = program.defs["rev$matrix_matrix_multiply"].body
+    canonical = canonical_products(body)
+    assert any(x.op is Op.LET and x.args[0].data.startswith("ks$bt") for x in E.preorder(canonical))
+    rng = random.Random(5)
+    calls: list[tuple[str, list[object]]] = []
+    for n, m, k in ((3, 4, 5), (4, 4, 4), (1, 2, 3)):
+        x, y, dr = random_array((m, n), rng), random_array((k, m), rng), random_array((n, k), rng)
+        calls.append(("rev$matrix_matrix_multiply", [x, y, dr]))
+    compiled = compile_program(program, ["rev$matrix_matrix_multiply"])
+    assert_agree(calls, interpreted(program, calls), compiled.run(calls))
+
+
+def test_a_fact_about_a_shadowed_name_is_dropped() -> None:
+    """``(size v)`` is shown positive by ``(index 0 v)``, but a let rebinding ``v`` below makes the
+    fact about another vector: the guard on the new ``(size v)`` stays."""
+    n, v, w = E.var("n", INTEGER), E.var("v", vec(vec(FLOAT))), E.var("w", vec(FLOAT))
+    size = E.op(Op.SIZE, v)
+    guard = E.op(Op.IF, E.op(Op.GT, size, E.const(0)), E.const(1.0), E.const(2.0))
+    e = E.let(w, E.op(Op.INDEX, E.const(0), v), E.let(v, E.build(n, E.var("z", INTEGER), w), guard))
+    assert sink_guarded_reads(e) is e
+    kept = E.let(w, E.op(Op.INDEX, E.const(0), v), guard)
+    assert sink_guarded_reads(kept) is E.let(w, E.op(Op.INDEX, E.const(0), v), E.const(1.0))

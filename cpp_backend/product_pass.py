@@ -15,6 +15,7 @@ from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interch
 from cpp_backend.row_lets import hoist_row_chain, hoist_row_let, share_hoisted
 from cpp_backend.summed_gathers import sum_of_gathers
 from cpp_backend.tuple_lets import split_tuple_lets
+from cpp_backend.unswitch import unswitch
 from knossos.expr import Expr
 from knossos.ops import Op
 from knossos.types import Kind
@@ -75,6 +76,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
         return e
 
     root = sink_guarded_reads(root)  # (the reads autodiff hoisted under guards, written in the terms)
+    root = canonical_products_in(root, unswitch)  # (a padded gradient's invariant test out of its sum)
     if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)
         root = split_tuple_lets(root)
     return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)

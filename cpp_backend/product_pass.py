@@ -59,6 +59,9 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
             found = interchange(e, names, lambda x: canonical_products_in(x, here))
             if found is not None:
                 return found
+            found = unswitch(e)  # (then each arm's sum is looked at again, as a child)
+            if found is not e:
+                return found
         if not exact_order and e.op is Op.SUMBUILD and e.type.kind is Kind.FLOAT:
             found = contraction(e, names.fresh, lambda x: canonical_products_in(x, here), has_product)
             if found is not None:
@@ -76,7 +79,6 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
         return e
 
     root = sink_guarded_reads(root)  # (the reads autodiff hoisted under guards, written in the terms)
-    root = canonical_products_in(root, unswitch)  # (a padded gradient's invariant test out of its sum)
     if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)
         root = split_tuple_lets(root)
     return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)

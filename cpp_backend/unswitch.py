@@ -6,10 +6,10 @@ the test is the same in every iteration, but as written it sits inside the sum, 
 vectors the products pass turns into a vector of sums (:func:`cpp_backend.products.interchange`)
 is the branch, not the plain build, and the padded one it then takes puts a test and checked reads
 inside every dot product.  Here the sum becomes ``(let ((t (size image))) (if (eq k t) (sumbuild p
-(lam j plain)) (sumbuild p (lam j padded))))``: one loop per branch, each as written, each looked
-at again by the products pass.  It is done only where the interchange does not apply to the sum
-as it is: a test that varies with an enclosing loop is one the interchange checks for all of its
-iterations at once (and a branch between that loop and the sum would hide the product).
+(lam j plain)) (sumbuild p (lam j padded))))``: one loop per branch, each as written.  The products
+pass does it only where the interchange does not apply to the sum as it is (a test that varies with
+an enclosing loop is one the interchange checks for all of its iterations at once, and a branch
+between that loop and the sum would hide the product) and does apply to an arm's sum.
 
 Only tests that cannot fail and cost a constant move (comparisons and Integer arithmetic of
 literals, variables bound outside the loop, and the sizes of such variables, through the lets at

@@ -9,6 +9,7 @@ import pytest
 from autodiff import grad_program
 from cpp_backend import emit
 from cpp_backend.driver import run_def
+from cpp_backend.product_pass import canonical_products
 from knossos.errors import KsEvalError
 from knossos.interpreter import Interpreter
 from knossos.parser import parse_program
@@ -57,3 +58,23 @@ def test_compiled_agrees_with_the_interpreter(w: list[list[float]], image: list[
         return
     assert isclose(want, run_def(p, "rev$mmt", args, exact_order=True), 0.0, 0.0)
     assert isclose(want, run_def(p, "rev$mmt", args), 1e-12, 1e-12)
+
+
+def test_a_branch_is_taken_out_of_a_sum_only_where_it_pays() -> None:
+    """A sum of rows (contiguous already) under a loop-invariant test keeps its branch inside: the
+    two copies of the loop that unswitching makes would give no product, only more code."""
+    rows = parse_program(
+        """
+        (def rows (Vec Float) ((x : Vec (Vec Float)) (y : Vec Float))
+          (let (n (size (index 0 x)))
+            (sumbuild (size x) (lam (j : Integer)
+              (let (t (size y))
+                (if (eq n t)
+                    (build n (lam (k : Integer) (mul (index k (index j x)) (index k y))))
+                    (build t (lam (k : Integer) 0.0))))))))
+        """,
+        "rows.ks",
+    ).defs["rows"]
+    assert canonical_products(rows.body) is rows.body
+    mmt = program().defs["rev$mmt"]
+    assert canonical_products(mmt.body) is not mmt.body

@@ -11,6 +11,7 @@ from cpp_backend.element_sums import hoist_element_sums
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interchange, small, transpose
 from cpp_backend.row_lets import hoist_row_let, share_hoisted
+from cpp_backend.static_sizes import StaticSizes
 from cpp_backend.summed_gathers import sum_of_gathers
 from cpp_backend.tuple_lets import split_tuple_lets
 from knossos.expr import Expr
@@ -22,6 +23,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
     """``root`` with every product recognised rewritten into the blocked nest's shape (see the module
     docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
     names = ProductNames(root)
+    sizes = StaticSizes(root)
 
     def reaches(x: Expr) -> bool:
         """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
@@ -31,7 +33,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
         if id(e) in names.fallbacks:
             return e
         if not exact_order and e.type.kind is Kind.VEC:  # (before the rewrites of one product at a time)
-            batched = batched_product(e, names.fresh)
+            batched = batched_product(e, names.fresh, sizes)
             if batched is not None:
                 names.fallbacks[id(e)] = e
                 return batched[0]

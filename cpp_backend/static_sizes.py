@@ -9,7 +9,9 @@ emitted: it was g++'s time (the whole product nest again; MultiheadAttention's g
 
 Only literal counts are recorded, and only for names bound once in the def (one ``let``, no
 ``lam`` or parameter of the same name), so a free occurrence anywhere means that binding and a
-recorded count does not depend on what the binding's free variables are.  A ``size`` of rows
+recorded count does not depend on what the binding's free variables are.  (Nodes are interned up to
+alpha-equivalence, so a subtree may carry the binder names of another program parsed earlier in the
+process: a name then bound twice is not known, which costs a fallback, never a wrong proof.)  A ``size`` of rows
 that do not exist fails in the check as in the code it guards (which reads the same rows), so a
 check dropped changes no error either.
 """

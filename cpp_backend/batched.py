@@ -37,7 +37,9 @@ element-wise, from +0.0): so, like the interchange of :mod:`cpp_backend.products
 ``KS_EXACT_ORDER``.  A one-hot over a summed variable becomes a build only where its length is the
 variable's count (so every position is written once): checked when the program runs, with every
 loop count positive (a sum of no vectors fails, and nothing is read where a loop is empty); where a
-check fails, the original nest runs.  The copies and the product read the same elements as the
+check fails, the original nest runs.  A check that the sizes known when the code is emitted prove
+(:mod:`cpp_backend.static_sizes`: the rows of a vector built here with literal counts) is not made,
+and with no check left the original nest is not kept.  The copies and the product read the same elements as the
 original, so the same reads fail; a let dropped (its value inlined) computes only reads that the new
 code makes too, sizes of them and integer arithmetic.
 """
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 
 from cpp_backend.element_sums import operand_sums, replace_operand
 from cpp_backend.let_chains import wrap_lets
+from cpp_backend.static_sizes import StaticSizes
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes
 from knossos.op_table import FLOAT_OPS
@@ -316,10 +319,12 @@ def _read(matrix: Expr, names: list[str]) -> Expr:
     return matrix
 
 
-def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] | None:
+def batched_product(e: Expr, fresh: Callable[[str], str], sizes: StaticSizes | None = None) -> tuple[Expr, Expr] | None:
     """``e`` (a build or a sum of vectors) rewritten as a batched product in the blocked nest's shape
     (see the module docstring): the new expression and the product's nest in it; None where ``e`` is
-    no batched product, or one in that shape already."""
+    no batched product, or one in that shape already.  A check that ``sizes`` proves is not made;
+    where none is left, the nest as written is not kept as a fallback."""
+    known = sizes or StaticSizes(e)
     nest = _read_nest(e)
     if nest is None:
         return None
@@ -446,17 +451,17 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     fast = wrap_lets(lets, fast)
     checks: list[Expr] = []
     for lp in nest.loops:  # every loop runs (outermost first: a count is evaluated where the original does)
-        if not (lp.size.op is Op.CONST and isinstance(lp.size.data, int) and lp.size.data > 0):
+        if not known.holds(E.op(Op.GT, lp.size, E.const(0))):
             checks.append(E.op(Op.GT, lp.size, E.const(0)))
     for lp, as_written in zip(nest.loops, written, strict=True):
-        if as_written.size is not lp.size:
+        if as_written.size is not lp.size and not known.holds(E.op(Op.EQ, as_written.size, lp.size)):
             around = [x for x in nest.loops if x.var in as_written.size.free]
             checks.append(_all_hold(around, E.op(Op.EQ, as_written.size, lp.size)))
     for length, v in deltas:  # a one-hot's length is its variable's count wherever it is evaluated
         want = nv.count[v]
-        if length is want:
-            continue
         cond = E.op(Op.EQ, length, want)
+        if length is want or known.holds(cond):
+            continue
         around = [lp for lp in nest.loops if lp.var in length.free]
         checks.append(_all_hold(around, cond) if around else cond)
     if not checks:

@@ -13,6 +13,7 @@ from cpp_backend.guarded_reads import sink_guarded_reads
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interchange, small, transpose
 from cpp_backend.row_lets import hoist_row_chain, hoist_row_let, share_hoisted
+from cpp_backend.static_sizes import StaticSizes
 from cpp_backend.summed_gathers import sum_of_gathers
 from cpp_backend.tuple_lets import split_tuple_lets
 from cpp_backend.uniform_rows import uniform_rows
@@ -27,6 +28,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False, rows: bool = Tr
     docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes);
     ``rows``: with row lengths taken as the first row's (off where that pass asks what a nest reaches)."""
     names = ProductNames(root, exact_order=exact_order)
+    sizes = StaticSizes(root)
 
     def reaches(x: Expr) -> bool:
         """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
@@ -41,7 +43,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False, rows: bool = Tr
                 names.fallbacks[id(e)] = e
                 return E.op(Op.IF, uniform[0], uniform[1], e)
         if not exact_order and e.type.kind is Kind.VEC:  # (before the rewrites of one product at a time)
-            batched = batched_product(e, names.fresh)
+            batched = batched_product(e, names.fresh, sizes)
             if batched is not None:
                 names.fallbacks[id(e)] = e
                 return batched[0]

@@ -11,6 +11,7 @@ from test_autodiff import check_finite_differences, tangent, value
 
 from autodiff import derivative_defs, grad_program
 from cpp_backend.driver import run_def
+from cpp_backend.emit import emit_def
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.interpreter import Interpreter
@@ -73,3 +74,22 @@ def test_split_branches_match_finite_differences_and_the_compiled_code() -> None
         args.append(tangent(f.ret_type, Interpreter().call(f, args), rng))
         want = Interpreter().call(ds[f"rev${name}"], args)
         assert isclose(want, run_def(whole, f"rev${name}", args, exact_order=True), 0.0, 0.0)
+
+
+def test_a_zero_arm_adds_nothing_in_the_sum() -> None:
+    """The C++ of a sum whose term is a branch's zero vector makes no vector for it (but its first
+    value: the accumulator's dense zeros), where ``ks::add_inplace`` of a ``ks::const_vec`` was
+    made in every iteration; the sums still agree with the interpreter, in either order."""
+    p = grad_program(program(), ["lower"], "rev")
+    text = emit_def(p.defs["rev$lower"])
+    assert "ks::size_mismatch" in text
+    for line in text.splitlines():
+        assert "ks::const_vec" not in line or "ks::copy_dense(ks::const_vec" in line, line
+    rng = random.Random(7)
+    for n in (1, 2, 4):
+        q = [rng.uniform(-1.0, 1.0) for _ in range(n)]
+        args = [q, [rng.uniform(-1.0, 1.0) for _ in range(n * (n - 1) // 2)]]
+        args.append([[rng.uniform(-1.0, 1.0) for _ in range(n)] for _ in range(n)])
+        want = Interpreter().call(p.defs["rev$lower"], args)
+        assert isclose(want, run_def(p, "rev$lower", args, exact_order=True), 0.0, 0.0)
+        assert isclose(want, run_def(p, "rev$lower", args), 1e-12, 1e-12)

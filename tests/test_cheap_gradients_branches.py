@@ -93,3 +93,48 @@ def test_a_zero_arm_adds_nothing_in_the_sum() -> None:
         want = Interpreter().call(p.defs["rev$lower"], args)
         assert isclose(want, run_def(p, "rev$lower", args, exact_order=True), 0.0, 0.0)
         assert isclose(want, run_def(p, "rev$lower", args), 1e-12, 1e-12)
+
+
+TAPED = """
+(def sqn Float ((v : Vec Float))
+  (assert (gt (size v) 0) (sumbuild (size v) (lam (j : Integer) (mul (index j v) (exp (index j v)))))))
+(def mix Float ((x : Vec Float) (w : Vec (Vec Float)))
+  (sumbuild (size x) (lam (i : Integer)
+    (sumbuild (size w) (lam (k : Integer) (mul (index i x) (sqn (index k w))))))))
+"""
+
+
+def call_depths(root: Expr, name: str) -> list[int]:
+    """How many loops are around each call of the def ``name`` in ``root``."""
+    depths: list[int] = []
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if node.op is Op.CALL and node.data.name == name:
+            depths.append(depth)
+        inner = depth + 1 if node.op in (Op.BUILD, Op.SUMBUILD) else depth
+        stack += [
+            (a, inner if node.op in (Op.BUILD, Op.SUMBUILD) and k == 2 else depth) for k, a in enumerate(node.args)
+        ]
+    return depths
+
+
+def test_a_call_invariant_in_the_outer_loop_is_taped_once_per_inner_index() -> None:
+    """``sqn`` of row ``k`` in the loop over ``i`` (gmm's makeQ of component k): the reverse pass
+    calls it and ``rev$sqn`` in one loop (over ``k``), not in the nest, under a guard that the loop
+    over ``i`` runs (``sqn`` fails on an empty row); the derivative stays right."""
+    p = parse_program(TAPED)
+    ds = {d.name: d for d in derivative_defs(p, ["mix"], "both").new}
+    body = ds["rev$mix"].body
+    assert call_depths(body, "rev$sqn") == [1]
+    assert call_depths(body, "sqn") and all(d <= 1 for d in call_depths(body, "sqn"))
+    check_finite_differences(p.defs["mix"], ds["fwd$mix"], ds["rev$mix"], seed=2)
+    whole = grad_program(p, ["mix"], "rev")
+    rng = random.Random(3)
+    guards = [n.args[0] for n in E.preorder(body) if n.op is Op.IF and n.args[0].op is Op.GT]
+    assert any(g.args[1] is E.const(0) for g in guards)
+    for x, w in (([1.0, 2.0, 0.5], [[0.1, 0.2], [0.3, -0.4], [0.5, 0.6]]), ([3.0], [[0.7]])):
+        args = [x, w, rng.uniform(0.5, 2.0)]
+        want = Interpreter().call(whole.defs["rev$mix"], args)
+        assert isclose(want, run_def(whole, "rev$mix", args, exact_order=True), 0.0, 0.0)
+        assert isclose(want, run_def(whole, "rev$mix", args), 1e-12, 1e-12)

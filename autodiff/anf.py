@@ -57,6 +57,9 @@ class Branch:
     cond: Expr
     then: Block
     other: Block
+    #: A loop-invariant value moved out of its loop under the test that the loop runs
+    #: (:mod:`autodiff.hoist`): its variable is read only where ``cond`` holds.
+    guard: bool = False
 
     @property
     def type(self) -> Type:

@@ -2,7 +2,8 @@
 
 ``v = build n (lam i B)`` has ``n`` elements, and each element has the sizes of ``B``'s result that
 do not depend on ``i`` (nor on anything else bound in ``B``): a literal, or a variable bound outside
-the loop.  ``(index k v)`` has the sizes of ``v`` past the first.  A loop over ``n`` where ``n`` is
+the loop.  ``(index k v)`` has the sizes of ``v`` past the first.  A value that :mod:`autodiff.hoist` moved out
+of its loop under the test that the loop runs has its first branch's sizes: it is read only there.  A loop over ``n`` where ``n`` is
 known to be ``v``'s size reads each element of ``v`` once, so the reverse pass gives ``v`` the plain
 gather ``build n (lam i d$elem)``, not one guarded in case the sizes differ (which doubles the code
 of every loop it encloses: 2^depth copies of a loop nest's reverse pass, mostly never run).
@@ -41,8 +42,10 @@ class Extents:
                 else:
                     self.dims[name] = _prefix_outside(inner, {x.var.data for x in value.body.binds})
             elif isinstance(value, Branch):
-                self.record(value.then)
+                then = self.record(value.then)
                 self.record(value.other)
+                if value.guard:  # read only where its loop runs: the sizes of its value there
+                    self.dims[name] = _prefix_outside(then, {x.var.data for x in value.then.binds})
             elif value.op is Op.INDEX and value.args[1].op is Op.VAR:
                 self.dims[name] = self.dims.get(value.args[1].data, ())[1:]
             elif value.op is Op.SIZE and value.args[0].op is Op.VAR:

@@ -229,7 +229,7 @@ class Hoister:
         count.result = self.names.bind(count, Branch(rename(cond, mapping), one, zero), "t")
         runs = E.var(self.names.fresh("t"), INTEGER)
         total = Bind(runs, Loop(Op.SUMBUILD, loop.n, mapping[loop.index.data], count))
-        guard = Branch(E.op(Op.GT, runs, E.const(0)), value.then, value.other)
+        guard = Branch(E.op(Op.GT, runs, E.const(0)), value.then, value.other, guard=True)
         return [total, Bind(bind.var, guard, bind.source)]
 
     def _out_of_arm(self, arm: Block) -> list[Bind]:
@@ -267,7 +267,7 @@ class Hoister:
         then = Block([Bind(inner, bind.value, bind.source)], inner)
         other = Block([], self._placeholder(bind.var.type))
         self.guarded.add(bind.var.data)
-        return Bind(bind.var, Branch(E.op(Op.GT, n, E.const(0)), then, other), bind.source)
+        return Bind(bind.var, Branch(E.op(Op.GT, n, E.const(0)), then, other, guard=True), bind.source)
 
     def _placeholder(self, t: Type) -> Expr:
         if t.kind is Kind.VEC:

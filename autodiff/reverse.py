@@ -44,7 +44,7 @@ from knossos import expr as E
 from knossos.callee import Callee
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import FLOAT, INTEGER, vec
+from knossos.types import FLOAT, INTEGER, Kind, Type, vec
 
 #: The derivative of the target of a call (the call, and where it is written in the source).
 CallDerivative = Callable[[Expr, "Expr | None"], Callee]
@@ -313,8 +313,25 @@ class Reverse:
             parts.append(full if full is not None else self.shapes.zero_like(self.vars[n]))
         for key in keys:
             part = cot.elems.get(key)
-            parts.append(part if part is not None else self.shapes.zero_like(E.op(Op.INDEX, key[1], self.vars[key[0]])))
+            parts.append(part if part is not None else self._zero_elem(key))
         return parts
+
+    def _zero_elem(self, key: Key) -> Expr:
+        """The zero of the element ``key`` of a vector: shaped like it, read where the index is in
+        range; where it may not be (a record out of a guard, :meth:`_branch`), an empty value past
+        the end, which no gather reads (each reads the elements below the vector's size)."""
+        name, k = key
+        v = self.vars[name]
+        zero = self.shapes.zero_like(E.op(Op.INDEX, k, v))
+        if v.type.elem is FLOAT or self._in_range(key):
+            return zero
+        return E.op(Op.IF, E.op(Op.LT, k, E.op(Op.SIZE, v)), zero, _empty(v.type.elem, self.names))
+
+    def _in_range(self, key: Key) -> bool:
+        """Whether the index of ``key`` is that of a loop over its vector's size."""
+        name, k = key
+        n = self.ranges.get(k.data) if k.op is Op.VAR else None
+        return n is not None and self.extents.covers(n, self.vars[name])
 
     def _collect(self, out: Block, cot: Cotangents, names: list[str], keys: list[Key], parts: Expr) -> None:
         count = len(names) + len(keys)
@@ -351,6 +368,13 @@ class Reverse:
                 self.give_elem(out, cot, self._chunked(name, c), o, self.names.bind(out, chunk, f"d${name}"))
             elif _same_var(k, loop.index):
                 gathers[name] = inner_cot.elems.pop(key)
+            elif name not in self.chunks and name not in bound and self._to_the_end(loop, k, values, bound):
+                shift = _shift(k, loop.index, values, bound)
+                assert shift is not None
+                part = inner_cot.elems.pop(key)
+                self.give(
+                    out, cot, self.vars[name], self._shifted_gather(out, loop, inner, self.vars[name], part, shift)
+                )
             elif k.op is Op.CONST or (k.op is Op.VAR and k.data not in bound):
                 lifted.append(key)
         self.flush(inner, inner_cot, lambda key: key not in lifted)
@@ -500,6 +524,34 @@ class Reverse:
         padded.result = self.names.bind(padded, Loop(Op.BUILD, size, j, element), f"d${v.data}")
         return self.names.bind(out, Branch(E.op(Op.EQ, n, size), Block([], gathered), padded), f"d${v.data}")
 
+    def _to_the_end(self, loop: Loop, k: Expr, values: dict[str, Expr], bound: set[str]) -> bool:
+        """Whether the loop reads ``(index (add j c) v)`` from ``c`` on, over ``(sub N c)`` iterations (a
+        triangular matrix's row): then the gather of ``v`` (:meth:`_shifted_gather`) computes about
+        as many elements as the loop has iterations.  A window of a fixed size at ``c`` (a
+        convolution's kernel) keeps its one-hots: a gather of the whole vector per window would cost
+        the vector's length per output."""
+        shift = _shift(k, loop.index, values, bound)
+        n = loop.n
+        if shift is None or n.op is not Op.VAR:
+            return False
+        size = next((b.value for f, _ in reversed(self.stack) for b in f.binds if b.var.data == n.data), None)
+        return isinstance(size, Expr) and size.op is Op.SUB and size.args[1] is shift
+
+    def _shifted_gather(self, out: Block, loop: Loop, inner: Block, v: Expr, part: Expr, shift: Expr) -> Expr:
+        """``build (size v) (lam u ..)``: the cotangent of ``v`` whose element ``u`` the loop's iteration
+        ``u - shift`` reads (``(index (add j c) v)``: one iteration per element, the index map
+        invertible), zero where that iteration is not in the loop's range; bound in ``out``."""
+        j, n = loop.index, loop.n
+        u = E.var(self.names.fresh(j.data), INTEGER)
+        elem = Block([Bind(j, E.op(Op.SUB, u, shift))])
+        low = self.names.bind(elem, E.op(Op.GTE, j, E.const(0)), "t")
+        high = self.names.bind(elem, E.op(Op.LT, j, n), "t")
+        ok = self.names.bind(elem, E.op(Op.AND, low, high), "t")
+        zero = Block([], self._zero_elem((v.data, u)))
+        elem.result = self.names.bind(elem, Branch(ok, Block(inner.binds, part), zero), "d$elem")
+        size = self.names.bind(out, E.op(Op.SIZE, v), "t")
+        return self.names.bind(out, Loop(Op.BUILD, size, u, elem), f"d${v.data}")
+
     def _branch(self, out: Block, cot: Cotangents, branch: Branch, dv: Expr) -> None:
         then, then_cot = self.block(branch.then, dv)
         other, other_cot = self.block(branch.other, dv)
@@ -508,12 +560,13 @@ class Reverse:
             bound = {b.var.data for b in source.binds}
 
             def passes(key: Key, bound: set[str] = bound) -> bool:
-                """A Float element, or one whose zero (read at an index in range) costs nothing to make."""
+                """A Float element, or one whose zero (read at an index in range) costs nothing to make;
+                out of a guard (autodiff/hoist.py), any element at a loop's index (its zero then tests
+                the range: :meth:`_zero_elem`)."""
                 name, k = key
                 outside = k.op is Op.CONST or (k.op is Op.VAR and k.data not in bound)
-                n = self.ranges.get(k.data) if k.op is Op.VAR else None
-                in_range = n is not None and self.extents.covers(n, self.vars[name])
-                return outside and (self.vars[name].type.elem is FLOAT or in_range)
+                guarded = branch.guard and (k.data in self.ranges if k.op is Op.VAR else k.op is Op.CONST)
+                return outside and (self.vars[name].type.elem is FLOAT or self._in_range(key) or guarded)
 
             self.flush(inner, inner_cot, lambda key, passes=passes: not passes(key))  # type: ignore[misc]
             keys += [key for key in inner_cot.elems if key not in keys]
@@ -556,6 +609,32 @@ def _constant_cost(b: Block) -> bool:
         elif value.op is Op.CALL and not known_callee(value.data):
             return False
     return True
+
+
+def _shift(k: Expr, j: Expr, values: dict[str, Expr], bound: set[str]) -> Expr | None:
+    """``c`` where the index ``k`` is bound in the loop over ``j`` to ``(add j c)``, ``(add c j)`` or
+    ``(sub j c')`` (``c = (sub 0 c')``: then an atom only for a literal) with ``c`` an Integer atom
+    from outside the loop; None otherwise."""
+    value = values.get(k.data) if k.op is Op.VAR else None
+    if value is None or value.op not in (Op.ADD, Op.SUB):
+        return None
+    a, b = value.args
+    if value.op is Op.ADD and _same_var(b, j):
+        a, b = b, a
+    if not _same_var(a, j) or b.type is not INTEGER or (b.op is Op.VAR and b.data in bound) or _same_var(b, j):
+        return None
+    if value.op is Op.ADD:
+        return b
+    return E.const(-b.data) if b.op is Op.CONST else None
+
+
+def _empty(t: Type, names: Names) -> Expr:
+    """A value of type ``t`` with every vector in it empty (which nothing reads)."""
+    if t.kind is Kind.VEC:
+        return E.build(E.const(0), E.var(names.fresh("i"), INTEGER), _empty(t.elem, names))
+    if t.kind is Kind.TUPLE:
+        return E.tuple_(*(_empty(c, names) for c in t.children))
+    return E.const(0.0) if t is FLOAT else E.tuple_()
 
 
 def _has_loop(b: Block) -> bool:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cpp_backend.batched import batched_product
+from cpp_backend.contractions import contraction
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.element_sums import hoist_element_sums
+from cpp_backend.guarded_reads import sink_guarded_reads
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interchange, small, transpose
 from cpp_backend.row_lets import hoist_row_chain, hoist_row_let, share_hoisted
@@ -21,7 +23,7 @@ from knossos.types import Kind
 def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
     """``root`` with every product recognised rewritten into the blocked nest's shape (see the module
     docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
-    names = ProductNames(root)
+    names = ProductNames(root, exact_order=exact_order)
 
     def reaches(x: Expr) -> bool:
         """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
@@ -56,6 +58,11 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
             found = interchange(e, names, lambda x: canonical_products_in(x, here))
             if found is not None:
                 return found
+        if not exact_order and e.op is Op.SUMBUILD and e.type.kind is Kind.FLOAT:
+            found = contraction(e, names.fresh, lambda x: canonical_products_in(x, here), has_product)
+            if found is not None:
+                names.fallbacks[id(e)] = e
+                return found
         # Only where the rewrites above do not apply: a sum of vectors under a row's lets that the
         # interchange already makes a product needs no hoist (nor the copy of its rows after it).
         if e.op is Op.BUILD or (e.op is Op.SUMBUILD and e.type.kind is Kind.VEC):
@@ -67,6 +74,7 @@ def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
                 return found
         return e
 
+    root = sink_guarded_reads(root)  # (the reads autodiff hoisted under guards, written in the terms)
     if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)
         root = split_tuple_lets(root)
     return share_hoisted(canonical_products_in(root, here), ROWS_PREFIX)

@@ -256,6 +256,26 @@ def _inline(e: Expr, lets: dict[str, Expr], rhss: list[Expr]) -> Expr | None:
     return e.replace_args(tuple(args))
 
 
+def _scale_inside(term: Expr, loop_vars: set[str]) -> Expr:
+    """``(mul (mul x y) s)`` (or ``(mul s (mul x y))``), ``s`` invariant of the loops, as ``(mul x (mul y
+    s))``: a product scaled in its term (a gradient's ``alpha`` of ``alpha A B``) with the scale in an
+    operand that :data:`TERM` takes as computed (``made``: scaled once per element, before the loops);
+    also as the first branch of a padded term.  The product rounds otherwise: not under exact order."""
+    if term.op is Op.IF:
+        inner = _scale_inside(term.args[1], loop_vars)
+        return term if inner is term.args[1] else term.replace_args((term.args[0], inner, term.args[2]))
+    if term.op is not Op.MUL:
+        return term
+    a, b = term.args
+    prod, scale = (a, b) if a.op is Op.MUL and not loop_vars & b.free else (b, a)
+    if prod.op is not Op.MUL or loop_vars & scale.free:
+        return term
+    x, y = prod.args
+    if not (loop_vars & x.free and loop_vars & y.free):
+        return term
+    return E.op(Op.MUL, x, E.op(Op.MUL, y, scale))
+
+
 def _subterms(e: Expr) -> set[int]:
     return {id(x) for x in distinct_nodes(e)}
 
@@ -263,8 +283,10 @@ def _subterms(e: Expr) -> set[int]:
 class ProductNames:
     """Fresh variable names for the copies, none of them used anywhere in the def; the fallbacks."""
 
-    def __init__(self, root: Expr) -> None:
+    def __init__(self, root: Expr, *, exact_order: bool = False) -> None:
         self.used = set(names_in(root)) | set(root.free)
+        #: Only the rewrites that keep every sum to the bit (KS_EXACT_ORDER).
+        self.exact_order = exact_order
         #: Originals kept as the fallback of a guarded rewrite: not rewritten again (kept alive: ids).
         self.fallbacks: dict[int, Expr] = {}
 
@@ -346,6 +368,8 @@ def transpose(e: Expr, names: ProductNames) -> Expr | None:
     if core is None:
         return None
     loop_vars = {i, j, k}
+    if not names.exact_order:
+        core = _scale_inside(core, loop_vars)
 
     def invariant(x: Bindings) -> bool:
         """The matrices read are loop-invariant (an operand computed in the loops has its guard)."""
@@ -359,9 +383,15 @@ def transpose(e: Expr, names: ProductNames) -> Expr | None:
     # Lets are dropped: each must compute what the new code reads too (the term, the sizes, the checks
     # of row lengths), failing alike, or read a variable.
     reads = _subterms(core) | _subterms(n) | _subterms(m) | _subterms(p)
-    if any(
-        id(r) not in reads and r.op is not Op.VAR and not (r.op is Op.SIZE and r.args[0].op is Op.VAR) for r in rhss
-    ):
+
+    def kept(r: Expr) -> bool:
+        """Read by the new code, a variable or its size, or Float arithmetic on those (which cannot fail:
+        a product of a scaled term, its scale moved, no longer has its first product as a subterm)."""
+        if id(r) in reads or r.op is Op.VAR or (r.op is Op.SIZE and r.args[0].op is Op.VAR):
+            return True
+        return r.op in (Op.MUL, Op.ADD, Op.SUB) and r.type is FLOAT and all(kept(a) for a in r.args)
+
+    if not all(kept(r) for r in rhss):
         return None
     rect = _Rectangular()
     if i in m.free:

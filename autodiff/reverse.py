@@ -26,7 +26,8 @@ outside as one ``sumbuild n (lam i ...)`` over ``B`` and its reverse pass, seede
 ``index i d$v`` (``d$v`` itself for a sumbuild); each gather is a ``build`` of its own over ``B`` and
 the part of its reverse pass that it needs (:func:`autodiff.anf.to_expr` leaves out the rest).  A
 branch gives the variables from outside their cotangents from an ``if`` over the reverse passes of
-the two branches, each completing the other's with zeros.
+the two branches, each completing the other's with zeros (one ``if`` per cotangent where the arms
+compute in constant time).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Branches in loops (issue 45, the cheap-gradient principle): a branch's reverse pass gives each
 cotangent an ``if`` of its own, so that a loop summing a one-hot of one branch (gmm's makeQ: the
 packed lower triangle ``l`` read at a computed index) adds it in place, and computes nothing of the
-other cotangents' parts (makeQ's ``exp`` of the diagonal); the derivatives stay right."""
+other cotangents' parts (makeQ's ``exp`` of the diagonal); and a def called in a loop nest on the
+inner index alone (gmm's makeQ of component ``k`` in the loop over points ``i``) is taped once per
+``k``, its ``rev$`` called once per ``k``.  The derivatives stay right."""
 
 from __future__ import annotations
 

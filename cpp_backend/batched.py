@@ -67,7 +67,7 @@ _READS = frozenset({Op.VAR, Op.CONST, Op.INDEX, Op.SIZE, Op.ADD, Op.SUB, Op.MUL,
 #: Scalar arithmetic an element may do around its sum (no branch, no loop).
 _SCALAR = FLOAT_OPS | {Op.TO_FLOAT}
 #: An affine index: variable -> coefficient ("" the constant).
-Form = dict[str, int]
+AffineForm = dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ class _Vars:
     def __init__(self, nest: _Nest, fresh: Callable[[str], str]) -> None:
         self.count: dict[str, Expr] = {}
         self.origin: dict[str, _Loop] = {}
-        self.form: dict[str, Form] = {}  # an original variable as a form over the new ones
+        self.form: dict[str, AffineForm] = {}  # an original variable as a form over the new ones
         self.value: dict[str, Expr] = {}  # an original variable as an expression of the new ones
         self.ok = True
         splits: dict[str, int] = {}
@@ -247,7 +247,7 @@ class _Vars:
             self.form[lp.var] = {hi: d, lo: 1}
             self.value[lp.var] = E.op(Op.ADD, E.op(Op.MUL, E.var(hi, INTEGER), E.const(d)), E.var(lo, INTEGER))
 
-    def affine(self, e: Expr) -> Form | None:
+    def affine(self, e: Expr) -> AffineForm | None:
         """``e`` (an Integer index) as a form over the new variables, or None where it is not one."""
         if e.op is Op.VAR:
             return dict(self.form[e.data]) if e.data in self.form else None
@@ -307,7 +307,7 @@ def _safe(rhs: Expr, reads: set[int]) -> bool:
     return True
 
 
-def _layout(indexes: list[Form], batch: list[str], row: str, term: str) -> bool:
+def _layout(indexes: list[AffineForm], batch: list[str], row: str, term: str) -> bool:
     """Whether an operand's indexes are exactly ``[batch...][row][term]``."""
     want = [*batch, row, term]
     return len(indexes) == len(want) and all(f == {v: 1} for f, v in zip(indexes, want, strict=True))

@@ -67,7 +67,7 @@ class Branch:
         return self.then.result.type
 
 
-Value = Union[Expr, Loop, Branch]
+AnfValue = Union[Expr, Loop, Branch]
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Bind:
     """``let var = value``; ``source`` is the expression of the def it comes from (for error positions)."""
 
     var: Expr
-    value: Value
+    value: AnfValue
     source: Expr | None = None
 
 
@@ -129,7 +129,7 @@ class Names:
         self._taken.add(name)
         return name
 
-    def bind(self, block: Block, value: Value, base: str, source: Expr | None = None) -> Expr:
+    def bind(self, block: Block, value: AnfValue, base: str, source: Expr | None = None) -> Expr:
         """Append ``let NAME = value`` to ``block`` (NAME fresh from ``base``); returns the variable."""
         v = E.var(self.fresh(base), value.type)
         block.binds.append(Bind(v, value, source))
@@ -230,7 +230,7 @@ class Converter:
             raise self.error("a function value (lam) is used other than by applying it", e)
         return self._primitive(e, block, hint)
 
-    def _bind(self, block: Block, value: Value, hint: str | None, source: Expr | None) -> Expr:
+    def _bind(self, block: Block, value: AnfValue, hint: str | None, source: Expr | None) -> Expr:
         v = E.var(self.names.keep(hint) if hint else self.names.fresh("t"), value.type)
         block.binds.append(Bind(v, value, source))
         return v
@@ -392,7 +392,7 @@ def to_expr(block: Block) -> Expr:
     return body
 
 
-def value_expr(value: Value) -> Expr:
+def value_expr(value: AnfValue) -> Expr:
     if isinstance(value, Loop):
         return E.make(value.op, (value.n, value.index, to_expr(value.body)))
     if isinstance(value, Branch):

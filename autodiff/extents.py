@@ -17,18 +17,18 @@ from knossos.expr import Expr
 from knossos.ops import Op
 
 #: Known sizes of a vector's leading dimensions (atoms: literals, or variables bound before).
-Dims = tuple[Expr, ...]
+_Dims = tuple[Expr, ...]
 
 
 class Extents:
     """The known sizes of the vectors of a def's blocks, by variable name (unique in a def)."""
 
     def __init__(self) -> None:
-        self.dims: dict[str, Dims] = {}
+        self.dims: dict[str, _Dims] = {}
         #: The one-op value of ``t = (size v)`` bindings: ``t``'s name -> ``v``'s name.
         self.size_of: dict[str, str] = {}
 
-    def record(self, b: Block) -> Dims:
+    def record(self, b: Block) -> _Dims:
         """Record the sizes of the vectors bound in ``b`` (and in its loops and branches); return those
         of its result."""
         for bind in b.binds:
@@ -68,7 +68,7 @@ class Extents:
         return dims[0] if dims else E.op(Op.SIZE, v)
 
 
-def _prefix_outside(dims: Dims, bound: set[str]) -> Dims:
+def _prefix_outside(dims: _Dims, bound: set[str]) -> _Dims:
     """The leading sizes of ``dims`` that name nothing in ``bound`` (the same in every iteration)."""
     out: list[Expr] = []
     for d in dims:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autodiff.anf import Bind, Block, Branch, Loop, Names, Value, has_float, is_atom
+from autodiff.anf import AnfValue, Bind, Block, Branch, Loop, Names, has_float, is_atom
 from autodiff.primitives import as_op, forward_op, known_callee
 from autodiff.tangent import Shapes
 from knossos import expr as E
@@ -17,11 +17,11 @@ from knossos.callee import Callee
 from knossos.expr import Expr
 from knossos.ops import Op
 
-CallDerivative = Callable[[Expr, "Expr | None"], Callee]
+_CallDerivative = Callable[[Expr, "Expr | None"], Callee]
 
 
 class Forward:
-    def __init__(self, names: Names, derivative: CallDerivative, tangents: dict[str, Expr]) -> None:
+    def __init__(self, names: Names, derivative: _CallDerivative, tangents: dict[str, Expr]) -> None:
         self.names = names
         self.shapes = Shapes(names)
         self.derivative = derivative
@@ -43,7 +43,7 @@ class Forward:
         assert b.result is not None
         return out, self.tangent(b.result)
 
-    def _bind(self, bind: Bind) -> Value | None:
+    def _bind(self, bind: Bind) -> AnfValue | None:
         value = bind.value
         if not has_float(bind.var.type):
             return None

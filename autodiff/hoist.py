@@ -19,6 +19,12 @@ the whole matrix per iteration, as a plain read it is a gather of rows.
 Out of a loop whose size is a positive literal (the front end's loops), every invariant binding moves
 as it is: the loop runs, so it would have been evaluated there anyway.
 
+A call of a def in a loop ``k`` nested in a loop ``i`` whose arguments depend on ``k`` but not on
+``i`` (gmm's ``makeQ`` of each component, in the loop over the points) is computed once per ``k``
+in a tape ``build`` before the loop over ``i`` (guarded so), and read from it: the reverse pass calls
+its derivative once per ``k`` with the cotangent summed over ``i``, not once per ``(i, k)``, and
+does not compute the def again in each cotangent's loop.
+
 Out of a branch move the bindings that cannot fail and cost a constant: reads ``(index i v)`` where
 ``i`` is an enclosing loop's index known to cover ``v`` (:class:`autodiff.extents.Extents`), and
 Integer arithmetic on literals and the indices of loops of literal sizes (which cannot overflow).  A
@@ -36,7 +42,7 @@ from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes
 from knossos.op_table import FLOAT_OPS, ROW
 from knossos.ops import BINDERS, Op
-from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type
+from knossos.types import BOOL, FLOAT, INTEGER, Kind, Type, vec
 
 #: Invariant values that may fail (or that a loop of no iterations must not evaluate), moved out
 #: under ``(if (gt n 0) ...)``: calls and reads of vectors (with loops and branches).
@@ -141,7 +147,51 @@ class Hoister:
                 kept.append(bind)
                 local.add(bind.var.data)
         loop.body.binds = kept
-        return moved
+        # after the invariants moved (a loop's size): a tape's def runs for each k only where loop runs
+        return moved + [t if _runs(n) else self._guarded(t, n) for t in self._tapes(loop)]
+
+    def _tapes(self, loop: Loop) -> list[Bind]:
+        """Calls of defs in the body of a loop ``k`` directly in ``loop``'s body (so run in each of its
+        iterations) whose arguments depend on ``k`` but not on ``loop``: each computed once per ``k``,
+        in a tape ``build`` before ``loop``, and read from it (gmm's ``makeQ`` of component ``k``, in
+        a loop over the points ``i``).  The reverse pass then calls the derivative once per ``k``
+        with the cotangent summed over ``loop``, where it called it (and the def, in each
+        cotangent's loop) once per iteration of both."""
+        outer = {loop.index.data} | {b.var.data for b in loop.body.binds}
+        tapes: list[Bind] = []
+        for bind in loop.body.binds:
+            inner = bind.value
+            if not isinstance(inner, Loop) or inner.n.free & outer:
+                continue
+            binds = inner.body.binds
+            bound = {b.var.data for b in binds}
+            invariant: set[str] = set()  # the variables of inner's body that depend on no name of loop's
+            for b in binds:
+                free = b.value.free if isinstance(b.value, Expr) else value_expr(b.value).free
+                if not free & outer and not free & (bound - invariant):
+                    invariant.add(b.var.data)
+            for k, b in enumerate(binds):
+                value = b.value
+                if b.var.data not in invariant or not isinstance(value, Expr) or value.op is not Op.CALL:
+                    continue
+                if not has_float(b.var.type) or not value.free & ({inner.index.data} | invariant):
+                    continue  # (a call invariant in k too: moved out of inner already, or guarded)
+                chain = [b]  # b and the bindings it needs, last first: Exprs only, renamed below
+                needed = set(value.free)
+                for d in reversed(binds[:k]):
+                    if d.var.data in needed:
+                        chain.append(d)
+                        needed |= value_expr(d.value).free
+                if not all(isinstance(d.value, Expr) for d in chain):
+                    continue
+                mapping = {d.var.data: E.var(self.names.fresh(d.var.data), d.var.type) for d in chain}
+                mapping[inner.index.data] = E.var(self.names.fresh(inner.index.data), INTEGER)
+                body = Block([Bind(mapping[d.var.data], rename(value_expr(d.value), mapping)) for d in reversed(chain)])
+                body.result = mapping[b.var.data]
+                tape = E.var(self.names.fresh(f"{b.var.data}$tape"), vec(b.var.type))
+                tapes.append(Bind(tape, Loop(Op.BUILD, inner.n, mapping[inner.index.data], body), b.source))
+                binds[k] = Bind(b.var, E.op(Op.INDEX, inner.index, tape), b.source)
+        return tapes
 
     def _lifted_guard(self, bind: Bind, loop: Loop, kept: list[Bind]) -> list[Bind] | None:
         """An invariant value guarded by a size computed in the loop, ``x = (if (gt m 0) V P)`` (moved

@@ -26,7 +26,8 @@ outside as one ``sumbuild n (lam i ...)`` over ``B`` and its reverse pass, seede
 ``index i d$v`` (``d$v`` itself for a sumbuild); each gather is a ``build`` of its own over ``B`` and
 the part of its reverse pass that it needs (:func:`autodiff.anf.to_expr` leaves out the rest).  A
 branch gives the variables from outside their cotangents from an ``if`` over the reverse passes of
-the two branches, each completing the other's with zeros.
+the two branches, each completing the other's with zeros (one ``if`` per cotangent where the arms
+compute in constant time).
 """
 
 from __future__ import annotations
@@ -302,6 +303,11 @@ class Reverse:
     def _parts(self, inner: Block, cot: Cotangents, names: list[str], keys: list[Key]) -> Expr:
         """The tuple (or the one part) of ``names``' full cotangents and ``keys``' element records,
         zeros for those ``cot`` lacks (the sums of parts bound in ``inner``)."""
+        parts = self._part_list(inner, cot, names, keys)
+        return parts[0] if len(parts) == 1 else E.tuple_(*parts)
+
+    def _part_list(self, inner: Block, cot: Cotangents, names: list[str], keys: list[Key]) -> list[Expr]:
+        """:meth:`_parts` as a list."""
         parts: list[Expr] = []
         for n in names:
             full = self.total(inner, cot, n)
@@ -309,7 +315,7 @@ class Reverse:
         for key in keys:
             part = cot.elems.get(key)
             parts.append(part if part is not None else self._zero_elem(key))
-        return parts[0] if len(parts) == 1 else E.tuple_(*parts)
+        return parts
 
     def _zero_elem(self, key: Key) -> Expr:
         """The zero of the element ``key`` of a vector: shaped like it, read where the index is in
@@ -570,10 +576,40 @@ class Reverse:
         )
         if not names and not keys:
             return
-        then.result = self._parts(then, then_cot, names, keys)
-        other.result = self._parts(other, other_cot, names, keys)
+        then_parts = self._part_list(then, then_cot, names, keys)
+        other_parts = self._part_list(other, other_cot, names, keys)
+        if len(then_parts) > 1 and _constant_cost(then) and _constant_cost(other):
+            # One branch per cotangent, as one sumbuild per cotangent of a loop: each computes only its
+            # part (to_expr leaves out the rest), and a loop summing it adds a one-hot part in place
+            # (a tuple of them would be made, taken apart and added in every iteration, and each
+            # cotangent's loop would compute the others' parts too).  The arms compute in constant
+            # time, so a copy costs a constant: with a loop in one it could cost a pass per cotangent.
+            for k, (a, b) in enumerate(zip(then_parts, other_parts, strict=True)):
+                single = self.names.bind(out, Branch(branch.cond, Block(then.binds, a), Block(other.binds, b)), "d$if")
+                if k < len(names):
+                    self.give(out, cot, self.vars[names[k]], single)
+                else:
+                    key = keys[k - len(names)]
+                    self.give_elem(out, cot, self.vars[key[0]], key[1], single)
+            return
+        then.result = then_parts[0] if len(then_parts) == 1 else E.tuple_(*then_parts)
+        other.result = other_parts[0] if len(other_parts) == 1 else E.tuple_(*other_parts)
         parts = self.names.bind(out, Branch(branch.cond, then, other), "d$if")
         self._collect(out, cot, names, keys, parts)
+
+
+def _constant_cost(b: Block) -> bool:
+    """Whether ``b`` computes in constant time: no loop and no call of a def (in it or its branches)."""
+    for bind in b.binds:
+        value = bind.value
+        if isinstance(value, Loop):
+            return False
+        if isinstance(value, Branch):
+            if not (_constant_cost(value.then) and _constant_cost(value.other)):
+                return False
+        elif value.op is Op.CALL and not known_callee(value.data):
+            return False
+    return True
 
 
 def _shift(k: Expr, j: Expr, values: dict[str, Expr], bound: set[str]) -> Expr | None:

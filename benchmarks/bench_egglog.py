@@ -28,7 +28,6 @@ by the project).  The Python engine's row also has the cost ``optimize.py --sear
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -57,6 +56,8 @@ from knossos import expr as E
 from knossos.ops import Op
 from knossos.printer import format_expr
 from knossos.types import FLOAT
+from ksbench.harness import cpu_name, machine, write_rows
+from ksbench.results import revision
 from ksdata.loader import DataSource, load_targets
 from rules.pattern import Hole, Lit, Pattern
 from rules.sets import get_rule_set
@@ -289,8 +290,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"egglog {eg['enodes']} n {eg['seconds']:.3f} s cost {eg['cost']:g}",
                 file=sys.stderr,
             )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    provenance = {"revision": revision(), "machine": machine(), "cpu": cpu_name()}
+    write_rows(args.out, [{**r, **provenance} for r in rows])
     print(
         f"{'set':<22} {'engine':<7} {'exprs':>5} {'e-nodes':>8} {'seconds':>8} {'nodes/s':>9} {'cost':>7} {'equal':>6} saturated"
     )

@@ -37,7 +37,9 @@ element-wise, from +0.0): so, like the interchange of :mod:`cpp_backend.products
 ``KS_EXACT_ORDER``.  A one-hot over a summed variable becomes a build only where its length is the
 variable's count (so every position is written once): checked when the program runs, with every
 loop count positive (a sum of no vectors fails, and nothing is read where a loop is empty); where a
-check fails, the original nest runs.  The copies and the product read the same elements as the
+check fails, the original nest runs.  A check that the sizes known when the code is emitted prove
+(:mod:`cpp_backend.static_sizes`: the rows of a vector built here with literal counts) is not made,
+and with no check left the original nest is not kept.  The copies and the product read the same elements as the
 original, so the same reads fail; a let dropped (its value inlined) computes only reads that the new
 code makes too, sizes of them and integer arithmetic.
 """
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 
 from cpp_backend.element_sums import operand_sums, replace_operand
 from cpp_backend.let_chains import wrap_lets
+from cpp_backend.static_sizes import StaticSizes
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes
 from knossos.op_table import FLOAT_OPS
@@ -64,7 +67,7 @@ _READS = frozenset({Op.VAR, Op.CONST, Op.INDEX, Op.SIZE, Op.ADD, Op.SUB, Op.MUL,
 #: Scalar arithmetic an element may do around its sum (no branch, no loop).
 _SCALAR = FLOAT_OPS | {Op.TO_FLOAT}
 #: An affine index: variable -> coefficient ("" the constant).
-Form = dict[str, int]
+AffineForm = dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,7 @@ class _Vars:
     def __init__(self, nest: _Nest, fresh: Callable[[str], str]) -> None:
         self.count: dict[str, Expr] = {}
         self.origin: dict[str, _Loop] = {}
-        self.form: dict[str, Form] = {}  # an original variable as a form over the new ones
+        self.form: dict[str, AffineForm] = {}  # an original variable as a form over the new ones
         self.value: dict[str, Expr] = {}  # an original variable as an expression of the new ones
         self.ok = True
         splits: dict[str, int] = {}
@@ -244,7 +247,7 @@ class _Vars:
             self.form[lp.var] = {hi: d, lo: 1}
             self.value[lp.var] = E.op(Op.ADD, E.op(Op.MUL, E.var(hi, INTEGER), E.const(d)), E.var(lo, INTEGER))
 
-    def affine(self, e: Expr) -> Form | None:
+    def affine(self, e: Expr) -> AffineForm | None:
         """``e`` (an Integer index) as a form over the new variables, or None where it is not one."""
         if e.op is Op.VAR:
             return dict(self.form[e.data]) if e.data in self.form else None
@@ -304,7 +307,7 @@ def _safe(rhs: Expr, reads: set[int]) -> bool:
     return True
 
 
-def _layout(indexes: list[Form], batch: list[str], row: str, term: str) -> bool:
+def _layout(indexes: list[AffineForm], batch: list[str], row: str, term: str) -> bool:
     """Whether an operand's indexes are exactly ``[batch...][row][term]``."""
     want = [*batch, row, term]
     return len(indexes) == len(want) and all(f == {v: 1} for f, v in zip(indexes, want, strict=True))
@@ -316,10 +319,12 @@ def _read(matrix: Expr, names: list[str]) -> Expr:
     return matrix
 
 
-def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] | None:
+def batched_product(e: Expr, fresh: Callable[[str], str], sizes: StaticSizes | None = None) -> tuple[Expr, Expr] | None:
     """``e`` (a build or a sum of vectors) rewritten as a batched product in the blocked nest's shape
     (see the module docstring): the new expression and the product's nest in it; None where ``e`` is
-    no batched product, or one in that shape already."""
+    no batched product, or one in that shape already.  A check that ``sizes`` proves is not made;
+    where none is left, the nest as written is not kept as a fallback."""
+    known = sizes or StaticSizes(e)
     nest = _read_nest(e)
     if nest is None:
         return None
@@ -446,17 +451,17 @@ def batched_product(e: Expr, fresh: Callable[[str], str]) -> tuple[Expr, Expr] |
     fast = wrap_lets(lets, fast)
     checks: list[Expr] = []
     for lp in nest.loops:  # every loop runs (outermost first: a count is evaluated where the original does)
-        if not (lp.size.op is Op.CONST and isinstance(lp.size.data, int) and lp.size.data > 0):
+        if not known.holds(E.op(Op.GT, lp.size, E.const(0))):
             checks.append(E.op(Op.GT, lp.size, E.const(0)))
     for lp, as_written in zip(nest.loops, written, strict=True):
-        if as_written.size is not lp.size:
+        if as_written.size is not lp.size and not known.holds(E.op(Op.EQ, as_written.size, lp.size)):
             around = [x for x in nest.loops if x.var in as_written.size.free]
             checks.append(_all_hold(around, E.op(Op.EQ, as_written.size, lp.size)))
     for length, v in deltas:  # a one-hot's length is its variable's count wherever it is evaluated
         want = nv.count[v]
-        if length is want:
-            continue
         cond = E.op(Op.EQ, length, want)
+        if length is want or known.holds(cond):
+            continue
         around = [lp for lp in nest.loops if lp.var in length.free]
         checks.append(_all_hold(around, cond) if around else cond)
     if not checks:

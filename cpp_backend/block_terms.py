@@ -18,10 +18,10 @@ variable is not used is dropped where the body evaluates the same right-hand sid
 
 from __future__ import annotations
 
-from cpp_backend.row_lets import substitute
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
+from knossos.substitution import substitute
 
 #: Larger terms are left as they are (the inlining recurses; product terms are a few nodes).
 TERM_MOST = 64
@@ -60,9 +60,7 @@ def _inline(e: Expr) -> Expr:
         if uses == 0 and _evaluates(body, rhs):
             return body  # (the body reads the same: a let a gradient left behind)
         if uses == 1 or (uses > 1 and _read(rhs)):
-            new = substitute(body, v.data, rhs, frozenset(rhs.free))
-            if new is not None:
-                return new
+            return substitute(body, v.data, rhs)
         return E.let(v, rhs, body)
     if not e.args:
         return e

@@ -14,11 +14,11 @@ stride), and ``dx[b][c][u]`` gathers ``Q`` at the ``(t, k)`` that reach ``u``
 products first instead (the im2col of ``dy``, then a product over ``(o, k)``) multiplies, at stride
 ``s``, ``s`` zeros per term in each dimension.
 
-Meaning: ``(if g (sum_o v) 0.0)`` is ``sum_o (if g v 0.0)`` but for the sign of a zero, so the pass
-runs only where the order is free, as the gather's.  ``Q`` is computed at every ``(t, k)``, where the
-test fails too: only from reads that the nest makes at every iteration whatever its tests (its
-lets' reads), so that none fails that did not fail; a value there that is not finite is never read
-(the gather tests it).  The caller probes every read of the original terms.
+Meaning: ``(if g (sum_o v) 0.0)`` is ``sum_o (if g v 0.0)`` (and ``(if g 0.0 v)`` likewise) but for
+the sign of a zero, so the pass runs only where the order is free, as the gather's.  ``Q`` is
+computed at every ``(t, k)``, where the test fails too: only from reads that the nest makes at every
+iteration whatever its tests (its lets' reads), so that none fails that did not fail; a value there
+that is not finite is never read (the gather tests it).  The caller probes every read of the original terms.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ def _plain_read(e: Expr, loop_vars: frozenset[str]) -> list[str] | None:
     return found[::-1]
 
 
+def _zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.type is FLOAT and e.data == 0.0
+
+
 def factor_plain_sums(
     one_hot: Expr, sums: Loops, lets: Lets, loops: Loops, fresh: Callable[[str], str]
 ) -> tuple[Lets, Expr, Loops, Lets, list[Expr]] | None:
@@ -67,8 +71,11 @@ def factor_plain_sums(
     if value.type is not FLOAT or not hots or core is None:
         return None
     test: Expr | None = None
-    if core.op is Op.IF and core.args[2].op is Op.CONST and core.args[2].data == 0.0:
+    zero_first = False  # (if g 0.0 v), ksc's padded read, as well as (if g v 0.0)
+    if core.op is Op.IF and _zero(core.args[2]):
         test, core = core.args[0], core.args[1]
+    elif core.op is Op.IF and _zero(core.args[1]):
+        test, core, zero_first = core.args[0], core.args[2], True
     if core.op is not Op.MUL:
         return None
     loop_vars = frozenset(v.data for _, v in loops)
@@ -122,7 +129,7 @@ def factor_plain_sums(
     product = E.build(na, i, E.build(nb, k, E.sumbuild(nj, j, term)))
     entry: Expr = E.op(Op.INDEX, fb, E.op(Op.INDEX, fa, cc))
     if test is not None:
-        entry = E.op(Op.IF, test, entry, E.const(0.0))
+        entry = E.op(Op.IF, test, E.const(0.0), entry) if zero_first else E.op(Op.IF, test, entry, E.const(0.0))
     for width, index in reversed(hots):
         entry = E.op(Op.DELTAVEC, width, index, entry)
     return [(ca, copy_a), (cb, copy_b), (cc, product)], entry, rest, kept, runs

@@ -50,7 +50,7 @@ _SMALL = 8
 
 _ZERO = Where(Cap("zero"), lambda b: isinstance(b["zero"], Expr) and b["zero"].op is Op.CONST and b["zero"].data == 0.0)
 #: A term: a product of two reads (under the tests of :data:`_TESTED`).
-TERM: Pat = node(Op.MUL, Cap("x"), Cap("y"))
+_TERM: Pat = node(Op.MUL, Cap("x"), Cap("y"))
 #: A tested term (a padded read), the test's else 0.0.
 _TESTED: Pat = node(Op.IF, Cap("g"), Cap("t"), _ZERO)
 
@@ -473,7 +473,7 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
         assert isinstance(b["g"], Expr) and isinstance(b["t"], Expr)
         tests.append(b["g"])
         core = b["t"]
-    b = first(TERM, core)
+    b = first(_TERM, core)
     if b is None:
         return None
     x, y = b["x"], b["y"]
@@ -577,4 +577,4 @@ def gathered_product(e: Expr, fresh: Callable[[str], str]) -> Expr | None:
     return E.let(ca, copy_a, E.let(cb, copy_b, guarded(checks, E.let(cc, product, fast), e)))
 
 
-__all__ = ["TERM", "Path", "decode", "flat", "gathered_product", "holds_everywhere", "inlined", "made_reads", "probes"]
+__all__ = ["Path", "decode", "flat", "gathered_product", "holds_everywhere", "inlined", "made_reads", "probes"]

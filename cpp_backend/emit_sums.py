@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from cpp_backend.cpp_text import c_string, cpp_type
 from cpp_backend.emit_rows import BLOCK_PANEL, RowProducts
 from cpp_backend.emitter_core import EmitStep, is_identifier
@@ -9,7 +11,7 @@ from cpp_backend.loop_facts import copy_source, has_loop
 from cpp_backend.zeros import zero_shaped
 from knossos.expr import Expr
 from knossos.ops import Op
-from knossos.types import FLOAT, INTEGER, Type
+from knossos.types import FLOAT, INTEGER, Type, vec
 
 
 class LoopConstructs(RowProducts):
@@ -199,6 +201,21 @@ class LoopConstructs(RowProducts):
             self.depth -= 1
             self.line("}")
             return dest
+        if op is Op.BUILD and _plus_zeros(e):
+            # a zero cotangent (a branch's other arm): nothing added, no lazy vector made and added in
+            # each iteration; a skipped +0.0 as ks::add_inplace records it (-0.0 elements normalised)
+            n = yield e.args[0]
+            value = yield e.args[2]
+            self.line(f'ks::check_size({n}, "build");')
+            if first is not None:
+                self.line(f"if ({first}) {dest} = ks::copy_dense(ks::const_vec<double>({n}, {value})); else {{")
+                self.depth += 1
+            self.line(f"if ({dest}.n != {n}) ks::size_mismatch({dest}.n, {n});")
+            self.line(f"if ({n} > 0) {skipped} = true;")
+            if first is not None:
+                self.depth -= 1
+                self.line("}")
+            return dest
         if op is Op.DELTAVEC:
             n = yield e.args[0]
             k = yield e.args[1]
@@ -297,6 +314,18 @@ class LoopConstructs(RowProducts):
             self.line(f"ks::add_inplace({dest}, {value}, {skipped});")
         if first is not None:
             self.depth -= 1
+
+
+def _plus_zeros(e: Expr) -> bool:
+    """Whether ``e`` is ``(build n (lam i +0.0))``, a vector of Floats that are all +0.0."""
+    body = e.args[2]
+    return (
+        e.type == vec(FLOAT)
+        and body.op is Op.CONST
+        and isinstance(body.data, float)
+        and body.data == 0.0
+        and math.copysign(1.0, body.data) > 0
+    )
 
 
 def deferrable(name: str, rhs: Expr, body: Expr) -> bool:

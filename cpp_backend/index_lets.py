@@ -13,9 +13,9 @@ with ``0 <= i < n`` overflows only past ``2^63``, which no loop of that many ite
 
 from __future__ import annotations
 
-from cpp_backend.row_lets import substitute
 from knossos.expr import Expr
 from knossos.ops import Op
+from knossos.substitution import substitute
 
 #: Larger loop bodies are left as they are (the substitution recurses on the body's depth).
 BODY_MOST = 400
@@ -57,10 +57,8 @@ def _inline_head(body: Expr, var: str) -> Expr:
         if name.data == var:
             break
         if strided(rhs, var) is not None:
-            new = substitute(rest, name.data, rhs, frozenset(rhs.free))
-            if new is not None:
-                e = new
-                continue
+            e = substitute(rest, name.data, rhs)
+            continue
         kept.append(e)
         e = rest
     if not kept and e is body:

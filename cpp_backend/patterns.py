@@ -19,7 +19,7 @@ from knossos.ops import Op
 
 #: What a match binds: capture names to nodes, bound-variable names to the variable's name, alternates'
 #: names to the label taken.
-Bindings = dict[str, object]
+Captures = dict[str, object]
 
 
 class Pat:
@@ -62,7 +62,7 @@ class Where(Pat):
     """``pat``, where ``test`` accepts its bindings."""
 
     pat: Pat
-    test: Callable[[Bindings], bool]
+    test: Callable[[Captures], bool]
 
 
 def node(op: Op, *args: Pat) -> Node:
@@ -74,19 +74,19 @@ def alt(name: str, **options: Pat) -> Alt:
 
 
 def match(
-    pat: Pat, e: Expr, lets: Mapping[str, Expr] | None = None, given: Bindings | None = None
-) -> Iterator[Bindings]:
+    pat: Pat, e: Expr, lets: Mapping[str, Expr] | None = None, given: Captures | None = None
+) -> Iterator[Captures]:
     """Every binding (extending ``given``) under which ``e`` fits ``pat``; a variable of ``lets``
     (name -> its right-hand side) stands for its right-hand side wherever a :class:`Node` is wanted."""
     yield from _match(pat, e, dict(given or {}), lets or {})
 
 
-def first(pat: Pat, e: Expr, lets: Mapping[str, Expr] | None = None, given: Bindings | None = None) -> Bindings | None:
+def first(pat: Pat, e: Expr, lets: Mapping[str, Expr] | None = None, given: Captures | None = None) -> Captures | None:
     """The first match of ``pat`` in ``e``, or None."""
     return next(match(pat, e, lets, given), None)
 
 
-def _match(pat: Pat, e: Expr, b: Bindings, lets: Mapping[str, Expr]) -> Iterator[Bindings]:
+def _match(pat: Pat, e: Expr, b: Captures, lets: Mapping[str, Expr]) -> Iterator[Captures]:
     if isinstance(pat, Cap):
         have = b.get(pat.name)
         if have is None:
@@ -118,8 +118,8 @@ def _match(pat: Pat, e: Expr, b: Bindings, lets: Mapping[str, Expr]) -> Iterator
 
 
 def _match_args(
-    pats: tuple[Pat, ...], args: tuple[Expr, ...], k: int, b: Bindings, lets: Mapping[str, Expr]
-) -> Iterator[Bindings]:
+    pats: tuple[Pat, ...], args: tuple[Expr, ...], k: int, b: Captures, lets: Mapping[str, Expr]
+) -> Iterator[Captures]:
     if k == len(pats):
         yield b
         return

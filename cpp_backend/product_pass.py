@@ -14,28 +14,38 @@ from cpp_backend.let_chains import peel_lets, wrap_lets
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interchange, small, transpose
 from cpp_backend.row_lets import hoist_row_chain, hoist_row_let, share_hoisted
+from cpp_backend.static_sizes import StaticSizes
 from cpp_backend.summed_gathers import sum_of_gathers
 from cpp_backend.tuple_lets import split_tuple_lets
+from cpp_backend.uniform_rows import uniform_rows
 from cpp_backend.unswitch import unswitch
+from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
 from knossos.types import Kind
 
 
-def canonical_products(root: Expr, *, exact_order: bool = False) -> Expr:
+def canonical_products(root: Expr, *, exact_order: bool = False, rows: bool = True) -> Expr:
     """``root`` with every product recognised rewritten into the blocked nest's shape (see the module
-    docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes)."""
+    docstring); ``exact_order``: only the rewrites that keep every sum to the bit (transposes);
+    ``rows``: with row lengths taken as the first row's (off where that pass asks what a nest reaches)."""
     names = ProductNames(root, exact_order=exact_order)
+    sizes = StaticSizes(root)
 
     def reaches(x: Expr) -> bool:
         """Whether the nest ``x`` reaches the blocked nest (put in its shape by the pass, or as it is)."""
-        return has_product(canonical_products(x, exact_order=exact_order))
+        return has_product(canonical_products(x, exact_order=exact_order, rows=False))
 
     def here(e: Expr) -> Expr:
         if id(e) in names.fallbacks:
             return e
+        if rows and not exact_order and e.op in (Op.BUILD, Op.SUMBUILD):  # (first: its nest is the others')
+            uniform = uniform_rows(e, reaches)
+            if uniform is not None:
+                names.fallbacks[id(e)] = e
+                return E.op(Op.IF, uniform[0], uniform[1], e)
         if not exact_order and e.type.kind is Kind.VEC:  # (before the rewrites of one product at a time)
-            batched = batched_product(e, names.fresh)
+            batched = batched_product(e, names.fresh, sizes)
             if batched is not None:
                 names.fallbacks[id(e)] = e
                 return batched[0]

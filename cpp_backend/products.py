@@ -36,7 +36,7 @@ from cpp_backend.col2im import factor_plain_sums
 from cpp_backend.convolutions import guarded
 from cpp_backend.element_sums import operand_sums, replace_operand
 from cpp_backend.let_chains import peel_lets, wrap_lets
-from cpp_backend.patterns import Bindings, Bound, Cap, Pat, Where, alt, first, match, node
+from cpp_backend.patterns import Bound, Cap, Captures, Pat, Where, alt, first, match, node
 from cpp_backend.row_dots import row_dots
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
 from cpp_backend.shared_terms import share_repeats
@@ -78,7 +78,7 @@ def _made(name: str, other: str) -> Pat:
     """An operand computed element by element (a gradient's ``dy * (1 - h * h)``), depending on no loop
     variable but its own two: ``other``, the other operand's own variable, is not free in it."""
 
-    def guard(b: Bindings) -> bool:
+    def guard(b: Captures) -> bool:
         x, v = b[name], b[other]
         assert isinstance(x, Expr)
         return x.type is FLOAT and v not in x.free and x.op is not Op.CONST and _loop_free(x)
@@ -102,7 +102,7 @@ _RIGHT = alt(
 TERM = alt("order", ab=node(Op.MUL, _LEFT, _RIGHT), ba=node(Op.MUL, _RIGHT, _LEFT))
 
 
-def _nest_guard(b: Bindings) -> bool:
+def _nest_guard(b: Captures) -> bool:
     """Three distinct loop variables; sizes small; the terms' count invariant of the columns."""
     i, k, j = b["i"], b["k"], b["j"]
     n, m, p = (b[x] for x in "nmp")
@@ -372,7 +372,7 @@ def transpose(e: Expr, names: ProductNames) -> Expr | None:
     if not names.exact_order:
         core = _scale_inside(core, loop_vars)
 
-    def invariant(x: Bindings) -> bool:
+    def invariant(x: Captures) -> bool:
         """The matrices read are loop-invariant (an operand computed in the loops has its guard)."""
         a, m = x["A"], x["B"]
         assert isinstance(a, Expr) and isinstance(m, Expr)

@@ -24,33 +24,12 @@ from cpp_backend.let_chains import peel_lets, wrap_lets
 from knossos import expr as E
 from knossos.expr import Expr, distinct_nodes
 from knossos.ops import Op
+from knossos.substitution import substitute
 from knossos.types import Kind, vec
 
-#: A row's rest is substituted into (recursively) only up to this many nodes.
+#: A row's rest is substituted into only up to this many nodes (a bound on the work; past it the row stays a let).
 _SUBST_MAX = 400
 _BINDERS = {Op.LET: 0, Op.LAM: 0, Op.BUILD: 1, Op.SUMBUILD: 1}
-
-
-def substitute(e: Expr, name: str, new: Expr, avoid: frozenset[str]) -> Expr | None:
-    """``e`` with the free occurrences of ``name`` replaced by ``new``; None where ``e`` binds
-    ``name`` or a name of ``avoid`` (``new``'s free variables) anywhere (no capture, no shadowing)."""
-    if name not in e.free:
-        return e
-    if e.op is Op.VAR:
-        return new
-    at = _BINDERS.get(e.op)
-    if at is not None and (e.args[at].data == name or e.args[at].data in avoid):
-        return None
-    args = []
-    for k, a in enumerate(e.args):
-        if k == at:
-            args.append(a)
-            continue
-        x = substitute(a, name, new, avoid)
-        if x is None:
-            return None
-        args.append(x)
-    return e.replace_args(tuple(args))
 
 
 class _Capture(Exception):
@@ -228,10 +207,7 @@ def hoist_row_let(
     rest = body
     for v, r in reversed(lets[at + 1 :]):
         rest = E.let(v, r, rest)
-    inlined = None
-    if rest.size <= _SUBST_MAX:
-        inlined = substitute(rest, h.data, row, frozenset({iv.data, big.data}))
-    rest = E.let(h, row, rest) if inlined is None else inlined
+    rest = substitute(rest, h.data, row) if rest.size <= _SUBST_MAX else E.let(h, row, rest)
     for v, r in reversed(lets[:at]):
         rest = E.let(v, r, rest)
     if e.op is Op.BUILD and rest is row:  # the rows themselves (a tape of the rows' values)
@@ -303,10 +279,7 @@ def share_hoisted(root: Expr, prefix: str) -> Expr:
             have = seen.get(id(whole))
             rest = x.args[2]
             if have is not None:
-                renamed = substitute(rest, big.data, have, frozenset({have.data}))
-                if renamed is None:
-                    break
-                rest, shared = renamed, True
+                rest, shared = substitute(rest, big.data, have), True
             else:
                 seen[id(whole)] = big
                 keep.append(whole)

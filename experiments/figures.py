@@ -35,6 +35,7 @@ FOLDERS = (
     "gradients",
     "training_runs",
     "layers",
+    "cheap_gradients",
 )
 
 

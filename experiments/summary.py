@@ -29,6 +29,7 @@ READMES = (
     ROOT / "docs" / "programs.md",
     ROOT / "docs" / "torch.md",
     ROOT / "docs" / "layers.md",
+    ROOT / "docs" / "autodiff.md",
     RESULTS / "training" / "README.md",
 )
 MARKER = re.compile(r"(<!-- table:(?P<figure>[\w]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)

@@ -55,12 +55,12 @@ from knossos import trampoline
 from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, Op
 from knossos.program import Def, Program
+from knossos.substitution import fresh_name, substitute
 from knossos.types import Kind
 from rules.folds import fold
 from rules.rule import Rule, builds, condition, rule
 from rules.rule_set import RuleSet, rewrite_to_fixed_point
 from rules.sets import ml_rules
-from rules.substitution import fresh_name, substitute
 
 __all__ = ["BaselineError", "measure", "simplify", "simplify_def", "simplify_program"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import BINDERS, Op
+from knossos.substitution import fresh_name, replace_occurrence, substitute
 from rules.pattern import Bindings
 from rules.rule import Rewrite, Rule, Site, builds, can_leave_parent, not_free, rule, with_child
-from rules.substitution import fresh_name, replace_occurrence, substitute
 
 
 class InlineLet(Rule):

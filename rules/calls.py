@@ -9,9 +9,9 @@ from knossos.callee import CalleeKind
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
 from knossos.program import Def, VecSizes
+from knossos.substitution import fresh_name, substitute
 from knossos.types import INTEGER
 from rules.rule import Rewrite, Rule, Site
-from rules.substitution import fresh_name, substitute
 
 
 class InlineCall(Rule):

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
+from knossos.substitution import fresh_name, substitute
 from knossos.types import FLOAT, INTEGER, Kind
 from rules.pattern import Bindings
 from rules.rule import Rewrite, Rule, Site, builds, condition, not_free, rule
-from rules.substitution import fresh_name, substitute
 from rules.vectors import SUMS_REORDERED
 from rules.zeros import all_zeros, is_zero
 

@@ -80,7 +80,7 @@ class Site:
 
     def bound_between(self, start: int) -> set[str]:
         """Names bound by the ancestors numbered ``start`` or more whose scope holds ``node``
-        (what :func:`rules.substitution.binders_on_path` finds, read off the walk already made)."""
+        (what :func:`knossos.substitution.binders_on_path` finds, read off the walk already made)."""
         names: set[str] = set()
         for ancestor, number, i in reversed(self.ancestors):  # numbers fall towards the root
             if number < start:

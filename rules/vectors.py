@@ -11,10 +11,10 @@ from __future__ import annotations
 from knossos import expr as E
 from knossos.expr import Expr, names_in
 from knossos.ops import Op
+from knossos.substitution import fresh_name, substitute
 from knossos.types import Kind
 from rules.pattern import Bindings
 from rules.rule import Rule, Site, all_floats, builds, condition, not_free, rule
-from rules.substitution import fresh_name, substitute
 from rules.zeros import CONSTVEC_ZERO, is_zero
 
 IN_RANGE = "the index is within the vector"

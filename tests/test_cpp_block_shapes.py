@@ -151,7 +151,7 @@ TERMS = [
     ("(let (w (index j b)) (mul (index k w) (index 0 w)))", "(mul (index k (index j b)) (index 0 (index j b)))"),
     ("(let (e (exp x)) (mul e e))", None),  # computed twice: not inlined
     ("(let (w (index j b)) (if (gt x 0.0) (index k w) 0.0))", None),  # a branch: w might not be read
-    ("(let (w (index j b)) (let (j 0) (index k w)))", None),  # j would be captured
+    ("(let (w (index j b)) (let (j 0) (index k w)))", "(let (j0 0) (index k (index j b)))"),  # the inner j renamed
     ("(let (w (index 5 b)) x)", None),  # dead, and its read is not the body's: kept, failing as it may
     ("(let (w (index j b)) (index k (index j b)))", "(index k (index j b))"),  # dead, its read the body's
 ]

@@ -23,6 +23,7 @@ from cpp_backend.product_pass import canonical_products
 from frontends.torch import translate
 from knossos.errors import KsError
 from knossos.expr import names_in
+from knossos.parser import parse_program
 from knossos.program import Program
 
 #: (layer, input shape): strides 1 and 2, padding 0 and 1, odd sizes.  A kernel as wide as its stride
@@ -108,3 +109,42 @@ def test_exact_order_keeps_the_gradient_as_written() -> None:
     program, _ = _program("c1_s2_p1")
     body = canonical_products(program.defs["rev$c1_s2_p1"].body, exact_order=True)
     assert not {n for n in names_in(body) if n.startswith("ks$q")}
+
+
+#: ksc's conv1d (ksdata/programs/conv1d_rev_template.kso): the padded read's test gives 0.0 first,
+#: ``(if (or (lt noi 0) (gte noi n)) 0.0 (index noi ...))``.
+KSC_CONV1D = """
+(def conv1d (Vec (Vec Float)) ((kernels : Vec (Vec (Vec Float))) (image : Vec (Vec Float)))
+  (let ((kn (size (index 0 (index 0 kernels)))) (l_6 (size image)) (n (size (index 0 image))))
+    (build (size kernels) (lam (ki : Integer) (build n (lam (ni : Integer)
+      (sumbuild kn (lam (kni : Integer) (sumbuild l_6 (lam (li : Integer)
+        (let (noi (sub (add ni (div kn 2)) kni))
+          (mul (if (or (lt noi 0) (gte noi n)) 0.0 (index noi (index li image)))
+               (index kni (index li (index ki kernels)))))))))))))))
+"""
+
+
+def test_a_padded_read_tested_zero_first_is_a_product_then_a_gather() -> None:
+    program = grad_program(parse_program(KSC_CONV1D), defs=["conv1d"], mode="rev")
+    d = program.defs["rev$conv1d"]
+    body = canonical_products(d.body)
+    assert {"ks$qa", "ks$qb", "ks$qc"} <= {n[:5] for n in names_in(body)}
+    rewritten = Program(defs={**program.defs, d.name: dataclasses.replace(d, body=body)})
+    rng = random.Random(5)
+    args = [random_array((3, 2, 3), rng), random_array((2, 7), rng), random_array((3, 7), rng)]
+    calls: list[tuple[str, list[object]]] = [("rev$conv1d", args)]
+    for edit in (
+        lambda a: a[2][0].__setitem__(1, math.nan),
+        lambda a: a[0][0][0].__setitem__(0, math.inf),
+        lambda a: a[0][0][0].pop(),  # a short first kernel row: the others are read to its length
+        lambda a: a[0][2][1].pop(),  # a short later kernel row: the nest's read fails
+        lambda a: a[1][1].pop(),  # a short image row
+    ):
+        changed = json.loads(json.dumps(args))
+        edit(changed)
+        calls.append(("rev$conv1d", changed))
+    want = interpreted(program, calls)
+    assert any(isinstance(w, KsError) for w in want)
+    for have in (interpreted(rewritten, calls), compile_program(program, ["rev$conv1d"], threads=1).run(calls)):
+        for w, h in zip(want, have, strict=True):
+            assert isinstance(h, KsError) if isinstance(w, KsError) else values_agree(w, h)  # type: ignore[arg-type]

@@ -115,3 +115,38 @@ def test_the_private_names_check_sees_module_attributes(tmp_path: Path) -> None:
         "E._table (a private name of knossos.expr)",
         "knossos.expr._alpha_table (a private name of knossos.expr)",
     ]
+
+
+#: Names every command-line module defines, by the protocol of its caller (``knossos.cli`` and the
+#: ``knossos.commands`` entry points call ``register``/``build_parser``/``main`` of each): one name,
+#: one meaning, in several modules.
+PROTOCOL_NAMES = frozenset({"main", "build_parser", "add_arguments", "register", "run_command", "run_reporting_errors"})
+
+
+#: The library: the packages but the scripts (each benchmark and experiment has its own ``main``, ``run``...).
+LIBRARY = tuple(p for p in PACKAGES if p not in ("benchmarks", "experiments"))
+
+
+def _public_names(path: Path) -> set[str]:
+    """The public names bound at the top of the module at ``path`` (functions, classes, assignments)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {n for n in names if not n.startswith("_")}
+
+
+def test_each_public_name_is_defined_once() -> None:
+    """A public name means one thing in the library: two modules that each define ``Value`` or
+    ``substitute`` are either one idea written twice or two ideas that need names of their own."""
+    where: dict[str, list[str]] = {}
+    for folder in LIBRARY:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name in _public_names(path) - PROTOCOL_NAMES:
+                where.setdefault(name, []).append(_module_name(path))
+    twice = {name: modules for name, modules in where.items() if len(modules) > 1}
+    assert not twice, "\n".join(f"{name}: {', '.join(modules)}" for name, modules in sorted(twice.items()))

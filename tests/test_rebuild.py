@@ -104,7 +104,7 @@ def test_rebuild_of_an_alpha_variant_finds_the_existing_node() -> None:
 @pytest.mark.parametrize("file", ["conv1d_rev_test.kso", "gmm_test.kso"])
 def test_bound_between_reads_the_same_names_as_binders_on_path(file: str) -> None:
     """inline_let's capture check reads the binders off the site's walk; a second walk must agree."""
-    from rules.substitution import binders_on_path
+    from knossos.substitution import binders_on_path
 
     checked = 0
     for d in load_program(PROGRAMS / file).defs.values():

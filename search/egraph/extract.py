@@ -34,7 +34,7 @@ from collections.abc import Callable, Set
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
-from rules.substitution import fresh_name
+from knossos.substitution import fresh_name
 from search.egraph.graph import EGraph, ENode, node_term
 from search.limits import LimitReached, Stop, check_stop
 

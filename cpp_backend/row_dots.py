@@ -17,7 +17,7 @@ from knossos.ops import Op
 from knossos.types import FLOAT, Kind
 
 #: Terms larger than this are not looked at (the walks recurse).
-TERM_MOST = 400
+_TERM_MOST = 400
 #: What a dot product's term may be made of besides reads: arithmetic that vectorises.
 _ARITHMETIC = frozenset({Op.CONST, Op.VAR, Op.INDEX, Op.ADD, Op.SUB, Op.MUL, Op.NEG})
 
@@ -51,7 +51,7 @@ def row_dots(e: Expr) -> Expr | None:
     if e.op is not Op.BUILD:
         return None
     lets, body = peel_lets(e.args[2])
-    if body.op is not Op.SUMBUILD or body.type is not FLOAT or body.args[2].size > TERM_MOST:
+    if body.op is not Op.SUMBUILD or body.type is not FLOAT or body.args[2].size > _TERM_MOST:
         return None
     n, jv, t = body.args
     j = jv.data

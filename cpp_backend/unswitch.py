@@ -16,7 +16,7 @@ literals, variables bound outside the loop, and the sizes of such variables, thr
 the head of the loop's body that compute them), so values and errors are those of the loop as
 written: the test is evaluated once even where the loop runs no iteration, which changes nothing
 since it has no effect.  The loop's body is copied (two loops for one): only bodies up to
-:data:`BODY_MOST` nodes are, so that nested unswitching stays small.
+:data:`_BODY_MOST` nodes are, so that nested unswitching stays small.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from knossos.ops import Op
 from knossos.types import Kind
 
 #: Larger loop bodies keep their branches (each unswitching copies the body once).
-BODY_MOST = 400
+_BODY_MOST = 400
 #: What a moved test (and a let it reads) may be made of: none of these can fail.
 _SAFE = frozenset({Op.CONST, Op.VAR, Op.EQ, Op.NE, Op.LT, Op.LTE, Op.GT, Op.GTE, Op.AND, Op.OR, Op.ADD, Op.SUB, Op.MUL})
 
@@ -45,7 +45,7 @@ def _safe(e: Expr) -> bool:
 def unswitch(e: Expr) -> Expr:
     """``e``, a sum of vectors whose body is lets then a branch on a loop-invariant test, as that
     branch over two sums (see the module docstring); ``e`` itself otherwise."""
-    if e.op is not Op.SUMBUILD or e.type.kind is not Kind.VEC or e.args[2].size > BODY_MOST:
+    if e.op is not Op.SUMBUILD or e.type.kind is not Kind.VEC or e.args[2].size > _BODY_MOST:
         return e
     n, i, body = e.args
     lets, last = peel_lets(body)
@@ -81,4 +81,4 @@ def unswitch(e: Expr) -> Expr:
     return wrap_lets(outside, E.op(Op.IF, cond, *loops))
 
 
-__all__ = ["BODY_MOST", "unswitch"]
+__all__ = ["unswitch"]

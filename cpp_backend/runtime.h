@@ -453,8 +453,16 @@ inline T zero_like(const T& x) {
     }
 }
 
+#if defined(KS_COUNT_LAZY_READS)
+// The calls of get_lazy (a test counts them: a loop over a lazy vector makes none per element).
+inline std::int64_t lazy_reads = 0;
+#endif
+
 template <class T>
 T Vec<T>::get_lazy(std::int64_t k) const {
+#if defined(KS_COUNT_LAZY_READS)
+    ++lazy_reads;
+#endif
     if (!lazy()) return zero_like(dense()[k]);
     const Lazy<T>* h = header();
     if (h->kind == DELTA && k != h->hot) return zero_like(h->value);
@@ -647,6 +655,44 @@ inline T lazy_fill(const Vec<T>& v) {
     return v.kind() == DELTA || v.zero() ? zero_like(v.stored()) : v.stored();
 }
 
+// f(k, element k of v) for 0 <= k < n (n <= v.n), v's kind tested once for the loop, not at each
+// element (loop versioning): dense storage through a pointer, a lazy vector's one stored element (and
+// its hot one), or the zeros of a vector read as zeros.  Element by element, v.get(k) would call the
+// out-of-line get_lazy for every element of a lazy vector (a sumbuild's one-hot accumulator: 4,096
+// calls for a 64 x 64 matrix).
+template <class T, class F>
+inline void each_elem(std::int64_t n, const Vec<T>& v, F&& f) {
+    if (__builtin_expect(v.plain(), 1)) {
+        const T* __restrict d = v.data;
+        for (std::int64_t k = 0; k < n; ++k) f(k, d[k]);
+    } else if (v.lazy()) {
+        const T fill = lazy_fill(v);
+        const bool hot = v.kind() == DELTA && !v.zero();
+        const std::int64_t h = hot && static_cast<std::uint64_t>(v.hot()) < static_cast<std::uint64_t>(n) ? v.hot() : n;
+        for (std::int64_t k = 0; k < h; ++k) f(k, fill);
+        if (h < n) f(h, v.stored());
+        for (std::int64_t k = h + 1; k < n; ++k) f(k, fill);
+    } else {
+        const T* d = v.dense();
+        for (std::int64_t k = 0; k < n; ++k) f(k, zero_like(d[k]));
+    }
+}
+
+// The first m elements of v (m <= v.n, checked before) through a pointer, for a loop that reads them
+// by index: v's storage where v is dense, else a dense copy of them, made once for the loop.  (Read
+// element by element, a lazy vector costs an out-of-line call per element; the copy costs a store.)
+template <class T>
+__attribute__((noinline)) const T* dense_copy(std::int64_t m, const Vec<T>& v) {
+    T* r = alloc_array<T>(m);
+    each_elem(m, v, [&](std::int64_t k, const T& x) { r[k] = x; });
+    return r;
+}
+template <class T>
+KS_INLINE const T* dense_data(std::int64_t m, const Vec<T>& v) {
+    if (__builtin_expect(v.plain(), 1)) return v.data;
+    return dense_copy(m, v);
+}
+
 // (build n (lam i (index i v))): v itself where it is dense with n elements (values never change), else
 // a dense copy of its first n, failing as the first read past its end would.
 template <class T>
@@ -654,7 +700,7 @@ Vec<T> prefix_copy(std::int64_t n, const Vec<T>& v) {
     if (n == v.n && v.plain()) return v;
     if (n > v.n) index_error(v.n, v.n);
     Vec<T> r = make_vec<T>(n);
-    for (std::int64_t k = 0; k < n; ++k) r.data[k] = v.get(k);
+    each_elem(n, v, [&](std::int64_t k, const T& x) { r.data[k] = x; });
     return r;
 }
 
@@ -756,7 +802,7 @@ T bcast_left(S s, const T& v) {
                 return delta_vec<E>(v.n, v.hot(), bcast_left<Op>(s, v.stored()));
         }
         T r = make_vec<E>(v.n);
-        for (std::int64_t k = 0; k < v.n; ++k) r.data[k] = bcast_left<Op>(s, v.get(k));
+        each_elem(v.n, v, [&](std::int64_t k, const E& x) { r.data[k] = bcast_left<Op>(s, x); });
         return r;
     } else if constexpr (is_tuple<T>::value) {
         return std::apply([&](const auto&... e) { return T(bcast_left<Op>(s, e)...); }, v);
@@ -781,7 +827,7 @@ T bcast_right(const T& v, S s) {
                 return delta_vec<E>(v.n, v.hot(), bcast_right<Op>(v.stored(), s));
         }
         T r = make_vec<E>(v.n);
-        for (std::int64_t k = 0; k < v.n; ++k) r.data[k] = bcast_right<Op>(v.get(k), s);
+        each_elem(v.n, v, [&](std::int64_t k, const E& x) { r.data[k] = bcast_right<Op>(x, s); });
         return r;
     } else if constexpr (is_tuple<T>::value) {
         return std::apply([&](const auto&... e) { return T(bcast_right<Op>(e, s)...); }, v);
@@ -840,7 +886,7 @@ T neg(const T& x) {
         using E = elem_t<T>;
         if (x.n > 0 && x.kind() == CONST) return const_vec<E>(x.n, neg(x.get(0)));  // (-0.0 is not a zero_like)
         T r = make_vec<E>(x.n);
-        for (std::int64_t k = 0; k < x.n; ++k) r.data[k] = neg(x.get(k));
+        each_elem(x.n, x, [&](std::int64_t k, const E& e) { r.data[k] = neg(e); });
         return r;
     } else {
         return std::apply([](const auto&... e) { return T(neg(e)...); }, x);
@@ -867,7 +913,7 @@ T copy_dense(const T& x) {
     if constexpr (is_vec<T>::value) {
         using E = elem_t<T>;
         T r = make_vec<E>(x.n);
-        for (std::int64_t k = 0; k < x.n; ++k) r.data[k] = copy_dense(x.get(k));
+        each_elem(x.n, x, [&](std::int64_t k, const E& e) { r.data[k] = copy_dense(e); });
         return r;
     } else if constexpr (is_tuple<T>::value) {
         return std::apply([](const auto&... e) { return T(copy_dense(e)...); }, x);

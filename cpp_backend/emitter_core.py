@@ -14,6 +14,7 @@ from cpp_backend.loop_facts import (
     has_loop,
     literal_sum,
     loop_invariants,
+    native_cannot_fail,
     speculable,
 )
 from cpp_backend.native_cpp import NATIVE_CPP, native_template
@@ -99,14 +100,19 @@ class EmitterCore:
     """Writes the statements of one def's body: the walk, lets, branches and loops (the rows and
     sums that :class:`cpp_backend.emit.FunctionEmitter` adds come in through :data:`LAZY_METHODS`)."""
 
-    def __init__(self, env: dict[str, str], depth: int = 1, *, exact_order: bool = False) -> None:
+    def __init__(
+        self, env: dict[str, str], depth: int = 1, *, exact_order: bool = False, quiet: frozenset[str] = frozenset()
+    ) -> None:
         self.lines: list[str] = []
+        # defs whose calls allocate no arena memory (emit.quiet_defs): a loop calling only them needs no reset
+        self.quiet = quiet
         self.depth = depth
         self.env = env
         # Float sums in index order (decided here, not by KS_EXACT_ORDER: one form of each sum is written)
         self.exact_order = exact_order
         self.counter = 0
         self._allocates: dict[int, bool] = {}
+        self._reads_numbers: dict[int, bool] = {}  # (may_allocate's) whether a node reads a number by index
         # computed before an enclosing loop: id -> (node, atom, the atoms of its free variables then)
         self._hoisted: dict[int, tuple[Expr, str, tuple[tuple[str, str | None], ...]]] = {}
         # (index atom, vector atom) whose range an enclosing loop has checked
@@ -145,8 +151,10 @@ class EmitterCore:
         return result
 
     def may_allocate(self, root: Expr) -> bool:
-        """Whether evaluating ``root`` may allocate arena memory (conservative, iterative, memoised)."""
-        memo = self._allocates
+        """Whether evaluating ``root`` may allocate arena memory (conservative, iterative, memoised): a
+        vector made, a call (but of a def in ``quiet``, or of C's functions of Floats), or a Float sum
+        that reads numbers by index (``ks::dense_data`` copies a lazy vector for its loop)."""
+        memo, reads = self._allocates, self._reads_numbers
         stack: list[tuple[Expr, bool]] = [(root, False)]
         while stack:
             node, ready = stack.pop()
@@ -156,9 +164,19 @@ class EmitterCore:
                 stack.append((node, True))
                 stack.extend((a, False) for a in node.args if id(a) not in memo)
                 continue
-            own = node.op in ALLOCATING or (node.op in ELEMENTWISE and not node.type.is_scalar)
+            op = node.op
+            reads[id(node)] = (op is Op.INDEX and node.type.is_scalar) or any(reads[id(a)] for a in node.args)
+            own = (op in ALLOCATING and not (op is Op.CALL and self._quiet_call(node))) or (
+                op in ELEMENTWISE and (not node.type.is_scalar or (op is Op.SUMBUILD and reads[id(node.args[2])]))
+            )
             memo[id(node)] = own or any(memo[id(a)] for a in node.args)
         return memo[id(root)]
+
+    def _quiet_call(self, node: Expr) -> bool:
+        callee: Callee = node.data
+        if callee.kind is CalleeKind.DEF:
+            return callee.name in self.quiet
+        return node.type is FLOAT and native_cannot_fail(node)
 
     def _start(self, node: Expr) -> str | EmitStep:
         op = node.op

@@ -112,7 +112,6 @@ class EmitterCore:
         self.exact_order = exact_order
         self.counter = 0
         self._allocates: dict[int, bool] = {}
-        self._reads_numbers: dict[int, bool] = {}  # (may_allocate's) whether a node reads a number by index
         # computed before an enclosing loop: id -> (node, atom, the atoms of its free variables then)
         self._hoisted: dict[int, tuple[Expr, str, tuple[tuple[str, str | None], ...]]] = {}
         # (index atom, vector atom) whose range an enclosing loop has checked
@@ -152,9 +151,8 @@ class EmitterCore:
 
     def may_allocate(self, root: Expr) -> bool:
         """Whether evaluating ``root`` may allocate arena memory (conservative, iterative, memoised): a
-        vector made, a call (but of a def in ``quiet``, or of C's functions of Floats), or a Float sum
-        that reads numbers by index (``ks::dense_data`` copies a lazy vector for its loop)."""
-        memo, reads = self._allocates, self._reads_numbers
+        vector made, or a call (but of a def in ``quiet``, or of C's functions of Floats)."""
+        memo = self._allocates
         stack: list[tuple[Expr, bool]] = [(root, False)]
         while stack:
             node, ready = stack.pop()
@@ -165,9 +163,8 @@ class EmitterCore:
                 stack.extend((a, False) for a in node.args if id(a) not in memo)
                 continue
             op = node.op
-            reads[id(node)] = (op is Op.INDEX and node.type.is_scalar) or any(reads[id(a)] for a in node.args)
             own = (op in ALLOCATING and not (op is Op.CALL and self._quiet_call(node))) or (
-                op in ELEMENTWISE and (not node.type.is_scalar or (op is Op.SUMBUILD and reads[id(node.args[2])]))
+                op in ELEMENTWISE and not node.type.is_scalar
             )
             memo[id(node)] = own or any(memo[id(a)] for a in node.args)
         return memo[id(root)]
@@ -351,7 +348,7 @@ class EmitterCore:
         not looked into), inside ``if (n > 0)`` unless ``nonempty`` says the loop runs.
 
         A loop reads the vectors of numbers it reads at its index through raw pointers, taken before
-        it with ``ks::dense_data`` (a lazy vector's elements copied there, once): the dense/lazy test
+        it by ``ks::DenseRead`` (a lazy vector's elements copied there, once): the dense/lazy test
         is made once per loop, not per element, and g++ vectorises an innermost loop (``reduce``, the
         Float accumulator of a sum, with ``KS_SIMD_SUM``: reassociated unless exact order);
         ``independent``: iterations touch nothing in common but ``reduce``, so that an innermost loop
@@ -405,11 +402,13 @@ class EmitterCore:
         cond = parallel_condition(n, innermost)
         self.loop_depth += 1
         # Loop versioning without a second loop: each vector's dense/lazy test is done here, once, and
-        # the loop reads through pointers (a lazy vector's elements copied first, by ks::dense_data).
+        # the loop reads through pointers (a lazy vector's elements copied first, by ks::DenseRead).
         saved_dense = dict(self._dense)
         for v, (t, extents) in dense.items():
             ptr = self.fresh("d")
-            self.line(f"const {cpp_type(t)}* __restrict {ptr} = ks::dense_data({_extent(n, extents)}, {v});")
+            read = self.fresh("r")
+            self.line(f"const ks::DenseRead<{cpp_type(t)}> {read}({_extent(n, extents)}, {v});")
+            self.line(f"const {cpp_type(t)}* __restrict {ptr} = {read}.data();")
             self._dense[(i, v)] = ptr
         simd = dense and innermost and independent and cannot_fail(body, {id(x) for x in ranged})
         if parallel and simd:

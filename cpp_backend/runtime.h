@@ -678,20 +678,52 @@ inline void each_elem(std::int64_t n, const Vec<T>& v, F&& f) {
     }
 }
 
-// The first m elements of v (m <= v.n, checked before) through a pointer, for a loop that reads them
-// by index: v's storage where v is dense, else a dense copy of them, made once for the loop.  (Read
-// element by element, a lazy vector costs an out-of-line call per element; the copy costs a store.)
-template <class T>
-__attribute__((noinline)) const T* dense_copy(std::int64_t m, const Vec<T>& v) {
-    T* r = alloc_array<T>(m);
-    each_elem(m, v, [&](std::int64_t k, const T& x) { r[k] = x; });
-    return r;
+// A second arena per thread, for the copies that live as long as one loop (DenseRead): they are
+// released in the reverse order of their making, as the loops that make them nest, so that neither
+// the arena of values nor the memory of a loop over a lazy vector grows with the loops around it.
+KS_COLD inline Arena* make_scratch() {
+    static thread_local Arena a;
+    return &a;
 }
-template <class T>
-KS_INLINE const T* dense_data(std::int64_t m, const Vec<T>& v) {
-    if (__builtin_expect(v.plain(), 1)) return v.data;
-    return dense_copy(m, v);
+KS_INLINE Arena& scratch() {
+    static thread_local Arena* a = nullptr;
+    if (__builtin_expect(a == nullptr, 0)) a = make_scratch();
+    return *a;
 }
+
+// A loop's reads of the first m elements of v (m <= v.n, checked before) through a pointer: v's
+// storage where v is dense, else a dense copy of them made once for the loop (in the scratch arena,
+// under the arena's budget; released with this object, at the end of the loop's scope).  Read element
+// by element, a lazy vector costs an out-of-line call per element; the copy costs one store each.
+template <class T>
+class DenseRead {
+    const T* p_;
+    Arena::Mark mark_{};
+    bool owned_ = false;
+
+    __attribute__((noinline)) void copy(std::int64_t m, const Vec<T>& v) {
+        Arena& a = scratch();
+        a.set_limit(arena().limit());
+        if (static_cast<std::uint64_t>(m) > std::numeric_limits<std::size_t>::max() / (4 * sizeof(T)))
+            a.over_budget("a vector of " + std::to_string(m) + " elements");
+        mark_ = a.mark();
+        owned_ = true;
+        T* r = static_cast<T*>(a.alloc(static_cast<std::size_t>(m) * sizeof(T), alignof(T) < 8 ? 8 : alignof(T)));
+        each_elem(m, v, [&](std::int64_t k, const T& x) { r[k] = x; });
+        p_ = r;
+    }
+
+   public:
+    DenseRead(std::int64_t m, const Vec<T>& v) : p_(v.data) {
+        if (__builtin_expect(!v.plain(), 0)) copy(m, v);
+    }
+    DenseRead(const DenseRead&) = delete;
+    DenseRead& operator=(const DenseRead&) = delete;
+    ~DenseRead() {
+        if (owned_) scratch().reset(mark_);
+    }
+    const T* data() const { return p_; }
+};
 
 // (build n (lam i (index i v))): v itself where it is dense with n elements (values never change), else
 // a dense copy of its first n, failing as the first read past its end would.

@@ -697,32 +697,41 @@ KS_INLINE Arena& scratch() {
 // by element, a lazy vector costs an out-of-line call per element; the copy costs one store each.
 template <class T>
 class DenseRead {
+    struct Copy {
+        const T* data;
+        Arena::Mark mark;  // where the scratch arena was before it
+    };
     const T* p_;
     Arena::Mark mark_{};
     bool owned_ = false;
 
-    __attribute__((noinline)) void copy(std::int64_t m, const Vec<T>& v) {
+    // (returned by value, so that nothing of the object escapes on the dense path: it stays in registers)
+    static __attribute__((noinline)) Copy copy(std::int64_t m, const Vec<T>& v) {
         Arena& a = scratch();
         a.set_limit(arena().limit());
         if (static_cast<std::uint64_t>(m) > std::numeric_limits<std::size_t>::max() / (4 * sizeof(T)))
             a.over_budget("a vector of " + std::to_string(m) + " elements");
-        mark_ = a.mark();
-        owned_ = true;
+        const Arena::Mark mark = a.mark();
         T* r = static_cast<T*>(a.alloc(static_cast<std::size_t>(m) * sizeof(T), alignof(T) < 8 ? 8 : alignof(T)));
         each_elem(m, v, [&](std::int64_t k, const T& x) { r[k] = x; });
-        p_ = r;
+        return Copy{r, mark};
     }
 
    public:
-    DenseRead(std::int64_t m, const Vec<T>& v) : p_(v.data) {
-        if (__builtin_expect(!v.plain(), 0)) copy(m, v);
+    KS_INLINE DenseRead(std::int64_t m, const Vec<T>& v) : p_(v.data) {
+        if (__builtin_expect(!v.plain(), 0)) {
+            const Copy c = copy(m, v);
+            p_ = c.data;
+            mark_ = c.mark;
+            owned_ = true;
+        }
     }
     DenseRead(const DenseRead&) = delete;
     DenseRead& operator=(const DenseRead&) = delete;
-    ~DenseRead() {
-        if (owned_) scratch().reset(mark_);
+    KS_INLINE ~DenseRead() {
+        if (__builtin_expect(owned_, 0)) scratch().reset(mark_);
     }
-    const T* data() const { return p_; }
+    KS_INLINE const T* data() const { return p_; }
 };
 
 // (build n (lam i (index i v))): v itself where it is dense with n elements (values never change), else

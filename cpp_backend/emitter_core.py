@@ -404,11 +404,12 @@ class EmitterCore:
         # Loop versioning without a second loop: each vector's dense/lazy test is done here, once, and
         # the loop reads through pointers (a lazy vector's elements copied first, by ks::DenseRead).
         saved_dense = dict(self._dense)
+        copies: list[str] = []
         for v, (t, extents) in dense.items():
             ptr = self.fresh("d")
-            read = self.fresh("r")
-            self.line(f"const ks::DenseRead<{cpp_type(t)}> {read}({_extent(n, extents)}, {v});")
-            self.line(f"const {cpp_type(t)}* __restrict {ptr} = {read}.data();")
+            copies.append(self.fresh("r"))
+            self.line(f"const ks::DenseRead<{cpp_type(t)}> {copies[-1]}({_extent(n, extents)}, {v});")
+            self.line(f"const {cpp_type(t)}* __restrict {ptr} = {copies[-1]}.data();")
             self._dense[(i, v)] = ptr
         simd = dense and innermost and independent and cannot_fail(body, {id(x) for x in ranged})
         if parallel and simd:
@@ -420,6 +421,8 @@ class EmitterCore:
             if simd:
                 self.line(f"KS_SIMD_SUM({reduce})" if reduce else "KS_SIMD")
             yield from self._plain_for(n, i, emit)
+        for copy in reversed(copies):
+            self.line(f"{copy}.release();")
         self._dense = saved_dense
         self.loop_depth -= 1
         if guard:

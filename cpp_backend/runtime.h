@@ -693,8 +693,11 @@ KS_INLINE Arena& scratch() {
 
 // A loop's reads of the first m elements of v (m <= v.n, checked before) through a pointer: v's
 // storage where v is dense, else a dense copy of them made once for the loop (in the scratch arena,
-// under the arena's budget; released with this object, at the end of the loop's scope).  Read element
-// by element, a lazy vector costs an out-of-line call per element; the copy costs one store each.
+// under the arena's budget), which release() frees after the loop.  Read element by element, a lazy
+// vector costs an out-of-line call per element; the copy costs one store each.  (No destructor: one
+// in every loop cost g++ 6-10% more time on the attention layers' gradients, for its cleanups.  A
+// loop left by an error does not release: an enclosing loop's release, or release_scratch after the
+// call, does.)
 template <class T>
 class DenseRead {
     struct Copy {
@@ -726,13 +729,14 @@ class DenseRead {
             owned_ = true;
         }
     }
-    DenseRead(const DenseRead&) = delete;
-    DenseRead& operator=(const DenseRead&) = delete;
-    KS_INLINE ~DenseRead() {
+    KS_INLINE const T* data() const { return p_; }
+    KS_INLINE void release() const {
         if (__builtin_expect(owned_, 0)) scratch().reset(mark_);
     }
-    KS_INLINE const T* data() const { return p_; }
 };
+
+// After a call (that may have failed inside a loop): every copy of the thread's loops released.
+inline void release_scratch() { scratch().reset(Arena::Mark{0, 0}); }
 
 // (build n (lam i (index i v))): v itself where it is dense with n elements (values never change), else
 // a dense copy of its first n, failing as the first read past its end would.
@@ -843,7 +847,7 @@ T bcast_left(S s, const T& v) {
                 return delta_vec<E>(v.n, v.hot(), bcast_left<Op>(s, v.stored()));
         }
         T r = make_vec<E>(v.n);
-        each_elem(v.n, v, [&](std::int64_t k, const E& x) { r.data[k] = bcast_left<Op>(s, x); });
+        for (std::int64_t k = 0; k < v.n; ++k) r.data[k] = bcast_left<Op>(s, v.get(k));
         return r;
     } else if constexpr (is_tuple<T>::value) {
         return std::apply([&](const auto&... e) { return T(bcast_left<Op>(s, e)...); }, v);
@@ -868,7 +872,7 @@ T bcast_right(const T& v, S s) {
                 return delta_vec<E>(v.n, v.hot(), bcast_right<Op>(v.stored(), s));
         }
         T r = make_vec<E>(v.n);
-        each_elem(v.n, v, [&](std::int64_t k, const E& x) { r.data[k] = bcast_right<Op>(x, s); });
+        for (std::int64_t k = 0; k < v.n; ++k) r.data[k] = bcast_right<Op>(v.get(k), s);
         return r;
     } else if constexpr (is_tuple<T>::value) {
         return std::apply([&](const auto&... e) { return T(bcast_right<Op>(e, s)...); }, v);
@@ -927,7 +931,7 @@ T neg(const T& x) {
         using E = elem_t<T>;
         if (x.n > 0 && x.kind() == CONST) return const_vec<E>(x.n, neg(x.get(0)));  // (-0.0 is not a zero_like)
         T r = make_vec<E>(x.n);
-        each_elem(x.n, x, [&](std::int64_t k, const E& e) { r.data[k] = neg(e); });
+        for (std::int64_t k = 0; k < x.n; ++k) r.data[k] = neg(x.get(k));
         return r;
     } else {
         return std::apply([](const auto&... e) { return T(neg(e)...); }, x);

@@ -721,7 +721,7 @@ class DenseRead {
     }
 
    public:
-    KS_INLINE DenseRead(std::int64_t m, const Vec<T>& v) : p_(v.data) {
+    DenseRead(std::int64_t m, const Vec<T>& v) : p_(v.data) {
         if (__builtin_expect(!v.plain(), 0)) {
             const Copy c = copy(m, v);
             p_ = c.data;
@@ -731,8 +731,9 @@ class DenseRead {
     }
     KS_INLINE const T* data() const { return p_; }
     KS_INLINE void release() const {
-        if (__builtin_expect(owned_, 0)) scratch().reset(mark_);
+        if (__builtin_expect(owned_, 0)) free_copy(mark_);
     }
+    static __attribute__((noinline)) void free_copy(Arena::Mark mark) { scratch().reset(mark); }
 };
 
 // After a call (that may have failed inside a loop): every copy of the thread's loops released.

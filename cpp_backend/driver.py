@@ -144,6 +144,7 @@ int main() {{
             out = "err " + ks::one_line(e.what()) + "\\n";
         }}
         ks::arena().reset(mark);
+        ks::release_scratch();
         std::fwrite(out.data(), 1, out.size(), stdout);
     }}
     return 0;

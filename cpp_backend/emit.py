@@ -80,6 +80,7 @@ from cpp_backend.index_lets import inline_index_lets
 from cpp_backend.pch import RUNTIME_BEGIN, RUNTIME_END
 from cpp_backend.product_pass import canonical_products
 from knossos.errors import KsUsageError
+from knossos.expr import Expr
 from knossos.program import Def, Program, SizeTree, TupleSizes, VecSizes
 
 
@@ -136,16 +137,36 @@ def _size_bindings(d: Def, em: FunctionEmitter) -> None:
         em.env[name] = slot
 
 
-def emit_def(d: Def, *, exact_order: bool = False) -> str:
-    """The C++ definition of one def (its products first put in the blocked nest's shape,
-    :func:`cpp_backend.product_pass.canonical_products`; ``exact_order``: only where every sum stays the
-    same to the bit)."""
+def _emitted_body(d: Def, exact_order: bool) -> Expr:
+    """What is emitted of ``d``'s body: its products first put in the blocked nest's shape
+    (:func:`cpp_backend.product_pass.canonical_products`; ``exact_order``: only where every sum stays
+    the same to the bit), its index lets inlined."""
+    return inline_index_lets(canonical_products(d.body, exact_order=exact_order))
+
+
+def emit_def(
+    d: Def, *, exact_order: bool = False, quiet: frozenset[str] = frozenset(), body: Expr | None = None
+) -> str:
+    """The C++ definition of one def; ``quiet``: defs whose calls allocate nothing (:func:`quiet_defs`);
+    ``body``: its :func:`_emitted_body` where the caller has it."""
     env = {p.name: f"p{k}_{escape_name(p.name)}" for k, p in enumerate(d.params)}
-    em = FunctionEmitter(env, exact_order=exact_order)
+    em = FunctionEmitter(env, exact_order=exact_order, quiet=quiet)
     _size_bindings(d, em)
-    result = em.body(inline_index_lets(canonical_products(d.body, exact_order=exact_order)))
+    result = em.body(_emitted_body(d, exact_order) if body is None else body)
     em.line(f"return {result};")
     return "\n".join([_signature(d) + " {", *em.lines, "}"])
+
+
+def quiet_defs(bodies: dict[str, Expr]) -> frozenset[str]:
+    """The defs of ``bodies`` (name -> emitted body) whose calls allocate no arena memory: no vector
+    made, and calls only of such defs (a scalar helper such as rev$max_), so that a loop calling
+    them needs no arena mark and reset per iteration.  (A recursive def is never among them.)"""
+    quiet: frozenset[str] = frozenset()
+    while True:
+        more = {n for n, b in bodies.items() if n not in quiet and not FunctionEmitter({}, quiet=quiet).may_allocate(b)}
+        if not more:
+            return quiet
+        quiet |= more
 
 
 def selected_defs(program: Program, defs: Iterable[str] | None = None) -> list[Def]:
@@ -186,7 +207,9 @@ def emit_program(
         parts += ['#include "runtime.h"', ""]
     parts += [_signature(d) + ";" for d in chosen]
     parts.append("")
-    parts += [emit_def(d, exact_order=exact_order) + "\n" for d in chosen]
+    bodies = {d.name: _emitted_body(d, exact_order) for d in chosen}
+    quiet = quiet_defs(bodies)
+    parts += [emit_def(d, exact_order=exact_order, quiet=quiet, body=bodies[d.name]) + "\n" for d in chosen]
     return "\n".join(parts)
 
 

@@ -94,14 +94,14 @@ class LoopConstructs(RowProducts):
             self.line(f"if ({n} == 0) {acc} = ks::zero_of<{cpp_type(t)}>({c_string(str(t))});")
             self.line(f"bool {skipped} = false;")
         i = self.fresh_var(var.data)
-        reset = self.may_allocate(body)
-        mark = self.fresh("m")
 
         # A body with loops in it adds its parts straight into the accumulator (no full-size value of the
         # iteration made and then added; the first iteration assigns them, flagged at run time, so that
         # the body is written once): see _accumulate.  Not in exact order, whose sums of parts would
         # associate otherwise.
         direct = not scalar and not self.exact_order and has_loop(body)
+        reset = self._parts_allocate(body, {}) if direct else self.may_allocate(body)
+        mark = self.fresh("m")
 
         def accumulate() -> EmitStep:
             if reset:
@@ -269,7 +269,7 @@ class LoopConstructs(RowProducts):
                 own = self.fresh("s")
                 self.line(f"bool {own} = false;")
         i = self.fresh_var(var.data)
-        reset = self.may_allocate(body)
+        reset = self._parts_allocate(body, {})
         mark = self.fresh("m")
         part = f"{dest}.data[{i}]" if build else dest
 
@@ -293,6 +293,28 @@ class LoopConstructs(RowProducts):
         if own is not None:  # zeros skipped in dest's own terms: as the sum's value would be normalised
             self.line(f"if ({own}) {{ if ({first}) ks::normalise_zeros({dest}); else {skipped} = true; }}")
         return dest
+
+    def _parts_allocate(self, e: Expr, deferred: dict[str, Expr]) -> bool:
+        """Whether :meth:`_accumulate` of ``e`` may allocate arena memory in an iteration where it is not
+        the first value (whose memory is the accumulator's): a deltaVec, a tuple or an ``if`` added
+        part by part allocates nothing of its own (a loop, conservatively, may: what it computes
+        before its own loop).  Where nothing may, iterations need no arena mark and reset
+        (rev$maxpool: a third of each iteration's instructions)."""
+        op = e.op
+        if op is Op.LET:
+            var, rhs, body = e.args
+            if deferrable(var.data, rhs, body):
+                return self._parts_allocate(body, {**deferred, var.data: rhs})
+            return self.may_allocate(rhs) or self._parts_allocate(body, deferred)
+        if op is Op.VAR and e.data in deferred:
+            return self._parts_allocate(deferred[e.data], {})
+        if op is Op.TUPLE:
+            return any(self._parts_allocate(x, deferred) for x in e.args)
+        if op is Op.IF:
+            return self.may_allocate(e.args[0]) or any(self._parts_allocate(x, {}) for x in e.args[1:])
+        if op is Op.DELTAVEC:
+            return any(self.may_allocate(x) for x in e.args)
+        return self.may_allocate(e)
 
     def _add_into(self, dest: str, t: Type, value: str, skipped: str, first: str | None) -> None:
         if first is not None and t is FLOAT:

@@ -14,6 +14,7 @@ from cpp_backend.loop_facts import (
     has_loop,
     literal_sum,
     loop_invariants,
+    native_cannot_fail,
     speculable,
 )
 from cpp_backend.native_cpp import NATIVE_CPP, native_template
@@ -99,8 +100,12 @@ class EmitterCore:
     """Writes the statements of one def's body: the walk, lets, branches and loops (the rows and
     sums that :class:`cpp_backend.emit.FunctionEmitter` adds come in through :data:`LAZY_METHODS`)."""
 
-    def __init__(self, env: dict[str, str], depth: int = 1, *, exact_order: bool = False) -> None:
+    def __init__(
+        self, env: dict[str, str], depth: int = 1, *, exact_order: bool = False, quiet: frozenset[str] = frozenset()
+    ) -> None:
         self.lines: list[str] = []
+        # defs whose calls allocate no arena memory (emit.quiet_defs): a loop calling only them needs no reset
+        self.quiet = quiet
         self.depth = depth
         self.env = env
         # Float sums in index order (decided here, not by KS_EXACT_ORDER: one form of each sum is written)
@@ -145,7 +150,8 @@ class EmitterCore:
         return result
 
     def may_allocate(self, root: Expr) -> bool:
-        """Whether evaluating ``root`` may allocate arena memory (conservative, iterative, memoised)."""
+        """Whether evaluating ``root`` may allocate arena memory (conservative, iterative, memoised): a
+        vector made, or a call (but of a def in ``quiet``, or of C's functions of Floats)."""
         memo = self._allocates
         stack: list[tuple[Expr, bool]] = [(root, False)]
         while stack:
@@ -156,9 +162,18 @@ class EmitterCore:
                 stack.append((node, True))
                 stack.extend((a, False) for a in node.args if id(a) not in memo)
                 continue
-            own = node.op in ALLOCATING or (node.op in ELEMENTWISE and not node.type.is_scalar)
+            op = node.op
+            own = (op in ALLOCATING and not (op is Op.CALL and self._quiet_call(node))) or (
+                op in ELEMENTWISE and not node.type.is_scalar
+            )
             memo[id(node)] = own or any(memo[id(a)] for a in node.args)
         return memo[id(root)]
+
+    def _quiet_call(self, node: Expr) -> bool:
+        callee: Callee = node.data
+        if callee.kind is CalleeKind.DEF:
+            return callee.name in self.quiet
+        return node.type is FLOAT and native_cannot_fail(node)
 
     def _start(self, node: Expr) -> str | EmitStep:
         op = node.op
@@ -332,11 +347,12 @@ class EmitterCore:
         compute alike is computed once before the loop (see :func:`loop_invariants`; ``done`` is
         not looked into), inside ``if (n > 0)`` unless ``nonempty`` says the loop runs.
 
-        An innermost loop that reads vectors of numbers at its index is emitted twice: for dense
-        vectors, read through raw pointers (so that g++ vectorises it; ``reduce``, the Float
-        accumulator of a sum, with ``KS_SIMD_SUM``: reassociated unless exact order), and for any
-        vectors; ``independent``: iterations touch nothing in common but ``reduce``, so that the fast
-        version may be marked ``omp simd``.  With ``parallel`` (independent iterations producing
+        A loop reads the vectors of numbers it reads at its index through raw pointers, taken before
+        it by ``ks::DenseRead`` (a lazy vector's elements copied there, once): the dense/lazy test
+        is made once per loop, not per element, and g++ vectorises an innermost loop (``reduce``, the
+        Float accumulator of a sum, with ``KS_SIMD_SUM``: reassociated unless exact order);
+        ``independent``: iterations touch nothing in common but ``reduce``, so that an innermost loop
+        may be marked ``omp simd``.  With ``parallel`` (independent iterations producing
         scalars, or a Float sum into ``reduce``) a loop that no other loop of the def encloses runs on threads when it is large
         (see :func:`parallel_condition`); the OpenMP region is entered only then, the loop emitted
         twice under ``if`` (``split``: this is the parallel copy)."""
@@ -365,7 +381,7 @@ class EmitterCore:
         for h in hoisted:
             atom = yield h
             self._hoisted[id(h)] = (h, atom, self._bindings(h))
-        dense: dict[str, Type] = {}  # vectors of numbers read at the loop index -> element type
+        dense: dict[str, tuple[Type, dict[int, int]]] = {}  # number vectors read at s i + c -> (type, {s: max c})
         for x in ranged:
             v = yield x.args[1]
             step = strided(x.args[0], var)
@@ -378,41 +394,36 @@ class EmitterCore:
                 self.line(f"ks::check_strided({n}, std::int64_t({s}LL), std::int64_t({c}LL), {v});")
                 self._strided.add((i, v, s, c))
             if x.type in (FLOAT, INTEGER) and is_identifier(v):
-                dense[v] = x.type
+                s, c = step
+                reads = dense.setdefault(v, (x.type, {}))[1]
+                reads[s] = max(c, reads.get(s, c))
         parallel = parallel and self.loop_depth == 0
         innermost = not has_loop(body, done)
         cond = parallel_condition(n, innermost)
         self.loop_depth += 1
-        if dense and innermost:
-            plain = " && ".join(f"{v}.plain()" for v in dense)
-            self.line(f"if ({plain}) {{")
-            self.depth += 1
-            saved_dense = dict(self._dense)
-            for v, t in dense.items():
-                ptr = self.fresh("d")
-                self.line(f"const {cpp_type(t)}* __restrict {ptr} = {v}.data;")
-                self._dense[(i, v)] = ptr
-            simd = independent and cannot_fail(body, {id(x) for x in ranged})
-            if parallel and simd:
-                self.line(f"KS_PAR_SUM({reduce}, {cond})" if reduce else f"KS_PAR_FOR_SIMD({cond})")
-                yield from self._plain_for(n, i, emit)
-            elif parallel:
-                yield from self._parallel_for(n, i, body, emit, cond, reduce)
-            else:
-                if simd:
-                    self.line(f"KS_SIMD_SUM({reduce})" if reduce else "KS_SIMD")
-                yield from self._plain_for(n, i, emit)
-            self._dense = saved_dense
-            self.depth -= 1
-            self.line("} else {")
-            self.depth += 1
-        if parallel:
+        # Loop versioning without a second loop: each vector's dense/lazy test is done here, once, and
+        # the loop reads through pointers (a lazy vector's elements copied first, by ks::DenseRead).
+        saved_dense = dict(self._dense)
+        copies: list[str] = []
+        for v, (t, extents) in dense.items():
+            ptr = self.fresh("d")
+            copies.append(self.fresh("r"))
+            self.line(f"const ks::DenseRead<{cpp_type(t)}> {copies[-1]}({_extent(n, extents)}, {v});")
+            self.line(f"const {cpp_type(t)}* __restrict {ptr} = {copies[-1]}.data();")
+            self._dense[(i, v)] = ptr
+        simd = dense and innermost and independent and cannot_fail(body, {id(x) for x in ranged})
+        if parallel and simd:
+            self.line(f"KS_PAR_SUM({reduce}, {cond})" if reduce else f"KS_PAR_FOR_SIMD({cond})")
+            yield from self._plain_for(n, i, emit)
+        elif parallel:
             yield from self._parallel_for(n, i, body, emit, cond, reduce)
         else:
+            if simd:
+                self.line(f"KS_SIMD_SUM({reduce})" if reduce else "KS_SIMD")
             yield from self._plain_for(n, i, emit)
-        if dense and innermost:
-            self.depth -= 1
-            self.line("}")
+        for copy in reversed(copies):
+            self.line(f"{copy}.release();")
+        self._dense = saved_dense
         self.loop_depth -= 1
         if guard:
             self.depth -= 1
@@ -456,6 +467,16 @@ class EmitterCore:
         self.line("}")
         self.line(f"{errors}.rethrow();")
         return i
+
+
+def _extent(n: str, reads: dict[int, int]) -> str:
+    """The C++ of how many elements a loop of ``n`` (> 0) iterations reads of a vector that it reads at
+    ``s i + c`` for each ``s: c`` of ``reads`` (the largest ``c`` of each ``s``): the largest ``s (n - 1) + c + 1``."""
+    texts = [n if (s, c) == (1, 0) else f"{s}LL * ({n} - 1) + {c + 1}LL" for s, c in sorted(reads.items())]
+    text = texts[0]
+    for e in texts[1:]:
+        text = f"std::max<std::int64_t>({text}, {e})"
+    return text
 
 
 # -- strict ops: the C++ of an op over its arguments' atoms ------------------------------------------

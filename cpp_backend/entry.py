@@ -251,6 +251,7 @@ extern "C" KS_PY_EXPORT int ks_py_call_{k}(void* const* in, const std::int64_t* 
     if (call.live) ks::arena().reset(call.mark);
     ks::arena().shrink_to(static_cast<std::size_t>(budget_bytes));  // after the reset: no chunk in use is freed
     call.mark = ks::arena().mark();
+    ks::release_scratch();  // the copies of loops an earlier call left by an error
     call.live = true;
     call.texts.assign({len(out_leaves)}, std::string());
     try {{

@@ -535,6 +535,8 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
     checks = [E.op(Op.GT, size, _i(0)) for size, _ in sums]  # a sum of no vectors fails
     checks += branch_checks  # after: a test's sizes may read rows that an outer test keeps in range
     if body.op is Op.DELTAVEC and body.args[1] is sums[-1][1]:  # one-hots at the innermost sum's index
+        if body.args[2].type is not FLOAT:
+            return None  # one-hot rows of a matrix, not elements: no product (their gather is below a Float's)
         q, kv = sums.pop()
         width = _resolve(body.args[0], resolved)
         if not small(width):

@@ -453,8 +453,16 @@ inline T zero_like(const T& x) {
     }
 }
 
+#if defined(KS_COUNT_LAZY_READS)
+// The calls of get_lazy (a test counts them: a loop over a lazy vector makes none per element).
+inline std::int64_t lazy_reads = 0;
+#endif
+
 template <class T>
 T Vec<T>::get_lazy(std::int64_t k) const {
+#if defined(KS_COUNT_LAZY_READS)
+    ++lazy_reads;
+#endif
     if (!lazy()) return zero_like(dense()[k]);
     const Lazy<T>* h = header();
     if (h->kind == DELTA && k != h->hot) return zero_like(h->value);
@@ -647,6 +655,90 @@ inline T lazy_fill(const Vec<T>& v) {
     return v.kind() == DELTA || v.zero() ? zero_like(v.stored()) : v.stored();
 }
 
+// f(k, element k of v) for 0 <= k < n (n <= v.n), v's kind tested once for the loop, not at each
+// element (loop versioning): dense storage through a pointer, a lazy vector's one stored element (and
+// its hot one), or the zeros of a vector read as zeros.  Element by element, v.get(k) would call the
+// out-of-line get_lazy for every element of a lazy vector (a sumbuild's one-hot accumulator: 4,096
+// calls for a 64 x 64 matrix).
+template <class T, class F>
+inline void each_elem(std::int64_t n, const Vec<T>& v, F&& f) {
+    if (__builtin_expect(v.plain(), 1)) {
+        const T* __restrict d = v.data;
+        for (std::int64_t k = 0; k < n; ++k) f(k, d[k]);
+    } else if (v.lazy()) {
+        const T fill = lazy_fill(v);
+        const bool hot = v.kind() == DELTA && !v.zero();
+        const std::int64_t h = hot && static_cast<std::uint64_t>(v.hot()) < static_cast<std::uint64_t>(n) ? v.hot() : n;
+        for (std::int64_t k = 0; k < h; ++k) f(k, fill);
+        if (h < n) f(h, v.stored());
+        for (std::int64_t k = h + 1; k < n; ++k) f(k, fill);
+    } else {
+        const T* d = v.dense();
+        for (std::int64_t k = 0; k < n; ++k) f(k, zero_like(d[k]));
+    }
+}
+
+// A second arena per thread, for the copies that live as long as one loop (DenseRead): they are
+// released in the reverse order of their making, as the loops that make them nest, so that neither
+// the arena of values nor the memory of a loop over a lazy vector grows with the loops around it.
+KS_COLD inline Arena* make_scratch() {
+    static thread_local Arena a;
+    return &a;
+}
+KS_INLINE Arena& scratch() {
+    static thread_local Arena* a = nullptr;
+    if (__builtin_expect(a == nullptr, 0)) a = make_scratch();
+    return *a;
+}
+
+// A loop's reads of the first m elements of v (m <= v.n, checked before) through a pointer: v's
+// storage where v is dense, else a dense copy of them made once for the loop (in the scratch arena,
+// under the arena's budget), which release() frees after the loop.  Read element by element, a lazy
+// vector costs an out-of-line call per element; the copy costs one store each.  (No destructor: one
+// in every loop cost g++ 6-10% more time on the attention layers' gradients, for its cleanups.  A
+// loop left by an error does not release: an enclosing loop's release, or release_scratch after the
+// call, does.)
+template <class T>
+class DenseRead {
+    struct Copy {
+        const T* data;
+        Arena::Mark mark;  // where the scratch arena was before it
+    };
+    const T* p_;
+    Arena::Mark mark_{};
+    bool owned_ = false;
+
+    // (returned by value, so that nothing of the object escapes on the dense path: it stays in registers)
+    static __attribute__((noinline)) Copy copy(std::int64_t m, const Vec<T>& v) {
+        Arena& a = scratch();
+        a.set_limit(arena().limit());
+        if (static_cast<std::uint64_t>(m) > std::numeric_limits<std::size_t>::max() / (4 * sizeof(T)))
+            a.over_budget("a vector of " + std::to_string(m) + " elements");
+        const Arena::Mark mark = a.mark();
+        T* r = static_cast<T*>(a.alloc(static_cast<std::size_t>(m) * sizeof(T), alignof(T) < 8 ? 8 : alignof(T)));
+        each_elem(m, v, [&](std::int64_t k, const T& x) { r[k] = x; });
+        return Copy{r, mark};
+    }
+
+   public:
+    DenseRead(std::int64_t m, const Vec<T>& v) : p_(v.data) {
+        if (__builtin_expect(!v.plain(), 0)) {
+            const Copy c = copy(m, v);
+            p_ = c.data;
+            mark_ = c.mark;
+            owned_ = true;
+        }
+    }
+    KS_INLINE const T* data() const { return p_; }
+    KS_INLINE void release() const {
+        if (__builtin_expect(owned_, 0)) free_copy(mark_);
+    }
+    static __attribute__((noinline)) void free_copy(Arena::Mark mark) { scratch().reset(mark); }
+};
+
+// After a call (that may have failed inside a loop): every copy of the thread's loops released.
+inline void release_scratch() { scratch().reset(Arena::Mark{0, 0}); }
+
 // (build n (lam i (index i v))): v itself where it is dense with n elements (values never change), else
 // a dense copy of its first n, failing as the first read past its end would.
 template <class T>
@@ -654,7 +746,7 @@ Vec<T> prefix_copy(std::int64_t n, const Vec<T>& v) {
     if (n == v.n && v.plain()) return v;
     if (n > v.n) index_error(v.n, v.n);
     Vec<T> r = make_vec<T>(n);
-    for (std::int64_t k = 0; k < n; ++k) r.data[k] = v.get(k);
+    each_elem(n, v, [&](std::int64_t k, const T& x) { r.data[k] = x; });
     return r;
 }
 
@@ -867,7 +959,7 @@ T copy_dense(const T& x) {
     if constexpr (is_vec<T>::value) {
         using E = elem_t<T>;
         T r = make_vec<E>(x.n);
-        for (std::int64_t k = 0; k < x.n; ++k) r.data[k] = copy_dense(x.get(k));
+        each_elem(x.n, x, [&](std::int64_t k, const E& e) { r.data[k] = copy_dense(e); });
         return r;
     } else if constexpr (is_tuple<T>::value) {
         return std::apply([](const auto&... e) { return T(copy_dense(e)...); }, x);

@@ -202,3 +202,34 @@ def _like(value: object, rng: random.Random) -> object:
         return [_like(v, rng) for v in value]
     assert isinstance(value, tuple)
     return tuple(_like(v, rng) for v in value)
+
+
+# A sum of one-hots whose terms come from a def that allocates nothing (rev$maxpool's rev$max_), or from an
+# inner Float sum over a lazy vector (whose copy, ks::DenseRead, is its loop's own): no arena mark and reset
+# per iteration; where a term calls a def that makes a vector, each iteration still releases its memory.
+RESETS = """
+(def pick (Tuple Float Float) ((a : Float) (b : Float) (d : Float)) (if (gt a b) (tuple d 0.0) (tuple 0.0 d)))
+(def row (Vec Float) ((a : Float)) (build 2 (lam (j : Integer) a)))
+(def pool (Tuple (Vec Float) (Vec Float)) ((v : Vec Float) (dr : Vec Float))
+  (sumbuild (size dr) (lam (i : Integer)
+    (let (p (pick (index (mul 2 i) v) (index (add (mul 2 i) 1) v) (index i dr)))
+      (tuple (deltaVec (size v) (mul 2 i) (get$1$2 p)) (deltaVec (size v) (add (mul 2 i) 1) (get$2$2 p)))))))
+(def pool_rows (Vec (Vec Float)) ((v : Vec Float) (dr : Vec Float))
+  (sumbuild (size dr) (lam (i : Integer) (deltaVec (size v) (mul 2 i) (row (index i dr))))))
+(def lazy_inner (Vec Float) ((v : Vec Float) (k : Integer))
+  (let (d (deltaVec (size v) k 1.5))
+    (sumbuild (size v) (lam (i : Integer)
+      (deltaVec (size v) i (sumbuild (size v) (lam (j : Integer) (mul (index j d) (index i v)))))))))
+"""
+
+
+@pytest.mark.parametrize(("name", "resets"), [("pool", False), ("pool_rows", True), ("lazy_inner", False)])
+def test_iterations_release_memory_only_where_they_may_allocate(name: str, resets: bool) -> None:
+    program = parse_program(RESETS)
+    text = _body(emit_program(program, [name]))
+    mine = text[text.index(f"{name}(const") :]
+    assert ("ks::arena().mark()" in mine) == resets, mine
+    v, dr = [1.0, -2.0, 3.0, 0.5, -0.0, 0.0], [0.25, -1.5, 2.0]
+    args: list[object] = [v, 2] if name == "lazy_inner" else [v, dr]
+    want = Interpreter().call(program.defs[name], args)
+    assert _same_bits(want, run_def(program, name, args)), (want, args)

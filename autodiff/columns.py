@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autodiff.anf import Bind, Block, Branch, Loop, Names, value_expr
+from autodiff.anf import Bind, Block, Branch, Loop, Names, rename, to_expr, value_expr
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -106,7 +106,10 @@ def gather(names: Names, out: Block, col: Column, loop: Loop, body: Block) -> Ex
     whose reverse body is ``body`` (the structure in the module docstring).  The tests of range are
     made where they cost least: ``j' < n_j`` once per row where ``n_j`` is known outside the nest, and
     ``i < n_i`` not at all in a row as long as ``n_i`` (one test per row picks the plain loop), so that
-    the usual gather, every loop covering ``V``, is a plain nest of builds and sums."""
+    the usual gather, every loop covering ``V``, is a plain nest of builds and sums.  Where ``n_j`` is
+    known outside the nest, one check that ``V`` has ``n_j`` rows, each ``n_i`` long, picks the gather
+    as a single expression with no test nor let between its loops (what the C++ backend recognises
+    as a product), the gather row by row computing every other shape."""
     v = col.v
     (first, first_body), *between = col.loops
     jj = col.row
@@ -128,10 +131,7 @@ def gather(names: Names, out: Block, col: Column, loop: Loop, body: Block) -> Ex
     padded.result = names.bind(padded, Branch(E.op(Op.LT, loop.index, loop.n), at_i, Block([], zero)), "d$elem")
     row = Block()
     width = names.bind(row, E.op(Op.SIZE, E.op(Op.INDEX, jj, v)), "t")
-    plain = _plain_row(names, col, loop, body, width, at_i) if row_test and not between else None
-    if plain is None:
-        plain = Block()
-        plain.result = names.bind(plain, Loop(Op.BUILD, width, loop.index, at_i), f"d${v.data}")
+    plain = _row(names, col, loop, body, width, at_i, row_test and not between)
     short = Block()
     short.result = names.bind(short, Loop(Op.BUILD, width, loop.index, padded), f"d${v.data}")
     row.result = names.bind(row, Branch(E.op(Op.EQ, width, loop.n), plain, short), f"d${v.data}")
@@ -145,7 +145,51 @@ def gather(names: Names, out: Block, col: Column, loop: Loop, body: Block) -> Ex
         )
         row = tested
     size = names.bind(out, E.op(Op.SIZE, v), "t")
-    return names.bind(out, Loop(Op.BUILD, size, jj, row), f"d${v.data}")
+    if not row_test:
+        return names.bind(out, Loop(Op.BUILD, size, jj, row), f"d${v.data}")
+    # where V is as the nest reads it (n_j rows, each n_i long: checked once, reading only rows that
+    # exist), the gather is a plain nest that the C++ backend's products recognise; else per row
+    rowwise = Block()
+    rowwise.result = names.bind(rowwise, Loop(Op.BUILD, size, jj, row), f"d${v.data}")
+    nest = Block()
+    # (written as one expression: a nest of loops, no let between them, is what the products match)
+    fast = _reads_written(E.build(first.n, jj, _direct(_row(names, col, loop, body, loop.n, at_i, not between))))
+    nest.result = names.bind(nest, fast, f"d${v.data}")
+    k = E.var(names.fresh("j"), INTEGER)
+    ragged = E.sumbuild(
+        size, k, E.op(Op.IF, E.op(Op.EQ, E.op(Op.SIZE, E.op(Op.INDEX, k, v)), loop.n), E.const(0), E.const(1))
+    )
+    shaped = E.op(Op.AND, E.op(Op.EQ, size, first.n), E.op(Op.EQ, ragged, E.const(0)))
+    return names.bind(out, Branch(names.bind(out, shaped, "t"), nest, rowwise), f"d${v.data}")
+
+
+def _is_read(e: Expr) -> bool:
+    return e.op is Op.VAR or (e.op is Op.INDEX and all(_is_read(a) or a.op is Op.CONST for a in e.args))
+
+
+def _reads_written(e: Expr) -> Expr:
+    """``e`` with the lets of reads (and of variables) written where they are used: a loop nest then
+    has no let between its loops (the names are the def's own, bound once, so nothing is captured)."""
+    while e.op is Op.LET and _is_read(e.args[1]):
+        e = rename(e.args[2], {e.args[0].data: e.args[1]})
+    args = tuple(_reads_written(a) for a in e.args)
+    return e.replace_args(args) if any(a is not b for a, b in zip(args, e.args, strict=True)) else e
+
+
+def _direct(b: Block) -> Expr:
+    """The expression of ``b``, without the let of a block that only names its value."""
+    if len(b.binds) == 1 and b.result is b.binds[0].var:
+        return value_expr(b.binds[0].value)
+    return to_expr(b)
+
+
+def _row(names: Names, col: Column, loop: Loop, body: Block, width: Expr, at_i: Block, once: bool) -> Block:
+    """The row ``jj`` of the gather where it is ``width`` long, as long as the loop over ``i``."""
+    plain = _plain_row(names, col, loop, body, width, at_i) if once else None
+    if plain is None:
+        plain = Block()
+        plain.result = names.bind(plain, Loop(Op.BUILD, width, loop.index, at_i), f"d${col.v.data}")
+    return plain
 
 
 def _plain_row(names: Names, col: Column, loop: Loop, body: Block, width: Expr, at_i: Block) -> Block | None:

@@ -10,6 +10,7 @@ from cpp_backend.contractions import contraction
 from cpp_backend.convolutions import gathered_product
 from cpp_backend.element_sums import hoist_element_sums
 from cpp_backend.guarded_reads import sink_guarded_reads
+from cpp_backend.let_chains import peel_lets, wrap_lets
 from cpp_backend.one_hot_rows import one_hot_rows
 from cpp_backend.products import ROWS_PREFIX, ProductNames, has_product, interchange, small, transpose
 from cpp_backend.row_lets import hoist_row_chain, hoist_row_let, share_hoisted
@@ -17,6 +18,7 @@ from cpp_backend.static_sizes import StaticSizes
 from cpp_backend.summed_gathers import sum_of_gathers
 from cpp_backend.tuple_lets import split_tuple_lets
 from cpp_backend.uniform_rows import uniform_rows
+from cpp_backend.unswitch import unswitch
 from knossos import expr as E
 from knossos.expr import Expr
 from knossos.ops import Op
@@ -68,6 +70,9 @@ def canonical_products(root: Expr, *, exact_order: bool = False, rows: bool = Tr
             found = interchange(e, names, lambda x: canonical_products_in(x, here))
             if found is not None:
                 return found
+            found = unswitched(e)
+            if found is not None:
+                return found
         if not exact_order and e.op is Op.SUMBUILD and e.type.kind is Kind.FLOAT:
             found = contraction(e, names.fresh, lambda x: canonical_products_in(x, here), has_product)
             if found is not None:
@@ -83,6 +88,21 @@ def canonical_products(root: Expr, *, exact_order: bool = False, rows: bool = Tr
             if found is not None:
                 return found
         return e
+
+    def unswitched(e: Expr) -> Expr | None:
+        """``e`` as a branch over two sums (:func:`unswitch`) where an arm's sum is interchanged (each
+        copy costs code: only where it pays), that arm interchanged; else None."""
+        switched = unswitch(e)
+        if switched is e:
+            return None
+        lets, branch = peel_lets(switched)
+        arms = list(branch.args[1:])
+        for k, arm in enumerate(arms):
+            done = interchange(arm, names, lambda x: canonical_products_in(x, here))
+            if done is not None:
+                arms[k] = done
+                return wrap_lets(lets, branch.replace_args((branch.args[0], *arms)))
+        return None
 
     root = sink_guarded_reads(root)  # (the reads autodiff hoisted under guards, written in the terms)
     if not exact_order:  # (a tuple's elements as lets: the interchange moves loops past them)

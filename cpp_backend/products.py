@@ -37,6 +37,7 @@ from cpp_backend.convolutions import guarded
 from cpp_backend.element_sums import operand_sums, replace_operand
 from cpp_backend.let_chains import peel_lets, wrap_lets
 from cpp_backend.patterns import Bound, Cap, Captures, Pat, Where, alt, first, match, node
+from cpp_backend.row_dots import row_dots
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
 from cpp_backend.shared_terms import share_repeats
 from knossos import expr as E
@@ -605,8 +606,11 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
         checks.insert(0, E.op(Op.GT, n, _i(0)))
     new = rewrite(wrap_lets(product_lets, new))
     if not has_product(new):
-        names.fallbacks.pop(id(e), None)
-        return None  # a vector of sums is no faster than the sum of vectors added in place
+        dots = row_dots(new)
+        if dots is None:
+            names.fallbacks.pop(id(e), None)
+            return None  # a vector of sums is no faster than the sum of vectors added in place
+        new = dots
     out = guarded(checks, new, fallback)
     if out.op is not Op.IF:
         names.fallbacks.pop(id(e), None)

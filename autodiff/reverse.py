@@ -40,6 +40,7 @@ from autodiff.chunks import chunk_index, flatten
 from autodiff.columns import Column, cheap_element, depth_to, gather, nest_path
 from autodiff.extents import Extents
 from autodiff.primitives import as_op, known_callee, reverse_op
+from autodiff.shared_calls import tape_shared_calls
 from autodiff.tangent import Shapes
 from knossos import expr as E
 from knossos.callee import Callee
@@ -346,6 +347,7 @@ class Reverse:
         self.ranges[loop.index.data] = loop.n
         self.enclosing[id(loop.body)] = loop
         inner, inner_cot = self.block(loop.body, seed, self._stored(out, loop, v))
+        start = len(out.binds)  # (where a tape of the derivative calls the loops below share goes)
         for (name, at), part in inner_cot.nested.items():  # the loop over j: columns from here
             row = E.var(self.names.fresh(f"{loop.index.data}"), INTEGER)
             inner_cot.columns.append(Column(self.vars[name], E.var(at, INTEGER), part, row))
@@ -382,14 +384,16 @@ class Reverse:
         names = self._outer(loop.body, inner_cot, {loop.index.data})
         # One sumbuild per cotangent: each computes only what its part needs, and nothing has to take
         # its part out of a tuple (the C++ adds a loop in a sumbuild's body straight into the sum).
-        for name in names:
-            result, layout = self._bundle(inner, inner_cot.full[name], name)
+        bundles = [(name, *self._bundle(inner, inner_cot.full[name], name)) for name in names]
+        lifted_parts = [(key, self._parts(inner, inner_cot, [], [key])) for key in lifted]
+        shared = [r for _, r, _ in bundles] + [p for _, p in lifted_parts] + list(gathers.values())
+        tape_shared_calls(self.names, out, start, loop, inner, shared)
+        for name, result, layout in bundles:
             summed = Block(inner.binds, result)
             part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${name}")
             self.give(out, cot, self.vars[name], part, layout)
-        for key in lifted:
-            summed = Block(inner.binds, self._parts(inner, inner_cot, [], [key]))
-            part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, summed), f"d${key[0]}")
+        for key, parts in lifted_parts:
+            part = self.names.bind(out, Loop(Op.SUMBUILD, loop.n, loop.index, Block(inner.binds, parts)), f"d${key[0]}")
             self._collect(out, cot, [], [key], part)
         for name, part in gathers.items():  # bound when the parts are added (:meth:`_settle`)
             if name in self.chunks:  # the chunks of a vector, gathered: flattened into its shape

@@ -15,11 +15,15 @@ model.  Target: 2x that throughput at equal model size.
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
+from ksbench.harness import announce, pin_threads
 
-from ksdata.loader import DATA
+pin_threads()  # before numpy loads: one thread, as every benchmark
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+from ksdata.loader import DATA  # noqa: E402
 
 REFERENCE = {"bindgen x64": 1157.0, "gemm (inlined)": 100.0, "rev$conv1d": 36.0}
 
@@ -32,6 +36,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
     ap.add_argument("--precision", nargs="+", choices=("float32", "bfloat16"), default=["float32", "bfloat16"])
     args = ap.parse_args()
+    announce("bench_gnn")
 
     import torch
 

@@ -14,19 +14,23 @@ Prints, for this machine:
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import gc
-import statistics
-import time
-from collections.abc import Callable
+from ksbench.harness import announce, pin_threads
 
-from knossos import expr as E
-from knossos.ops import Op
-from knossos.parser import parse_program, read_source
-from knossos.perf import fewer_gc_pauses
-from knossos.types import FLOAT
-from ksdata.loader import DATA
+pin_threads()  # before numpy loads: one thread, as every benchmark
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import gc  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+from knossos import expr as E  # noqa: E402
+from knossos.ops import Op  # noqa: E402
+from knossos.parser import parse_program, read_source  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from knossos.types import FLOAT  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
 
 PROGRAMS = sorted((DATA / "programs").glob("*.kso"))
 
@@ -59,6 +63,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
+    announce("bench_ir")
     texts = {p.name: read_source(p) for p in PROGRAMS}
 
     def parse_check_cost_all() -> None:

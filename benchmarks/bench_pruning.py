@@ -12,15 +12,19 @@ time ratio to no pruning, measured in one run.  blas_test's figures come from
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
+from ksbench.harness import announce, pin_threads
 
-from knossos.parser import parse_expr
-from knossos.perf import fewer_gc_pauses
-from ksdata.loader import DATA
-from search.plan import Plan, run
-from search.registry import get_search
+pin_threads()  # before numpy loads: one thread, as every benchmark
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+from knossos.parser import parse_expr  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
+from search.plan import Plan, run  # noqa: E402
+from search.registry import get_search  # noqa: E402
 
 SETS = DATA / "arithmetic_sets.json"
 
@@ -31,6 +35,7 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=10)
     ap.add_argument("--budget", type=int, default=5000)
     args = ap.parse_args()
+    announce("bench_pruning")
     get_search(args.search)  # an unknown search is refused before any is run
     sets = json.loads(SETS.read_text())["sets"]
     print(f"{args.search}, depth {args.depth}, {args.budget} evaluations")

@@ -17,20 +17,24 @@ the reference's expression.  Search runs under knossos.perf.fewer_gc_pauses(), a
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
+from ksbench.harness import announce, pin_threads
 
-from knossos import expr as E
-from knossos.callee import CalleeKind
-from knossos.expr import Expr, preorder
-from knossos.ops import Op
-from knossos.parser import load_program
-from knossos.perf import fewer_gc_pauses
-from ksdata.loader import DATA
-from rules.actions import actions, apply, children
-from rules.calls import inline
-from rules.sets import get_rule_set
+pin_threads()  # before numpy loads: one thread, as every benchmark
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+from knossos import expr as E  # noqa: E402
+from knossos.callee import CalleeKind  # noqa: E402
+from knossos.expr import Expr, preorder  # noqa: E402
+from knossos.ops import Op  # noqa: E402
+from knossos.parser import load_program  # noqa: E402
+from knossos.perf import fewer_gc_pauses  # noqa: E402
+from ksdata.loader import DATA  # noqa: E402
+from rules.actions import actions, apply, children  # noqa: E402
+from rules.calls import inline  # noqa: E402
+from rules.sets import get_rule_set  # noqa: E402
 
 PROGRAMS = DATA / "programs"
 CASES = [
@@ -87,6 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
+    announce("bench_rules")
     loop = "C (knossos/_climb.c)" if E.compiled_rebuild() else "Python (_climb_python)"
     print(f"ancestors rebuilt by the {loop} loop; KNOSSOS_PURE_PYTHON=1 selects the Python one")
     print(

@@ -13,16 +13,20 @@ and the ratio to the reference implementation's times on this kind of machine (g
 
 from __future__ import annotations
 
-import argparse
-import json
-import resource
-import statistics
-import subprocess
-import sys
-import time
-from pathlib import Path
+from ksbench.harness import announce, pin_threads
 
-from ksdata.loader import DATA
+pin_threads()  # before numpy loads: one thread, as every benchmark
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from ksdata.loader import DATA  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,6 +92,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per case; the median is reported")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    announce("bench_search")
     if args.case:
         print(json.dumps(run_case(args.case)))
         return

@@ -48,6 +48,13 @@ def pin_threads() -> None:
         os.environ.setdefault(var, "1")
 
 
+def announce(name: str) -> None:
+    """One line on stderr: the benchmark, the code revision and the machine its figures come from."""
+    from ksbench.results import revision
+
+    print(f"{name}: revision {revision()[:12]}, {cpu_name()} ({machine()})", file=sys.stderr, flush=True)
+
+
 def machine() -> str:
     """The machine's architecture and processor, as the rows say it."""
     return f"{platform.machine()} {platform.processor() or ''}".strip()

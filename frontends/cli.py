@@ -101,6 +101,8 @@ def load_function(path: str, name: str) -> Any:
     if spec is None or spec.loader is None:
         raise KsUsageError("cannot be imported as a Python module (give a .py file)", None, path)
     module = importlib.util.module_from_spec(spec)
+    # The file imports its neighbours as it would run under `python FILE` (whose sys.path[0] is its
+    # folder); the entry is taken out again below, so nothing else of the process sees it.
     folder = str(file.resolve().parent)
     sys.path.insert(0, folder)
     try:

@@ -38,6 +38,7 @@ from cpp_backend.element_sums import operand_sums, replace_operand
 from cpp_backend.let_chains import peel_lets, wrap_lets
 from cpp_backend.patterns import Bound, Cap, Captures, Pat, Where, alt, first, match, node
 from cpp_backend.row_dots import row_dots
+from cpp_backend.row_lets import LOOPING, straight_line
 from cpp_backend.scatters import gather_one_hots, one_hots_inside
 from cpp_backend.shared_terms import share_repeats
 from knossos import expr as E
@@ -47,7 +48,6 @@ from knossos.types import FLOAT, INTEGER, Kind, Type, vec
 
 #: The names of the matrices hoisted out of rows (cpp_backend.row_lets).
 ROWS_PREFIX = "ks$rows"
-_LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
 #: A size expression evaluated again by a rewrite has at most this many nodes.
 _SMALL = 8
 #: A product's term (and a let's right-hand side moved into one) has at most this many nodes: the
@@ -55,18 +55,8 @@ _SMALL = 8
 _TERM_MAX = 400
 
 
-def _loop_free(e: Expr) -> bool:
-    """Whether evaluating ``e`` runs no loop and makes no vector (reads of vectors are fine)."""
-    for x in distinct_nodes(e):
-        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT):
-            return False
-        if x.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and x.type.kind in (Kind.VEC, Kind.TUPLE):
-            return False
-    return True
-
-
 def small(e: Expr) -> bool:
-    return e.size <= _SMALL and _loop_free(e)
+    return e.size <= _SMALL and straight_line(e)
 
 
 def _i(n: int) -> Expr:
@@ -81,7 +71,7 @@ def _made(name: str, other: str) -> Pat:
     def guard(b: Captures) -> bool:
         x, v = b[name], b[other]
         assert isinstance(x, Expr)
-        return x.type is FLOAT and v not in x.free and x.op is not Op.CONST and _loop_free(x)
+        return x.type is FLOAT and v not in x.free and x.op is not Op.CONST and straight_line(x)
 
     return Where(Cap(name), guard)
 
@@ -200,7 +190,7 @@ def _gathered_first(lets: list[tuple[Expr, Expr]], body: Expr) -> tuple[list[tup
         return lets, body
     x, rhs = lets[-1]
     cond, then, other = body.args
-    if then is not x or x.data in cond.free or _loop_free(rhs):
+    if then is not x or x.data in cond.free or straight_line(rhs):
         return lets, body
     return lets[:-1], body.replace_args((cond, rhs, other))
 
@@ -235,7 +225,7 @@ def _inline(e: Expr, lets: dict[str, Expr], rhss: list[Expr]) -> Expr | None:
     """The loop-free term ``e`` with its lets (and those of ``lets``) inlined; every let's inlined
     right-hand side is added to ``rhss``.  None where ``e`` binds anything but lets."""
     if e.op is Op.LET:
-        if not _loop_free(e.args[1]):
+        if not straight_line(e.args[1]):
             return None
         rhs = _inline(e.args[1], lets, rhss)
         if rhs is None:
@@ -244,7 +234,7 @@ def _inline(e: Expr, lets: dict[str, Expr], rhss: list[Expr]) -> Expr | None:
         return _inline(e.args[2], {**lets, e.args[0].data: rhs}, rhss)
     if e.op is Op.VAR:
         return lets.get(e.data, e)
-    if e.op in _LOOPING or (e.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and e.type.kind in (Kind.VEC, Kind.TUPLE)):
+    if e.op in LOOPING or (e.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and e.type.kind in (Kind.VEC, Kind.TUPLE)):
         return None
     if not e.args:
         return e
@@ -494,7 +484,7 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
 
     def add_lets(lets: list[tuple[Expr, Expr]]) -> bool:
         for v, rhs in lets:
-            if rhs.size > _TERM_MAX or rhs.op is Op.LET or not _loop_free(rhs):
+            if rhs.size > _TERM_MAX or rhs.op is Op.LET or not straight_line(rhs):
                 return False
             chain.append(("let", v, rhs))
             resolved[v.data] = _resolve(rhs, resolved)
@@ -564,7 +554,7 @@ def interchange(e: Expr, names: ProductNames, rewrite: Callable[[Expr], Expr]) -
         builds += gather
         lets_all = []  # (inside the term, under the test that its summed variable is in range)
         checks += probed
-    if not builds or not sums or body.type is not FLOAT or body.size > _TERM_MAX or not _loop_free(body):
+    if not builds or not sums or body.type is not FLOAT or body.size > _TERM_MAX or not straight_line(body):
         return None
     names_bound = [v.data for v, _ in lets_all] + [v.data for _, v in builds] + [v.data for _, v in sums]
     if outer is not None:

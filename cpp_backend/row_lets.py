@@ -88,15 +88,16 @@ def _read(e: Expr) -> bool:
     return e.op is Op.VAR
 
 
-_LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
+#: Ops whose evaluation runs a loop or makes a vector (what :func:`straight_line` refuses).
+LOOPING = frozenset({Op.BUILD, Op.SUMBUILD, Op.SUM, Op.CALL, Op.APPLY, Op.LAM, Op.CONSTVEC, Op.DELTAVEC})
 #: A scalar let moved into each element of a hoisted build has at most this many nodes.
 _SCALAR_MAX = 40
 
 
-def _loop_free(e: Expr) -> bool:
+def straight_line(e: Expr) -> bool:
     """Whether evaluating ``e`` runs no loop and makes no vector (reads of vectors are fine)."""
     for x in distinct_nodes(e):
-        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT):
+        if x.op in LOOPING or x.op in (Op.TUPLE, Op.ASSERT):
             return False
         if x.op not in (Op.INDEX, Op.VAR, Op.SIZE, Op.GET) and x.type.kind in (Kind.VEC, Kind.TUPLE):
             return False
@@ -110,7 +111,7 @@ def _scalar(e: Expr) -> bool:
     stack = [e]
     while stack:
         x = stack.pop()
-        if x.op in _LOOPING or x.op in (Op.TUPLE, Op.ASSERT, Op.LET, Op.IF):
+        if x.op in LOOPING or x.op in (Op.TUPLE, Op.ASSERT, Op.LET, Op.IF):
             return False
         stack.extend(x.args)
     return True
@@ -236,7 +237,7 @@ def hoist_row_chain(
         lets, product = lets[:-1], lets[-1][1]
     if product.op not in (Op.BUILD, Op.SUMBUILD) or len({v.data for v, _ in lets}) < len(lets):
         return None
-    looping = [k for k, (_, rhs) in enumerate(lets) if not _loop_free(rhs)]
+    looping = [k for k, (_, rhs) in enumerate(lets) if not straight_line(rhs)]
     if not looping or iv.data in {v.data for v, _ in lets}:
         return None
     k = looping[-1]
@@ -253,7 +254,7 @@ def hoist_row_chain(
             live.insert(0, (v, rhs))
             needed = (needed - {v.data}) | set(rhs.free)
     live += later
-    if any(not _loop_free(rhs) for _, rhs in live):
+    if any(not straight_line(rhs) for _, rhs in live):
         return None
     rows = E.build(n, iv, wrap_lets(live, product)) if e.op is Op.BUILD else E.sumbuild(n, iv, wrap_lets(live, product))
     if not reaches(rows):

@@ -3,13 +3,11 @@ an iteration made first): the same values as the interpreter, the same errors (i
 
 from __future__ import annotations
 
-import math
 import random
-import struct
 
 import pytest
 
-from cpp_backend.bench import values_agree
+from cpp_backend.bench import same_bits, values_agree
 from cpp_backend.cpp_text import float_literal
 from cpp_backend.driver import compile_program, run_def
 from cpp_backend.emit import emit_program
@@ -91,14 +89,6 @@ EDGES = """
 EDGE_V = [-0.0, 1.0, float("nan"), 0.0, -2.0]
 
 
-def _same_bits(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or struct.pack("<d", a) == struct.pack("<d", b)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same_bits(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 @pytest.mark.parametrize("exact", [False, True])
 @pytest.mark.parametrize(("n", "m"), [(1, 1), (1, 3), (3, 1), (3, 3)])
 def test_first_terms_agree_to_the_bit(n: int, m: int, exact: bool) -> None:
@@ -109,7 +99,7 @@ def test_first_terms_agree_to_the_bit(n: int, m: int, exact: bool) -> None:
     program = parse_program(EDGES)
     want = Interpreter().call(program.defs["edges"], [EDGE_V, n, m])
     have = run_def(program, "edges", [EDGE_V, n, m], exact_order=exact)
-    assert _same_bits(want, have) if exact or n == 1 else values_agree(want, have), (want, have)
+    assert same_bits(want, have) if exact or n == 1 else values_agree(want, have), (want, have)
 
 
 @pytest.mark.parametrize("exact", [False, True])
@@ -232,4 +222,4 @@ def test_iterations_release_memory_only_where_they_may_allocate(name: str, reset
     v, dr = [1.0, -2.0, 3.0, 0.5, -0.0, 0.0], [0.25, -1.5, 2.0]
     args: list[object] = [v, 2] if name == "lazy_inner" else [v, dr]
     want = Interpreter().call(program.defs[name], args)
-    assert _same_bits(want, run_def(program, name, args)), (want, args)
+    assert same_bits(want, run_def(program, name, args)), (want, args)

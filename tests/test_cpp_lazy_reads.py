@@ -8,13 +8,12 @@ g++ time on every program)."""
 
 from __future__ import annotations
 
-import math
 import random
-import struct
 import subprocess
 
 import pytest
 
+from cpp_backend.bench import same_bits
 from cpp_backend.compile import compile_cpp
 from cpp_backend.cpp_text import def_symbol
 from cpp_backend.driver import compile_program, run_def
@@ -53,14 +52,6 @@ SOURCE = """
 NAMES = ["loop_reads", "strided_reads", "summed_reads", "one_hot_rows", "prefix", "helpers"]
 
 
-def _same_bits(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or struct.pack("<d", a) == struct.pack("<d", b)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same_bits(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 def _cases() -> list[tuple[str, list[object]]]:
     rng = random.Random(45)
     cases = []
@@ -78,7 +69,7 @@ def test_lazy_reads_agree_with_the_interpreter(name: str, args: list[object]) ->
     program = parse_program(SOURCE)
     want = Interpreter().call(program.defs[name], args)
     have = run_def(program, name, args)
-    assert _same_bits(want, have), (name, args, want, have)
+    assert same_bits(want, have), (name, args, want, have)
 
 
 def test_the_loops_read_through_dense_pointers() -> None:

@@ -124,6 +124,20 @@ def check_finite_differences(d: Def, fwd: Def, rev: Def, seed: int, trials: int 
         assert abs(forward - reverse) <= 1e-9 * max(1.0, abs(forward)), (d.name, forward, reverse)
 
 
+def check_compiled_rev(program: Program, name: str, rev: Def, seed: int) -> None:
+    """``rev`` (the interpreter's rev$ of ``name``) and the compiled rev$ of ``name`` in ``program``
+    give the same bits on random arguments and a random cotangent (sums in exact order)."""
+    from cpp_backend.driver import run_def
+
+    rng = random.Random(seed)
+    f = program.defs[name]
+    args = [value(t.type, rng) for t in f.params]
+    args.append(tangent(f.ret_type, Interpreter().call(f, args), rng))
+    want = Interpreter().call(rev, args)
+    have = run_def(grad_program(program, [name], "rev"), f"rev${name}", args, exact_order=True)
+    assert isclose(want, have, 0.0, 0.0), (name, want, have)
+
+
 @pytest.mark.parametrize(("path", "name"), cases())
 def test_derivatives_match_finite_differences(path: Path, name: str) -> None:
     """Every def of every program file: both modes made anew (not the program's own rev$/fwd$) agree
